@@ -1,0 +1,127 @@
+//! Runtime-agnostic container helpers: the spec hash and the restart decision.
+//!
+//! Mirrors upstream `pkg/kubelet/container/helpers.go` (`HashContainer`,
+//! `ShouldContainerBeRestarted`).
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+
+use crate::pod::PodExt;
+use crate::runtime::{ContainerState, PodStatus};
+
+/// The hash of the container fields whose change requires a new container.
+///
+/// As upstream since v1.31 (`pickFieldsToHash`), only `name` and `image` are hashed, so that
+/// mutable fields (resources) do not restart containers. The algorithm is FNV-1a 32-bit over
+/// the canonical JSON `{"image":…,"name":…}` (keys sorted, as Go's `json.Marshal` of a map):
+/// fixed across builds, processes and platforms. Upstream additionally wraps the JSON bytes in
+/// `dump.ForHash`, so the values differ from the Go kubelet's; a node must not switch between
+/// the two kubelets with running pods (upstream does not support that across versions either).
+///
+/// Changing this function restarts every container on every node on upgrade: the golden
+/// values in the tests freeze it.
+pub fn hash_container(container: &Container) -> u64 {
+    let canonical = serde_json::json!({
+        "image": container.image.as_deref().unwrap_or(""),
+        "name": container.name,
+    });
+    // serde_json's map is a BTreeMap here (no `preserve_order`), so keys are sorted.
+    u64::from(fnv1a_32(canonical.to_string().as_bytes()))
+}
+
+/// FNV-1a, 32 bits (the `fnv` crate has only the 64-bit variant).
+fn fnv1a_32(bytes: &[u8]) -> u32 {
+    const OFFSET: u32 = 0x811c_9dc5;
+    const PRIME: u32 = 0x0100_0193;
+    bytes
+        .iter()
+        .fold(OFFSET, |h, b| (h ^ u32::from(*b)).wrapping_mul(PRIME))
+}
+
+/// Whether `container` should be (re)started given the runtime's view of the pod
+/// (upstream `ShouldContainerBeRestarted`).
+pub fn should_container_be_restarted(container: &Container, pod: &Pod, status: &PodStatus) -> bool {
+    if pod.is_being_deleted() {
+        return false;
+    }
+    let Some(cs) = status.container(&container.name) else {
+        return true;
+    };
+    match cs.state {
+        ContainerState::Running => false,
+        ContainerState::Unknown | ContainerState::Created => true,
+        ContainerState::Exited => match pod.restart_policy() {
+            "Never" => false,
+            "OnFailure" => cs.exit_code != 0,
+            _ => true,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::ContainerStatus;
+    use k8s_openapi::api::core::v1::PodSpec;
+
+    fn container(name: &str, image: &str) -> Container {
+        Container {
+            name: name.into(),
+            image: Some(image.into()),
+            ..Default::default()
+        }
+    }
+
+    /// Golden values, cross-checked with an independent FNV-1a implementation (Python):
+    /// these must never change (see `hash_container`).
+    #[test]
+    fn hash_golden_values() {
+        assert_eq!(hash_container(&container("app", "busybox:1.36")), 0x4761_5a6e_u64);
+        assert_eq!(hash_container(&container("", "")), 0x53b5_b54f_u64);
+        assert_eq!(
+            hash_container(&container("web", "registry.k8s.io/pause:3.9")),
+            0xbd7a_20f5_u64
+        );
+    }
+
+    #[test]
+    fn hash_ignores_mutable_fields() {
+        let a = container("app", "busybox");
+        let mut b = a.clone();
+        b.command = Some(vec!["sleep".into()]);
+        assert_eq!(hash_container(&a), hash_container(&b));
+        let c = container("app", "busybox:2");
+        assert_ne!(hash_container(&a), hash_container(&c));
+    }
+
+    fn pod(policy: &str) -> Pod {
+        Pod {
+            spec: Some(PodSpec {
+                restart_policy: Some(policy.into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn exited(code: i32) -> PodStatus {
+        PodStatus {
+            containers: vec![ContainerStatus {
+                name: "app".into(),
+                state: ContainerState::Exited,
+                exit_code: code,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn restart_decision_follows_policy() {
+        let c = container("app", "busybox");
+        assert!(should_container_be_restarted(&c, &pod("Never"), &PodStatus::default()));
+        assert!(!should_container_be_restarted(&c, &pod("Never"), &exited(1)));
+        assert!(!should_container_be_restarted(&c, &pod("OnFailure"), &exited(0)));
+        assert!(should_container_be_restarted(&c, &pod("OnFailure"), &exited(3)));
+        assert!(should_container_be_restarted(&c, &pod("Always"), &exited(0)));
+    }
+}

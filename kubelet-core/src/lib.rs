@@ -1,0 +1,33 @@
+//! Core of a Rust kubelet: shared types, the manager traits, pod config, pod workers and the
+//! sync loop.
+//!
+//! This crate mirrors the runtime-agnostic parts of upstream `pkg/kubelet`:
+//! `container/` (runtime types, cache, helpers), `config/` (pod sources and merge),
+//! `pod/` (pod manager), `pod_workers.go` and the sync loop of `kubelet.go`. It knows nothing
+//! of gRPC, CRI or the API server: a custom node agent implements [`runtime::Runtime`] (or takes
+//! `kubelet-cri`'s) and plugs it in.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use kubelet_core::runtime::Runtime;
+//! # async fn demo(runtime: Arc<dyn Runtime>) -> Result<(), kubelet_core::runtime::Error> {
+//! let pods = runtime.get_pods(true).await?;
+//! println!("{} pods known to the runtime", pods.len());
+//! # Ok(()) }
+//! ```
+
+pub mod backoff;
+pub mod cache;
+pub mod config;
+pub mod container;
+pub mod pleg;
+pub mod pod;
+pub mod runtime;
+pub mod status;
+pub mod sync;
+pub mod volume;
+
+#[cfg(any(test, feature = "test-util"))]
+pub mod testing;
+
+pub use pod::{PodExt, PodUid};

@@ -1,0 +1,375 @@
+//! The container runtime as the kubelet sees it: the [`Runtime`] trait and its view of pods.
+//!
+//! Mirrors upstream `pkg/kubelet/container/runtime.go` (`Runtime`, `Pod`, `PodStatus`,
+//! `Status`, `RuntimeStatus`) with the CRI kept out: CRI types live only in `kubelet-cri`.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use crate::backoff::Backoff;
+use crate::pod::PodUid;
+
+/// Errors from a [`Runtime`].
+///
+/// `Unavailable` is retryable (the runtime is down or restarting); the other variants are
+/// about one request and are reported on the pod that caused them.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The runtime could not be reached or is not ready. Retryable with backoff.
+    #[error("container runtime unavailable: {0}")]
+    Unavailable(String),
+    /// The object the call names does not exist in the runtime.
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// The pod spec cannot be turned into a runtime request (names the field).
+    #[error("invalid pod spec: {field}: {reason}")]
+    InvalidSpec {
+        /// The pod field that is wrong, e.g. `spec.containers[0].image`.
+        field: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The runtime answered with an error.
+    #[error("runtime error in {op}: {message}")]
+    Runtime {
+        /// The runtime call, e.g. `RunPodSandbox`.
+        op: &'static str,
+        /// The runtime's message.
+        message: String,
+    },
+}
+
+impl Error {
+    /// `true` when retrying the same call later may succeed without any change on our side.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Error::Unavailable(_) | Error::Runtime { .. })
+    }
+}
+
+/// `Result` with this module's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The runtime's name and versions (CRI `Version`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Version {
+    /// Runtime name, e.g. `containerd`.
+    pub runtime_name: String,
+    /// Runtime version, e.g. `1.6.20`.
+    pub runtime_version: String,
+    /// API version the runtime speaks, e.g. `v1`.
+    pub runtime_api_version: String,
+}
+
+/// The runtime's readiness (CRI `Status`), upstream `RuntimeStatus`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RuntimeStatus {
+    /// The `RuntimeReady` condition.
+    pub runtime_ready: bool,
+    /// The `NetworkReady` condition.
+    pub network_ready: bool,
+    /// Reasons and messages of conditions that are not met, for logs and health checks.
+    pub message: String,
+}
+
+/// State of a container in the runtime (upstream `ContainerState`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ContainerState {
+    /// Created, never started.
+    Created,
+    /// Running.
+    Running,
+    /// Exited.
+    Exited,
+    /// Unknown to the runtime.
+    #[default]
+    Unknown,
+}
+
+/// State of a pod sandbox in the runtime.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum SandboxState {
+    /// The sandbox is ready for containers.
+    Ready,
+    /// The sandbox is stopped or broken.
+    #[default]
+    NotReady,
+}
+
+/// One container as the runtime lists it (upstream `kubecontainer.Container`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainerSummary {
+    /// Runtime ID of the container.
+    pub id: String,
+    /// Name from the pod spec (`io.kubernetes.container.name`).
+    pub name: String,
+    /// Image reference the container was created from.
+    pub image: String,
+    /// Spec hash stored on the container when it was created.
+    pub hash: u64,
+    /// Current state.
+    pub state: ContainerState,
+    /// Sandbox the container runs in.
+    pub sandbox_id: String,
+    /// When the container was created.
+    pub created_at: Option<Timestamp>,
+}
+
+/// One sandbox as the runtime lists it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SandboxSummary {
+    /// Runtime ID of the sandbox.
+    pub id: String,
+    /// Current state.
+    pub state: SandboxState,
+    /// Attempt number (incremented each time the sandbox is recreated).
+    pub attempt: u32,
+    /// When the sandbox was created.
+    pub created_at: Option<Timestamp>,
+}
+
+/// A pod as the runtime knows it: sandboxes and containers grouped by pod UID
+/// (upstream `kubecontainer.Pod`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunningPod {
+    /// Pod UID from the runtime objects' labels.
+    pub uid: PodUid,
+    /// Pod name from the labels.
+    pub name: String,
+    /// Pod namespace from the labels.
+    pub namespace: String,
+    /// Sandboxes of the pod, newest first.
+    pub sandboxes: Vec<SandboxSummary>,
+    /// Containers of the pod.
+    pub containers: Vec<ContainerSummary>,
+}
+
+impl RunningPod {
+    /// `true` when no container is running and no sandbox is ready.
+    pub fn is_empty_or_stopped(&self) -> bool {
+        self.containers
+            .iter()
+            .all(|c| c.state != ContainerState::Running)
+            && self.sandboxes.iter().all(|s| s.state != SandboxState::Ready)
+    }
+}
+
+/// Full status of one container (upstream `kubecontainer.Status`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainerStatus {
+    /// Runtime ID.
+    pub id: String,
+    /// Name from the pod spec.
+    pub name: String,
+    /// Current state.
+    pub state: ContainerState,
+    /// Creation time.
+    pub created_at: Option<Timestamp>,
+    /// Start time (when running or exited after a start).
+    pub started_at: Option<Timestamp>,
+    /// Exit time.
+    pub finished_at: Option<Timestamp>,
+    /// Exit code (meaningful when exited).
+    pub exit_code: i32,
+    /// Runtime's short reason, e.g. `Completed`, `Error`, `OOMKilled`.
+    pub reason: String,
+    /// Runtime's message (e.g. the termination message).
+    pub message: String,
+    /// Image as requested.
+    pub image: String,
+    /// Resolved image reference (digest), upstream `ImageRef`.
+    pub image_ref: String,
+    /// Restart count stored on the container (`io.kubernetes.container.restartCount`).
+    pub restart_count: u32,
+    /// Spec hash stored on the container (`io.kubernetes.container.hash`).
+    pub hash: u64,
+}
+
+/// Full status of one sandbox.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SandboxStatus {
+    /// Runtime ID.
+    pub id: String,
+    /// Current state.
+    pub state: SandboxState,
+    /// Attempt number.
+    pub attempt: u32,
+    /// Creation time.
+    pub created_at: Option<Timestamp>,
+    /// Pod IPs assigned to the sandbox (primary first).
+    pub ips: Vec<String>,
+    /// `true` when the sandbox uses the host network namespace.
+    pub host_network: bool,
+}
+
+/// The runtime's full view of one pod (upstream `kubecontainer.PodStatus`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PodStatus {
+    /// Pod UID.
+    pub uid: PodUid,
+    /// Pod name.
+    pub name: String,
+    /// Pod namespace.
+    pub namespace: String,
+    /// Pod IPs from the newest sandbox.
+    pub ips: Vec<String>,
+    /// Sandboxes, newest first.
+    pub sandboxes: Vec<SandboxStatus>,
+    /// Every container of the pod known to the runtime, newest first per name.
+    pub containers: Vec<ContainerStatus>,
+}
+
+impl PodStatus {
+    /// The newest status of the container called `name` (upstream `FindContainerStatusByName`).
+    pub fn container(&self, name: &str) -> Option<&ContainerStatus> {
+        self.containers
+            .iter()
+            .filter(|c| c.name == name)
+            .max_by_key(|c| (c.restart_count, c.created_at))
+    }
+
+    /// `true` when at least one container of the pod is running.
+    pub fn has_running_containers(&self) -> bool {
+        self.containers
+            .iter()
+            .any(|c| c.state == ContainerState::Running)
+    }
+}
+
+/// Per-container outcome of a [`Runtime::sync_pod`] step that failed, for the status
+/// (upstream's `reasonCache`: `ErrImagePull`, `CreateContainerError`, `CrashLoopBackOff`, …).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainerSyncError {
+    /// Container name.
+    pub container: String,
+    /// Waiting reason to report, e.g. `ErrImagePull`.
+    pub reason: String,
+    /// Human-readable message.
+    pub message: String,
+}
+
+/// What [`Runtime::sync_pod`] did and what failed (upstream `PodSyncResult`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PodSyncResult {
+    /// Containers that could not be started, with the reason to report.
+    pub container_errors: Vec<ContainerSyncError>,
+    /// A pod-level failure (e.g. the sandbox could not be created).
+    pub pod_error: Option<String>,
+    /// `true` when the pod's runtime state changed (so the caller should refresh its cache).
+    pub changed: bool,
+}
+
+impl PodSyncResult {
+    /// `true` when nothing failed.
+    pub fn is_ok(&self) -> bool {
+        self.container_errors.is_empty() && self.pod_error.is_none()
+    }
+}
+
+/// A bind mount into a container (upstream `kubecontainer.Mount`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mount {
+    /// Path on the host.
+    pub host_path: PathBuf,
+    /// Path in the container.
+    pub container_path: String,
+    /// Mounted read-only.
+    pub read_only: bool,
+}
+
+/// Per-container inputs the runtime cannot compute by itself
+/// (upstream `kubecontainer.RunContainerOptions`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunContainerOptions {
+    /// Environment variables, in order, already expanded.
+    pub envs: Vec<(String, String)>,
+    /// Mounts from the volume manager.
+    pub mounts: Vec<Mount>,
+    /// Hostname for the sandbox.
+    pub hostname: String,
+}
+
+/// Callbacks from the runtime into the kubelet while it syncs a pod
+/// (upstream `kubecontainer.RuntimeHelper`).
+#[cfg_attr(any(test, feature = "test-util"), mockall::automock)]
+pub trait RuntimeHelper: Send + Sync {
+    /// Environment, mounts and hostname for one container of the pod.
+    ///
+    /// An `Err` is a `CreateContainerConfigError` for that container.
+    fn generate_run_container_options(
+        &self,
+        pod: &Pod,
+        container: &Container,
+        pod_ips: &[String],
+    ) -> std::result::Result<RunContainerOptions, String>;
+
+    /// Directory for the pod's logs, `<log-root>/<ns>_<name>_<uid>`.
+    fn pod_log_dir(&self, pod: &Pod) -> PathBuf;
+}
+
+/// A container runtime (upstream `kubecontainer.Runtime`), implemented over CRI by
+/// `kubelet-cri` and by [`crate::testing::FakeRuntime`] for tests.
+///
+/// All methods are cancel safe in the sense that dropping the future leaves the runtime in a
+/// state that a later `sync_pod`/`kill_pod` converges from.
+#[cfg_attr(any(test, feature = "test-util"), mockall::automock)]
+#[async_trait]
+pub trait Runtime: Send + Sync + 'static {
+    /// The runtime's name and versions.
+    async fn version(&self) -> Result<Version>;
+
+    /// The runtime's readiness conditions.
+    async fn status(&self) -> Result<RuntimeStatus>;
+
+    /// Every pod the runtime knows, grouped by pod UID. With `all == false`, only pods with a
+    /// running container or a ready sandbox.
+    async fn get_pods(&self, all: bool) -> Result<Vec<RunningPod>>;
+
+    /// Full status of one pod: its sandboxes (with IPs) and containers.
+    async fn get_pod_status(&self, uid: &PodUid, name: &str, namespace: &str) -> Result<PodStatus>;
+
+    /// Drives the pod towards its spec: (re)creates the sandbox if needed, kills containers
+    /// whose spec changed, and starts containers that should run per restart policy.
+    ///
+    /// `status` is the runtime status the decision is based on; `backoff` holds per-container
+    /// restart backoff. Per-container failures are reported in the result, not as `Err`;
+    /// `Err` means the pod could not be synced at all (e.g. the runtime is down).
+    async fn sync_pod(
+        &self,
+        pod: &Pod,
+        status: &PodStatus,
+        helper: Arc<dyn RuntimeHelper>,
+        backoff: &Backoff,
+    ) -> Result<PodSyncResult>;
+
+    /// Stops every container of the pod (with `grace_period_seconds`, or the spec's, or a
+    /// default when `pod` is `None`), then stops and removes its sandboxes.
+    async fn kill_pod<'a>(
+        &self,
+        pod: Option<&'a Pod>,
+        running: &RunningPod,
+        grace_period_seconds: Option<i64>,
+    ) -> Result<()>;
+
+    /// Removes one container.
+    async fn delete_container(&self, id: &str) -> Result<()>;
+}
+
+/// Groups a flat container list by name, newest first; handy for implementations.
+pub fn newest_by_name(containers: &[ContainerStatus]) -> HashMap<&str, &ContainerStatus> {
+    let mut out: HashMap<&str, &ContainerStatus> = HashMap::new();
+    for c in containers {
+        match out.get(c.name.as_str()) {
+            Some(prev) if (prev.restart_count, prev.created_at) >= (c.restart_count, c.created_at) => {}
+            _ => {
+                out.insert(c.name.as_str(), c);
+            }
+        }
+    }
+    out
+}

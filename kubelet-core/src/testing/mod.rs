@@ -1,0 +1,1 @@
+//! Test utilities: stateful fakes and fixtures.
