@@ -348,7 +348,8 @@ pub trait Runtime: Send + Sync + 'static {
     ) -> Result<PodSyncResult>;
 
     /// Stops every container of the pod (with `grace_period_seconds`, or the spec's, or a
-    /// default when `pod` is `None`), then stops and removes its sandboxes.
+    /// default when `pod` is `None`), then stops its sandboxes (upstream `KillPod`). Stopped
+    /// containers and sandboxes are kept, so exit codes survive; see [`Runtime::remove_pod`].
     async fn kill_pod<'a>(
         &self,
         pod: Option<&'a Pod>,
@@ -358,6 +359,10 @@ pub trait Runtime: Send + Sync + 'static {
 
     /// Removes one container.
     async fn delete_container(&self, id: &str) -> Result<()>;
+
+    /// Removes every (stopped) container and sandbox of a pod that is gone from the config
+    /// (upstream's garbage collection of deleted pods). `NotFound` counts as success.
+    async fn remove_pod(&self, running: &RunningPod) -> Result<()>;
 }
 
 /// Groups a flat container list by name, newest first; handy for implementations.
