@@ -25,6 +25,7 @@ pub mod pod;
 pub mod runtime;
 pub mod status;
 pub mod sync;
+pub mod time;
 pub mod volume;
 
 #[cfg(any(test, feature = "test-util"))]

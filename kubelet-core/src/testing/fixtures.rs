@@ -1,0 +1,68 @@
+//! Pod fixtures and a trivial [`RuntimeHelper`].
+
+use std::path::PathBuf;
+
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::runtime::{RunContainerOptions, RuntimeHelper};
+
+/// A pod `name` in namespace `default` with UID `uid-<name>` and one busybox container
+/// `app` running `sleep 3600`.
+pub fn pod(name: &str) -> Pod {
+    pod_with(name, "Always", &["app"])
+}
+
+/// A pod with the given restart policy and one busybox container per name.
+pub fn pod_with(name: &str, restart_policy: &str, containers: &[&str]) -> Pod {
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("default".into()),
+            uid: Some(format!("uid-{name}")),
+            ..Default::default()
+        },
+        spec: Some(PodSpec {
+            restart_policy: Some(restart_policy.into()),
+            containers: containers
+                .iter()
+                .map(|c| Container {
+                    name: (*c).into(),
+                    image: Some("busybox:1.36".into()),
+                    command: Some(vec!["sleep".into(), "3600".into()]),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// A [`RuntimeHelper`] that passes literal env values and no mounts.
+#[derive(Clone, Debug, Default)]
+pub struct FakeRuntimeHelper;
+
+impl RuntimeHelper for FakeRuntimeHelper {
+    fn generate_run_container_options(
+        &self,
+        pod: &Pod,
+        container: &Container,
+        _pod_ips: &[String],
+    ) -> Result<RunContainerOptions, String> {
+        Ok(RunContainerOptions {
+            envs: container
+                .env
+                .iter()
+                .flatten()
+                .map(|e| (e.name.clone(), e.value.clone().unwrap_or_default()))
+                .collect(),
+            mounts: vec![],
+            hostname: pod.metadata.name.clone().unwrap_or_default(),
+        })
+    }
+
+    fn pod_log_dir(&self, _pod: &Pod) -> PathBuf {
+        PathBuf::from("/tmp/fake-logs")
+    }
+}
