@@ -22,6 +22,8 @@ pub mod config;
 pub mod container;
 pub mod pleg;
 pub mod pod;
+pub mod pod_manager;
+pub mod pod_workers;
 pub mod runtime;
 pub mod status;
 pub mod sync;

@@ -15,7 +15,7 @@ use crate::container::{hash_container, should_container_be_restarted};
 use crate::pod::{PodExt, PodUid};
 use crate::runtime::{
     ContainerState, ContainerStatus, ContainerSummary, ContainerSyncError, Error, PodStatus,
-    PodSyncResult, Result, Runtime, RuntimeHelper, RuntimeStatus, RunningPod, SandboxState,
+    PodSyncResult, Result, RunningPod, Runtime, RuntimeHelper, RuntimeStatus, SandboxState,
     SandboxStatus, SandboxSummary, Version,
 };
 
@@ -206,7 +206,11 @@ fn to_running(uid: &PodUid, p: &FakePod) -> RunningPod {
                 image: c.image.clone(),
                 hash: c.hash,
                 state: c.state,
-                sandbox_id: p.sandboxes.first().map(|s| s.id.clone()).unwrap_or_default(),
+                sandbox_id: p
+                    .sandboxes
+                    .first()
+                    .map(|s| s.id.clone())
+                    .unwrap_or_default(),
                 created_at: c.created_at,
             })
             .collect(),
@@ -220,7 +224,11 @@ fn to_status(uid: &PodUid, p: &FakePod) -> PodStatus {
         uid: uid.clone(),
         name: p.name.clone(),
         namespace: p.namespace.clone(),
-        ips: p.sandboxes.first().map(|s| s.ips.clone()).unwrap_or_default(),
+        ips: p
+            .sandboxes
+            .first()
+            .map(|s| s.ips.clone())
+            .unwrap_or_default(),
         sandboxes: p.sandboxes.clone(),
         containers,
     }
@@ -328,7 +336,8 @@ impl Runtime for FakeRuntime {
         for (i, spec) in pod.containers().iter().enumerate() {
             let hash = hash_container(spec);
             let prev = current.container(&spec.name);
-            let hash_changed = prev.is_some_and(|p| p.state == ContainerState::Running && p.hash != hash);
+            let hash_changed =
+                prev.is_some_and(|p| p.state == ContainerState::Running && p.hash != hash);
             if !hash_changed && !should_container_be_restarted(spec, pod, &current) {
                 continue;
             }
@@ -351,7 +360,11 @@ impl Runtime for FakeRuntime {
                 let _ = p;
                 backoff.next(&key);
             }
-            let ips = entry.sandboxes.first().map(|s| s.ips.clone()).unwrap_or_default();
+            let ips = entry
+                .sandboxes
+                .first()
+                .map(|s| s.ips.clone())
+                .unwrap_or_default();
             if let Err(message) = helper.generate_run_container_options(pod, spec, &ips) {
                 result.container_errors.push(ContainerSyncError {
                     container: spec.name.clone(),

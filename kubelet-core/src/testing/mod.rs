@@ -3,8 +3,10 @@
 //! (`MockRuntime`, `MockVolumeManager`, `MockStatusManager`, `MockPleg`, `MockSyncHandler`,
 //! `MockPodSyncer`, `MockRuntimeHelper`) live next to their traits.
 
+mod fake_pleg;
 mod fake_runtime;
 mod fixtures;
 
-pub use fake_runtime::{backoff_key, Call, FakeRuntime};
-pub use fixtures::{pod, pod_with, FakeRuntimeHelper};
+pub use fake_pleg::FakePleg;
+pub use fake_runtime::{Call, FakeRuntime, backoff_key};
+pub use fixtures::{FakeRuntimeHelper, pod, pod_with};

@@ -1,0 +1,484 @@
+//! Pod workers: one task per pod UID driving sync → terminating → terminated
+//! (upstream `pkg/kubelet/pod_workers.go`).
+//!
+//! * The latest update wins: updates that arrive while a worker is busy are coalesced, and the
+//!   worker always acts on the newest spec.
+//! * Once a pod is terminating it never syncs again under the same UID, except when its
+//!   config asks for it again after it has fully terminated (a static pod re-added with the
+//!   same content: upstream's "restartable" pods).
+//! * A termination grace period can only be shortened by a later kill.
+//! * After a successful sync the pod is due again after `resync_interval` (jittered); after an
+//!   error after `backoff_period` (jittered). Due pods are collected by the sync loop's tick
+//!   through [`PodWorkers::due_pods`].
+//! * Before each sync the worker asks the PLEG for an on-demand relist of its pod, so it never
+//!   acts on runtime state older than its own last actions and never waits for a relist tick.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use rand::Rng;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{debug, info, warn};
+
+use crate::cache::PodCache;
+use crate::pleg::Pleg;
+use crate::pod::{PodExt, PodUid, termination_grace_period_seconds};
+use crate::runtime::{PodStatus, RunningPod};
+use crate::sync::{PodSyncer, SyncPodType};
+
+/// Timing of pod workers.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Resync period after a successful sync (upstream `syncFrequency`, 1 m).
+    pub resync_interval: Duration,
+    /// Retry period after a failed sync (upstream `backOffPeriod`, 10 s).
+    pub backoff_period: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            resync_interval: Duration::from_secs(60),
+            backoff_period: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Upstream's `wait.Jitter(d, 0.5)`: a duration in `[d, 1.5 d)`.
+pub fn jitter(d: Duration) -> Duration {
+    d.mul_f64(1.0 + rand::rng().random::<f64>() * 0.5)
+}
+
+/// One request to a pod worker (upstream `UpdatePodOptions`).
+#[derive(Clone, Debug)]
+pub struct UpdatePodOptions {
+    /// Why the pod is updated.
+    pub kind: SyncPodType,
+    /// The pod from config; `None` for a runtime pod nobody wants.
+    pub pod: Option<Pod>,
+    /// The runtime pod, for pods without config.
+    pub running_pod: Option<RunningPod>,
+    /// Overrides the grace period of a kill; may only shorten one in progress.
+    pub grace_period_override: Option<i64>,
+}
+
+/// Where a pod is in its lifecycle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorkerPhase {
+    /// Running `sync_pod`.
+    Syncing,
+    /// Stopping containers.
+    Terminating,
+    /// Containers stopped; releasing resources.
+    Terminated,
+    /// Everything released; the worker has exited.
+    Finished,
+}
+
+#[derive(Debug)]
+struct PodState {
+    phase: WorkerPhase,
+    pod: Option<Pod>,
+    running_pod: Option<RunningPod>,
+    pending: Option<SyncPodType>,
+    grace: Option<i64>,
+    synced_once: bool,
+    restart_requested: bool,
+    task_running: bool,
+    notify: Arc<Notify>,
+}
+
+impl PodState {
+    fn new() -> Self {
+        Self {
+            phase: WorkerPhase::Syncing,
+            pod: None,
+            running_pod: None,
+            pending: None,
+            grace: None,
+            synced_once: false,
+            restart_requested: false,
+            task_running: false,
+            notify: Arc::new(Notify::new()),
+        }
+    }
+
+    fn shorten_grace(&mut self, grace: i64) {
+        self.grace = Some(self.grace.map_or(grace, |g| g.min(grace)));
+    }
+}
+
+struct Inner {
+    pods: Mutex<HashMap<PodUid, PodState>>,
+    queue: Mutex<HashMap<PodUid, Instant>>,
+    syncer: Arc<dyn PodSyncer>,
+    pleg: Arc<dyn Pleg>,
+    cache: PodCache,
+    config: Config,
+    tracker: TaskTracker,
+    token: CancellationToken,
+}
+
+/// The set of pod workers. Cheap to clone.
+#[derive(Clone)]
+pub struct PodWorkers {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for PodWorkers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PodWorkers").finish_non_exhaustive()
+    }
+}
+
+struct Work {
+    phase: WorkerPhase,
+    kind: SyncPodType,
+    pod: Option<Pod>,
+    running_pod: Option<RunningPod>,
+    grace: Option<i64>,
+}
+
+impl PodWorkers {
+    /// Pod workers that call `syncer`, refresh pods through `pleg` and read `cache`. Worker
+    /// tasks are spawned on `tracker` and stop when `token` is cancelled.
+    pub fn new(
+        syncer: Arc<dyn PodSyncer>,
+        pleg: Arc<dyn Pleg>,
+        cache: PodCache,
+        config: Config,
+        tracker: TaskTracker,
+        token: CancellationToken,
+    ) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                pods: Mutex::new(HashMap::new()),
+                queue: Mutex::new(HashMap::new()),
+                syncer,
+                pleg,
+                cache,
+                config,
+                tracker,
+                token,
+            }),
+        }
+    }
+
+    fn pods(&self) -> std::sync::MutexGuard<'_, HashMap<PodUid, PodState>> {
+        self.inner.pods.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn queue(&self) -> std::sync::MutexGuard<'_, HashMap<PodUid, Instant>> {
+        self.inner.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Hands an update to the pod's worker, starting the worker if needed (upstream
+    /// `UpdatePod`). Never blocks on the worker.
+    pub fn update_pod(&self, opts: UpdatePodOptions) {
+        let uid = match (&opts.pod, &opts.running_pod) {
+            (Some(p), _) => p.uid(),
+            (None, Some(r)) => r.uid.clone(),
+            (None, None) => return,
+        };
+        let mut pods = self.pods();
+        let state = pods.entry(uid.clone()).or_insert_with(PodState::new);
+
+        if state.phase == WorkerPhase::Finished {
+            if opts.kind == SyncPodType::Create && opts.pod.is_some() {
+                info!(pod = %uid, "pod is desired again after it terminated; restarting it");
+                *state = PodState::new();
+            } else {
+                return;
+            }
+        } else if state.phase != WorkerPhase::Syncing && opts.kind == SyncPodType::Create {
+            state.restart_requested = true;
+            state.pod = opts.pod;
+            return;
+        }
+
+        let being_deleted = opts.pod.as_ref().is_some_and(PodExt::is_being_deleted);
+        if opts.kind == SyncPodType::Kill
+            || being_deleted
+            || (opts.pod.is_none() && state.pod.is_none())
+        {
+            if state.phase == WorkerPhase::Syncing {
+                state.phase = WorkerPhase::Terminating;
+                debug!(pod = %uid, "pod is terminating");
+            }
+            state.restart_requested = false;
+            let grace = opts
+                .grace_period_override
+                .or_else(|| opts.pod.as_ref().map(termination_grace_period_seconds))
+                .or_else(|| state.pod.as_ref().map(termination_grace_period_seconds));
+            if let Some(g) = grace {
+                state.shorten_grace(g);
+            }
+        }
+        if let Some(pod) = opts.pod {
+            state.pod = Some(pod);
+        }
+        if opts.running_pod.is_some() {
+            state.running_pod = opts.running_pod;
+        }
+        // Latest wins, but a Create is never downgraded before the first sync.
+        state.pending = Some(match (state.pending, opts.kind) {
+            (Some(SyncPodType::Create), SyncPodType::Sync | SyncPodType::Update) => {
+                SyncPodType::Create
+            }
+            (_, kind) => kind,
+        });
+        state.notify.notify_one();
+        if !state.task_running {
+            state.task_running = true;
+            let notify = state.notify.clone();
+            drop(pods);
+            let this = self.clone();
+            self.inner
+                .tracker
+                .spawn(async move { this.run_worker(uid, notify).await });
+        }
+    }
+
+    /// Re-triggers a sync of a pod the sync loop found due but that has no config (e.g. a
+    /// terminating runtime pod whose last attempt failed).
+    pub fn resync(&self, uid: &PodUid) {
+        let mut pods = self.pods();
+        if let Some(state) = pods.get_mut(uid) {
+            if state.pending.is_none() {
+                state.pending = Some(SyncPodType::Sync);
+            }
+            state.notify.notify_one();
+        }
+    }
+
+    /// Pods whose resync or retry time has come (upstream `getPodsToSync` work-queue part).
+    pub fn due_pods(&self) -> Vec<PodUid> {
+        let now = Instant::now();
+        let mut queue = self.queue();
+        let due: Vec<PodUid> = queue
+            .iter()
+            .filter(|(_, at)| **at <= now)
+            .map(|(uid, _)| uid.clone())
+            .collect();
+        for uid in &due {
+            queue.remove(uid);
+        }
+        due
+    }
+
+    fn enqueue(&self, uid: &PodUid, delay: Duration) {
+        self.queue().insert(uid.clone(), Instant::now() + delay);
+    }
+
+    /// The phase of a pod's worker, if it has one.
+    pub fn phase(&self, uid: &PodUid) -> Option<WorkerPhase> {
+        self.pods().get(uid).map(|s| s.phase)
+    }
+
+    /// `true` once termination of the pod has been requested.
+    pub fn is_termination_requested(&self, uid: &PodUid) -> bool {
+        self.phase(uid).is_some_and(|p| p != WorkerPhase::Syncing)
+    }
+
+    /// UIDs of every pod that has a worker record.
+    pub fn known_pods(&self) -> HashSet<PodUid> {
+        self.pods().keys().cloned().collect()
+    }
+
+    /// Forgets finished workers of pods that are not desired (upstream `SyncKnownPods`) and
+    /// returns the phase of every remaining worker.
+    pub fn sync_known_pods(&self, desired: &HashSet<PodUid>) -> HashMap<PodUid, WorkerPhase> {
+        let mut pods = self.pods();
+        pods.retain(|uid, s| {
+            desired.contains(uid) || s.phase != WorkerPhase::Finished || s.task_running
+        });
+        let known: HashMap<PodUid, WorkerPhase> =
+            pods.iter().map(|(u, s)| (u.clone(), s.phase)).collect();
+        drop(pods);
+        self.queue().retain(|uid, _| known.contains_key(uid));
+        known
+    }
+
+    fn take_work(&self, uid: &PodUid) -> Option<Work> {
+        let mut pods = self.pods();
+        let state = pods.get_mut(uid)?;
+        let kind = state.pending.take()?;
+        let kind = if state.synced_once {
+            kind
+        } else {
+            SyncPodType::Create
+        };
+        Some(Work {
+            phase: state.phase,
+            kind,
+            pod: state.pod.clone(),
+            running_pod: state.running_pod.clone(),
+            grace: state.grace,
+        })
+    }
+
+    async fn fresh_status(&self, uid: &PodUid, work: &Work) -> Result<Arc<PodStatus>, String> {
+        let (name, namespace) = match (&work.pod, &work.running_pod) {
+            (Some(p), _) => (
+                p.name_or_empty().to_owned(),
+                p.namespace_or_default().to_owned(),
+            ),
+            (None, Some(r)) => (r.name.clone(), r.namespace.clone()),
+            (None, None) => (String::new(), String::new()),
+        };
+        self.inner
+            .pleg
+            .relist_pod(uid, &name, &namespace)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(self
+            .inner
+            .cache
+            .get(uid)
+            .map(|(s, _)| s)
+            .unwrap_or_else(|| {
+                Arc::new(PodStatus {
+                    uid: uid.clone(),
+                    name,
+                    namespace,
+                    ..Default::default()
+                })
+            }))
+    }
+
+    async fn run_worker(self, uid: PodUid, notify: Arc<Notify>) {
+        loop {
+            tokio::select! {
+                biased;
+                _ = self.inner.token.cancelled() => break,
+                _ = notify.notified() => {}
+            }
+            let Some(work) = self.take_work(&uid) else {
+                continue;
+            };
+            let outcome = self.process(&uid, &work).await;
+            if self.complete(&uid, &work, outcome) {
+                break;
+            }
+        }
+    }
+
+    async fn process(&self, uid: &PodUid, work: &Work) -> Result<Option<WorkerPhase>, String> {
+        let status = self.fresh_status(uid, work).await?;
+        let syncer = &self.inner.syncer;
+        match (work.phase, &work.pod) {
+            (WorkerPhase::Syncing, Some(pod)) => {
+                let terminal = syncer
+                    .sync_pod(work.kind, pod, &status)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok(terminal.then_some(WorkerPhase::Terminating))
+            }
+            (WorkerPhase::Terminating, Some(pod)) => {
+                syncer
+                    .sync_terminating_pod(pod, &status, work.grace)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok(Some(WorkerPhase::Terminated))
+            }
+            (WorkerPhase::Terminating, None) => {
+                let running = work.running_pod.clone().unwrap_or_else(|| RunningPod {
+                    uid: uid.clone(),
+                    ..Default::default()
+                });
+                syncer
+                    .sync_terminating_runtime_pod(&running)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok(Some(WorkerPhase::Finished))
+            }
+            (WorkerPhase::Terminated, Some(pod)) => {
+                syncer
+                    .sync_terminated_pod(pod, &status)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok(Some(WorkerPhase::Finished))
+            }
+            (_, _) => Ok(Some(WorkerPhase::Finished)),
+        }
+    }
+
+    /// Records the outcome of one unit of work. Returns `true` when the worker should exit.
+    fn complete(
+        &self,
+        uid: &PodUid,
+        work: &Work,
+        outcome: Result<Option<WorkerPhase>, String>,
+    ) -> bool {
+        let mut pods = self.pods();
+        let Some(state) = pods.get_mut(uid) else {
+            return true;
+        };
+        match outcome {
+            Err(e) => {
+                warn!(pod = %uid, phase = ?work.phase, error = %e, "error syncing pod, will retry");
+                drop(pods);
+                self.enqueue(uid, jitter(self.inner.config.backoff_period));
+                false
+            }
+            Ok(next) => {
+                if work.phase == WorkerPhase::Syncing {
+                    state.synced_once = true;
+                }
+                match next {
+                    None => {
+                        drop(pods);
+                        self.enqueue(uid, jitter(self.inner.config.resync_interval));
+                        false
+                    }
+                    Some(WorkerPhase::Finished) if state.restart_requested => {
+                        let pod = state.pod.take();
+                        *state = PodState::new();
+                        state.pod = pod;
+                        state.task_running = true;
+                        state.pending = Some(SyncPodType::Create);
+                        state.notify.notify_one();
+                        false
+                    }
+                    Some(WorkerPhase::Finished) => {
+                        state.phase = WorkerPhase::Finished;
+                        state.task_running = false;
+                        true
+                    }
+                    Some(next) => {
+                        // Only move forward: a kill may already have moved the pod on.
+                        if phase_rank(next) > phase_rank(state.phase) {
+                            state.phase = next;
+                        }
+                        if next == WorkerPhase::Terminating {
+                            let grace = state.pod.as_ref().map(termination_grace_period_seconds);
+                            if let Some(g) = grace {
+                                state.shorten_grace(g);
+                            }
+                        }
+                        state.pending.get_or_insert(SyncPodType::Sync);
+                        state.notify.notify_one();
+                        false
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn phase_rank(p: WorkerPhase) -> u8 {
+    match p {
+        WorkerPhase::Syncing => 0,
+        WorkerPhase::Terminating => 1,
+        WorkerPhase::Terminated => 2,
+        WorkerPhase::Finished => 3,
+    }
+}
+
+#[cfg(test)]
+mod tests;

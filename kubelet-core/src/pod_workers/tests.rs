@@ -1,0 +1,281 @@
+use std::sync::Mutex as StdMutex;
+
+use async_trait::async_trait;
+use tokio::sync::mpsc;
+
+use super::*;
+use crate::sync::Result as SyncResult;
+use crate::testing::{FakePleg, FakeRuntime, pod, pod_with};
+
+#[derive(Clone, Debug, PartialEq)]
+enum Seen {
+    Sync(SyncPodType, String),
+    Terminating(Option<i64>),
+    TerminatingRuntime,
+    Terminated,
+}
+
+/// A syncer that records calls, can be told to fail or report terminal, and can block.
+struct RecordingSyncer {
+    seen: mpsc::UnboundedSender<Seen>,
+    terminal: StdMutex<bool>,
+    fail: StdMutex<u32>,
+    gate: tokio::sync::Semaphore,
+}
+
+impl RecordingSyncer {
+    fn new() -> (Arc<Self>, mpsc::UnboundedReceiver<Seen>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let s = Arc::new(Self {
+            seen: tx,
+            terminal: StdMutex::new(false),
+            fail: StdMutex::new(0),
+            gate: tokio::sync::Semaphore::new(1000),
+        });
+        (s, rx)
+    }
+}
+
+#[async_trait]
+impl PodSyncer for RecordingSyncer {
+    async fn sync_pod(&self, kind: SyncPodType, pod: &Pod, _s: &PodStatus) -> SyncResult<bool> {
+        let _permit = self
+            .gate
+            .acquire()
+            .await
+            .map_err(|e| crate::sync::Error::Other(e.to_string()))?;
+        let image = pod.containers()[0].image.clone().unwrap_or_default();
+        let _ = self.seen.send(Seen::Sync(kind, image));
+        {
+            let mut fail = self.fail.lock().expect("lock");
+            if *fail > 0 {
+                *fail -= 1;
+                return Err(crate::sync::Error::Other("scripted failure".into()));
+            }
+        }
+        Ok(*self.terminal.lock().expect("lock"))
+    }
+    async fn sync_terminating_pod(
+        &self,
+        _p: &Pod,
+        _s: &PodStatus,
+        grace: Option<i64>,
+    ) -> SyncResult<()> {
+        let _ = self.seen.send(Seen::Terminating(grace));
+        Ok(())
+    }
+    async fn sync_terminating_runtime_pod(&self, _r: &RunningPod) -> SyncResult<()> {
+        let _ = self.seen.send(Seen::TerminatingRuntime);
+        Ok(())
+    }
+    async fn sync_terminated_pod(&self, _p: &Pod, _s: &PodStatus) -> SyncResult<()> {
+        let _ = self.seen.send(Seen::Terminated);
+        Ok(())
+    }
+}
+
+fn workers(syncer: Arc<RecordingSyncer>) -> PodWorkers {
+    let runtime = Arc::new(FakeRuntime::new());
+    let cache = PodCache::new();
+    let pleg = Arc::new(FakePleg::new(runtime, cache.clone()));
+    PodWorkers::new(
+        syncer,
+        pleg,
+        cache,
+        Config::default(),
+        TaskTracker::new(),
+        CancellationToken::new(),
+    )
+}
+
+fn create(p: Pod) -> UpdatePodOptions {
+    UpdatePodOptions {
+        kind: SyncPodType::Create,
+        pod: Some(p),
+        running_pod: None,
+        grace_period_override: None,
+    }
+}
+
+fn kill(p: Pod, grace: Option<i64>) -> UpdatePodOptions {
+    UpdatePodOptions {
+        kind: SyncPodType::Kill,
+        pod: Some(p),
+        running_pod: None,
+        grace_period_override: grace,
+    }
+}
+
+fn with_image(mut p: Pod, image: &str) -> Pod {
+    if let Some(spec) = p.spec.as_mut() {
+        spec.containers[0].image = Some(image.into());
+    }
+    p
+}
+
+async fn next(rx: &mut mpsc::UnboundedReceiver<Seen>) -> Seen {
+    tokio::time::timeout(Duration::from_secs(5), rx.recv())
+        .await
+        .expect("worker did not act in time")
+        .expect("channel open")
+}
+
+#[tokio::test]
+async fn first_sync_is_create_and_latest_update_wins() {
+    let (syncer, mut rx) = RecordingSyncer::new();
+    // Hold the syncer so several updates queue up behind the first sync.
+    let held = syncer.gate.acquire_many(1000).await.expect("gate");
+    let w = workers(syncer.clone());
+    w.update_pod(create(pod("a")));
+    tokio::task::yield_now().await;
+    for image in ["v1", "v2", "v3"] {
+        w.update_pod(UpdatePodOptions {
+            kind: SyncPodType::Update,
+            ..create(with_image(pod("a"), image))
+        });
+    }
+    drop(held);
+    // The sync in flight keeps the spec it started with; the three updates that arrived
+    // meanwhile are coalesced into one sync of the newest spec.
+    assert_eq!(
+        next(&mut rx).await,
+        Seen::Sync(SyncPodType::Create, "busybox:1.36".into())
+    );
+    assert_eq!(
+        next(&mut rx).await,
+        Seen::Sync(SyncPodType::Update, "v3".into())
+    );
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), rx.recv())
+            .await
+            .is_err()
+    );
+}
+
+#[tokio::test]
+async fn terminal_pod_goes_through_terminating_and_terminated() {
+    let (syncer, mut rx) = RecordingSyncer::new();
+    *syncer.terminal.lock().expect("lock") = true;
+    let w = workers(syncer);
+    let p = pod_with("once", "Never", &["app"]);
+    w.update_pod(create(p.clone()));
+    assert!(matches!(
+        next(&mut rx).await,
+        Seen::Sync(SyncPodType::Create, _)
+    ));
+    assert_eq!(next(&mut rx).await, Seen::Terminating(Some(30)));
+    assert_eq!(next(&mut rx).await, Seen::Terminated);
+    // The worker finished; a plain sync does not restart it.
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while w.phase(&p.uid()) != Some(WorkerPhase::Finished) {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("finished");
+    w.update_pod(UpdatePodOptions {
+        kind: SyncPodType::Sync,
+        ..create(p)
+    });
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), rx.recv())
+            .await
+            .is_err()
+    );
+}
+
+#[tokio::test]
+async fn grace_period_only_shortens() {
+    let (syncer, mut rx) = RecordingSyncer::new();
+    let held = syncer.gate.acquire_many(1000).await.expect("gate");
+    let w = workers(syncer.clone());
+    let p = pod("g");
+    w.update_pod(create(p.clone()));
+    tokio::task::yield_now().await;
+    w.update_pod(kill(p.clone(), Some(20)));
+    w.update_pod(kill(p.clone(), Some(50)));
+    w.update_pod(kill(p.clone(), Some(5)));
+    w.update_pod(kill(p, Some(8)));
+    drop(held);
+    assert!(matches!(next(&mut rx).await, Seen::Sync(..)));
+    assert_eq!(next(&mut rx).await, Seen::Terminating(Some(5)));
+    assert_eq!(next(&mut rx).await, Seen::Terminated);
+}
+
+#[tokio::test(start_paused = true)]
+async fn failed_sync_is_due_after_backoff_and_success_after_resync() {
+    let (syncer, mut rx) = RecordingSyncer::new();
+    *syncer.fail.lock().expect("lock") = 1;
+    let w = workers(syncer);
+    let p = pod("b");
+    w.update_pod(create(p.clone()));
+    assert!(matches!(next(&mut rx).await, Seen::Sync(..)));
+    tokio::task::yield_now().await;
+    assert!(w.due_pods().is_empty());
+    // backoff 10 s jittered to [10, 15)
+    tokio::time::advance(Duration::from_millis(9_900)).await;
+    assert!(w.due_pods().is_empty());
+    tokio::time::advance(Duration::from_secs(6)).await;
+    assert_eq!(w.due_pods(), vec![p.uid()]);
+    w.update_pod(UpdatePodOptions {
+        kind: SyncPodType::Sync,
+        ..create(p.clone())
+    });
+    // The pod never synced successfully, so the retry is still its creation.
+    assert_eq!(
+        next(&mut rx).await,
+        Seen::Sync(SyncPodType::Create, "busybox:1.36".into())
+    );
+    tokio::task::yield_now().await;
+    // resync 60 s jittered to [60, 90)
+    tokio::time::advance(Duration::from_secs(59)).await;
+    assert!(w.due_pods().is_empty());
+    tokio::time::advance(Duration::from_secs(31)).await;
+    assert_eq!(w.due_pods(), vec![p.uid()]);
+}
+
+#[tokio::test]
+async fn runtime_pod_without_config_is_killed_and_forgotten() {
+    let (syncer, mut rx) = RecordingSyncer::new();
+    let w = workers(syncer);
+    let running = RunningPod {
+        uid: PodUid::from("orphan"),
+        ..Default::default()
+    };
+    w.update_pod(UpdatePodOptions {
+        kind: SyncPodType::Kill,
+        pod: None,
+        running_pod: Some(running.clone()),
+        grace_period_override: Some(1),
+    });
+    assert_eq!(next(&mut rx).await, Seen::TerminatingRuntime);
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while w.phase(&running.uid) != Some(WorkerPhase::Finished) {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("finished");
+    let known = w.sync_known_pods(&HashSet::new());
+    assert!(known.is_empty());
+}
+
+#[tokio::test]
+async fn pod_desired_again_after_termination_restarts() {
+    let (syncer, mut rx) = RecordingSyncer::new();
+    let w = workers(syncer);
+    let p = pod("again");
+    w.update_pod(create(p.clone()));
+    assert!(matches!(
+        next(&mut rx).await,
+        Seen::Sync(SyncPodType::Create, _)
+    ));
+    w.update_pod(kill(p.clone(), None));
+    assert_eq!(next(&mut rx).await, Seen::Terminating(Some(30)));
+    assert_eq!(next(&mut rx).await, Seen::Terminated);
+    w.update_pod(create(p));
+    assert!(matches!(
+        next(&mut rx).await,
+        Seen::Sync(SyncPodType::Create, _)
+    ));
+}
