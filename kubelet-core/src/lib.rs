@@ -20,6 +20,7 @@ pub mod backoff;
 pub mod cache;
 pub mod config;
 pub mod container;
+pub mod kubelet;
 pub mod pleg;
 pub mod pod;
 pub mod pod_manager;

@@ -3,10 +3,12 @@
 //! (`MockRuntime`, `MockVolumeManager`, `MockStatusManager`, `MockPleg`, `MockSyncHandler`,
 //! `MockPodSyncer`, `MockRuntimeHelper`) live next to their traits.
 
+mod fake_managers;
 mod fake_pleg;
 mod fake_runtime;
 mod fixtures;
 
+pub use fake_managers::{FakeStatusManager, FakeVolumeManager};
 pub use fake_pleg::FakePleg;
 pub use fake_runtime::{Call, FakeRuntime, backoff_key};
 pub use fixtures::{FakeRuntimeHelper, pod, pod_with};

@@ -1,0 +1,203 @@
+//! The kubelet's pod handling: [`Kubelet`] implements [`SyncHandler`] over the pod manager and
+//! pod workers; [`KubeletPodSyncer`] is the body of a pod sync; [`sync_loop`] drives both
+//! (upstream `pkg/kubelet/kubelet.go`, `kubelet_pods.go`).
+
+mod helper;
+pub mod runtime_state;
+pub mod sync_loop;
+mod syncer;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::Pod;
+use tracing::{debug, info, warn};
+
+use crate::backoff::Backoff;
+use crate::pod::{PodExt, PodUid};
+use crate::pod_manager::PodManager;
+use crate::pod_workers::{PodWorkers, UpdatePodOptions, WorkerPhase};
+use crate::runtime::Runtime;
+use crate::status::StatusManager;
+use crate::sync::{SyncHandler, SyncPodType};
+use crate::volume::VolumeManager;
+
+pub use helper::KubeletRuntimeHelper;
+pub use runtime_state::RuntimeState;
+pub use syncer::{KubeletPodSyncer, Managers, ORPHAN_GRACE_PERIOD_SECONDS, running_pod_from_status};
+
+/// Whether every pod source has delivered its first snapshot (gates housekeeping).
+pub type SourcesReady = Arc<dyn Fn() -> bool + Send + Sync>;
+
+/// The kubelet's [`SyncHandler`].
+#[derive(Clone)]
+pub struct Kubelet {
+    pod_manager: PodManager,
+    workers: PodWorkers,
+    runtime: Arc<dyn Runtime>,
+    status: Arc<dyn StatusManager>,
+    volumes: Arc<dyn VolumeManager>,
+    crash_backoff: Arc<Backoff>,
+    sources_ready: SourcesReady,
+}
+
+impl std::fmt::Debug for Kubelet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Kubelet").finish_non_exhaustive()
+    }
+}
+
+impl Kubelet {
+    /// A kubelet over its pod manager, workers and managers.
+    pub fn new(
+        pod_manager: PodManager,
+        workers: PodWorkers,
+        managers: &Managers,
+        crash_backoff: Arc<Backoff>,
+        sources_ready: SourcesReady,
+    ) -> Self {
+        Self {
+            pod_manager,
+            workers,
+            runtime: managers.runtime.clone(),
+            status: managers.status.clone(),
+            volumes: managers.volumes.clone(),
+            crash_backoff,
+            sources_ready,
+        }
+    }
+
+    /// The desired pods.
+    pub fn pod_manager(&self) -> &PodManager {
+        &self.pod_manager
+    }
+
+    /// The pod workers.
+    pub fn workers(&self) -> &PodWorkers {
+        &self.workers
+    }
+
+    fn dispatch(&self, kind: SyncPodType, pods: Vec<Pod>) {
+        for pod in pods {
+            self.workers.update_pod(UpdatePodOptions {
+                kind,
+                pod: Some(pod),
+                running_pod: None,
+                grace_period_override: None,
+            });
+        }
+    }
+
+    /// Syncs the pods whose resync or retry time has come (the sync tick).
+    pub async fn sync_due_pods(&self) {
+        let due = self.workers.due_pods();
+        if due.is_empty() {
+            return;
+        }
+        let mut pods = Vec::new();
+        for uid in due {
+            match self.pod_manager.pod_by_uid(&uid) {
+                Some(pod) => pods.push(pod),
+                None => self.workers.resync(&uid),
+            }
+        }
+        self.handle_pod_syncs(pods).await;
+    }
+
+    /// Syncs the pod a PLEG event is about, if it is desired.
+    pub async fn handle_pleg_event(&self, event: &crate::pleg::Event) {
+        match self.pod_manager.pod_by_uid(&event.id) {
+            Some(pod) => self.handle_pod_syncs(vec![pod]).await,
+            None => debug!(pod = %event.id, kind = ?event.kind, "PLEG event for a pod with no config"),
+        }
+    }
+}
+
+#[async_trait]
+impl SyncHandler for Kubelet {
+    async fn handle_pod_additions(&self, mut pods: Vec<Pod>) {
+        pods.sort_by(|a, b| a.metadata.creation_timestamp.cmp(&b.metadata.creation_timestamp));
+        for pod in pods {
+            info!(pod = %pod.full_name(), uid = %pod.uid(), "pod added");
+            self.pod_manager.add_pod(pod.clone());
+            self.dispatch(SyncPodType::Create, vec![pod]);
+        }
+    }
+
+    async fn handle_pod_updates(&self, pods: Vec<Pod>) {
+        for pod in &pods {
+            info!(pod = %pod.full_name(), "pod updated");
+            self.pod_manager.add_pod(pod.clone());
+        }
+        self.dispatch(SyncPodType::Update, pods);
+    }
+
+    async fn handle_pod_removes(&self, pods: Vec<Pod>) {
+        for pod in &pods {
+            info!(pod = %pod.full_name(), uid = %pod.uid(), "pod removed");
+            self.pod_manager.remove_pod(pod);
+        }
+        self.dispatch(SyncPodType::Kill, pods);
+    }
+
+    async fn handle_pod_reconcile(&self, pods: Vec<Pod>) {
+        for pod in pods {
+            self.pod_manager.add_pod(pod);
+        }
+    }
+
+    async fn handle_pod_syncs(&self, pods: Vec<Pod>) {
+        self.dispatch(SyncPodType::Sync, pods);
+    }
+
+    async fn handle_pod_cleanups(&self) -> Result<(), String> {
+        if !(self.sources_ready)() {
+            debug!("skipping housekeeping: not every pod source has been seen yet");
+            return Ok(());
+        }
+        let desired = self.pod_manager.uids();
+        let known = self.workers.sync_known_pods(&desired);
+        let mut keep: HashSet<PodUid> = desired.clone();
+        keep.extend(known.keys().cloned());
+        self.status.remove_orphaned_statuses(&keep);
+        self.crash_backoff.gc();
+
+        let running = self.runtime.get_pods(false).await.map_err(|e| e.to_string())?;
+        for rp in running {
+            if desired.contains(&rp.uid) {
+                continue;
+            }
+            let terminating = known
+                .get(&rp.uid)
+                .is_some_and(|p| *p != WorkerPhase::Finished);
+            if terminating {
+                continue;
+            }
+            warn!(pod = %rp.uid, name = %rp.name, namespace = %rp.namespace, "killing runtime pod that no source wants");
+            self.workers.update_pod(UpdatePodOptions {
+                kind: SyncPodType::Kill,
+                pod: None,
+                running_pod: Some(rp),
+                grace_period_override: Some(ORPHAN_GRACE_PERIOD_SECONDS),
+            });
+        }
+        // Stopped runtime pods nobody wants (e.g. left over after a kubelet restart).
+        let all = self.runtime.get_pods(true).await.map_err(|e| e.to_string())?;
+        for rp in all {
+            if !keep.contains(&rp.uid) && rp.is_empty_or_stopped() {
+                if let Err(e) = self.runtime.remove_pod(&rp).await {
+                    warn!(pod = %rp.uid, error = %e, "removing stopped runtime pod");
+                }
+            }
+        }
+        self.volumes
+            .cleanup_orphaned(&keep)
+            .await
+            .map_err(|e| format!("cleaning up orphaned volumes: {e}"))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

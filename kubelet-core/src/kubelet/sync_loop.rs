@@ -1,0 +1,178 @@
+//! The sync loop (upstream `syncLoop` / `syncLoopIteration` in `pkg/kubelet/kubelet.go`).
+//!
+//! One task selects over: config updates (ADD/UPDATE/REMOVE/…), PLEG events, a 1 s tick that
+//! syncs pods whose resync or retry is due, and a 2 s housekeeping tick. While the runtime is
+//! unhealthy it syncs nothing and backs off from 100 ms to 5 s, as upstream does.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio::time::{Instant, MissedTickBehavior};
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use crate::config::{Operation, PodUpdate};
+use crate::pleg;
+use crate::sync::SyncHandler;
+
+use super::Kubelet;
+use super::runtime_state::RuntimeState;
+
+/// Periods of the sync loop.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// How often due pods are collected (upstream `syncCh` ticker, 1 s).
+    pub sync_tick: Duration,
+    /// How often housekeeping runs (upstream `housekeepingPeriod`, 2 s).
+    pub housekeeping_period: Duration,
+    /// The resync interval; `/healthz/syncloop` fails when the loop has not iterated for
+    /// max(2 × this, 5 min), as upstream.
+    pub resync_interval: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            sync_tick: Duration::from_secs(1),
+            housekeeping_period: Duration::from_secs(2),
+            resync_interval: Duration::from_secs(60),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct HealthInner {
+    last_iteration: Option<Instant>,
+    blocked: Option<String>,
+}
+
+/// Liveness of the sync loop for `/healthz/syncloop`. Cheap to clone.
+#[derive(Clone, Debug, Default)]
+pub struct Health {
+    inner: Arc<Mutex<HealthInner>>,
+    threshold: Duration,
+}
+
+impl Health {
+    /// A health record whose staleness threshold is max(2 × `resync_interval`, 5 min).
+    pub fn new(resync_interval: Duration) -> Self {
+        Self {
+            inner: Arc::default(),
+            threshold: (resync_interval * 2).max(Duration::from_secs(300)),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HealthInner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `Ok` while the loop iterates and is not blocked by runtime errors.
+    pub fn check(&self) -> Result<(), String> {
+        let inner = self.lock();
+        if let Some(reason) = &inner.blocked {
+            return Err(format!("sync loop is blocked: {reason}"));
+        }
+        match inner.last_iteration {
+            None => Err("sync loop has not started".into()),
+            Some(t) if t.elapsed() > self.threshold => Err(format!(
+                "sync loop took too long: last iteration {:?} ago, threshold {:?}",
+                t.elapsed(),
+                self.threshold
+            )),
+            Some(_) => Ok(()),
+        }
+    }
+
+    fn iterated(&self) {
+        let mut inner = self.lock();
+        inner.last_iteration = Some(Instant::now());
+        inner.blocked = None;
+    }
+
+    fn block(&self, reason: String) -> bool {
+        let mut inner = self.lock();
+        let changed = inner.blocked.as_deref() != Some(reason.as_str());
+        inner.blocked = Some(reason);
+        changed
+    }
+}
+
+const MIN_BACKOFF: Duration = Duration::from_millis(100);
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// Runs the sync loop until `token` is cancelled or the config channel closes.
+pub async fn run(
+    kubelet: Kubelet,
+    mut updates: mpsc::Receiver<PodUpdate>,
+    mut pleg_events: mpsc::Receiver<pleg::Event>,
+    runtime_state: RuntimeState,
+    health: Health,
+    config: Config,
+    token: CancellationToken,
+) {
+    let mut sync_tick = tokio::time::interval(config.sync_tick);
+    sync_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut housekeeping = tokio::time::interval(config.housekeeping_period);
+    housekeeping.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut backoff = MIN_BACKOFF;
+    let mut pleg_open = true;
+    info!("starting the sync loop");
+    loop {
+        let errors = runtime_state.runtime_errors();
+        if !errors.is_empty() {
+            let reason = errors.join("; ");
+            if health.block(reason.clone()) {
+                warn!(reason = %reason, "skipping pod synchronization");
+            }
+            tokio::select! {
+                biased;
+                _ = token.cancelled() => break,
+                _ = tokio::time::sleep(backoff) => {}
+            }
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+            continue;
+        }
+        backoff = MIN_BACKOFF;
+        health.iterated();
+        tokio::select! {
+            biased;
+            _ = token.cancelled() => break,
+            update = updates.recv() => match update {
+                Some(update) => dispatch(&kubelet, update).await,
+                None => {
+                    info!("pod config channel closed; exiting the sync loop");
+                    break;
+                }
+            },
+            event = pleg_events.recv(), if pleg_open => match event {
+                Some(event) => kubelet.handle_pleg_event(&event).await,
+                None => pleg_open = false,
+            },
+            _ = sync_tick.tick() => kubelet.sync_due_pods().await,
+            _ = housekeeping.tick() => {
+                let start = Instant::now();
+                if let Err(e) = kubelet.handle_pod_cleanups().await {
+                    warn!(error = %e, "failed cleaning pods");
+                }
+                if start.elapsed() > Duration::from_secs(1) {
+                    warn!(elapsed = ?start.elapsed(), "housekeeping took longer than expected");
+                }
+            }
+        }
+    }
+    info!("sync loop stopped");
+}
+
+async fn dispatch(kubelet: &Kubelet, update: PodUpdate) {
+    let PodUpdate { pods, op, source } = update;
+    tracing::debug!(?op, %source, count = pods.len(), "pod config update");
+    match op {
+        Operation::Add => kubelet.handle_pod_additions(pods).await,
+        Operation::Update | Operation::Delete => kubelet.handle_pod_updates(pods).await,
+        Operation::Remove => kubelet.handle_pod_removes(pods).await,
+        Operation::Reconcile => kubelet.handle_pod_reconcile(pods).await,
+        // The merger never forwards SET; treat a stray one as additions of its pods.
+        Operation::Set => kubelet.handle_pod_additions(pods).await,
+    }
+}

@@ -1,0 +1,239 @@
+//! The body of a pod sync: the kubelet's [`PodSyncer`] (upstream `SyncPod`,
+//! `SyncTerminatingPod`, `SyncTerminatingRuntimePod` and `SyncTerminatedPod` in
+//! `pkg/kubelet/kubelet.go`).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::Pod;
+use tracing::{debug, info};
+
+use crate::backoff::Backoff;
+use crate::cache::PodCache;
+use crate::pleg::Pleg;
+use crate::pod::{PodExt, PodUid};
+use crate::pod_manager::PodManager;
+use crate::runtime::{ContainerState, PodStatus, PodSyncResult, Runtime, RuntimeHelper, RunningPod};
+use crate::status::{StatusInputs, StatusManager, is_terminal_phase};
+use crate::sync::{Error, PodSyncer, Result, SyncPodType};
+use crate::volume::VolumeManager;
+
+use super::runtime_state::RuntimeState;
+
+/// Grace period for runtime pods that have no config (upstream: 1 s in `HandlePodCleanups`).
+pub const ORPHAN_GRACE_PERIOD_SECONDS: i64 = 1;
+
+/// The managers a [`KubeletPodSyncer`] drives.
+#[derive(Clone)]
+pub struct Managers {
+    /// The container runtime.
+    pub runtime: Arc<dyn Runtime>,
+    /// The volume manager.
+    pub volumes: Arc<dyn VolumeManager>,
+    /// The status manager.
+    pub status: Arc<dyn StatusManager>,
+    /// The PLEG (for on-demand relists).
+    pub pleg: Arc<dyn Pleg>,
+    /// The pod status cache the PLEG writes.
+    pub cache: PodCache,
+    /// Callbacks for the runtime (env, mounts, log dir).
+    pub helper: Arc<dyn RuntimeHelper>,
+}
+
+/// The kubelet's pod syncer.
+pub struct KubeletPodSyncer {
+    managers: Managers,
+    pod_manager: PodManager,
+    runtime_state: RuntimeState,
+    crash_backoff: Arc<Backoff>,
+    root_dir: PathBuf,
+    host_ips: Vec<String>,
+}
+
+impl std::fmt::Debug for KubeletPodSyncer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubeletPodSyncer").field("root_dir", &self.root_dir).finish_non_exhaustive()
+    }
+}
+
+impl KubeletPodSyncer {
+    /// A syncer over `managers`. `root_dir` holds per-pod directories
+    /// (`<root>/pods/<uid>`), `host_ips` are reported as `status.hostIPs`.
+    pub fn new(
+        managers: Managers,
+        pod_manager: PodManager,
+        runtime_state: RuntimeState,
+        crash_backoff: Arc<Backoff>,
+        root_dir: PathBuf,
+        host_ips: Vec<String>,
+    ) -> Self {
+        Self { managers, pod_manager, runtime_state, crash_backoff, root_dir, host_ips }
+    }
+
+    fn inputs<'a>(&'a self, sync_result: Option<&'a PodSyncResult>) -> StatusInputs<'a> {
+        StatusInputs { sync_result, host_ips: &self.host_ips, ..Default::default() }
+    }
+
+    /// Generates and stores the status; returns `true` when it is terminal.
+    fn record_status(&self, pod: &Pod, runtime: &PodStatus, inputs: &StatusInputs<'_>) -> bool {
+        let status = self.managers.status.generate(pod, runtime, inputs);
+        let terminal = is_terminal_phase(&status);
+        self.managers.status.set_pod_status(pod, status);
+        terminal
+    }
+
+    async fn refresh(&self, pod_uid: &PodUid, name: &str, namespace: &str, fallback: &PodStatus) -> Arc<PodStatus> {
+        match self.managers.pleg.relist_pod(pod_uid, name, namespace).await {
+            Ok(()) => self
+                .managers
+                .cache
+                .get(pod_uid)
+                .map(|(s, _)| s)
+                .unwrap_or_else(|| Arc::new(fallback.clone())),
+            Err(e) => {
+                debug!(pod = %pod_uid, error = %e, "on-demand relist failed; using the previous status");
+                Arc::new(fallback.clone())
+            }
+        }
+    }
+
+    fn make_pod_dirs(&self, uid: &PodUid) -> Result<()> {
+        let dir = self.root_dir.join("pods").join(uid.as_str());
+        for sub in ["volumes", "plugins", "containers"] {
+            std::fs::create_dir_all(dir.join(sub))
+                .map_err(|e| Error::Other(format!("creating {}: {e}", dir.join(sub).display())))?;
+        }
+        Ok(())
+    }
+}
+
+/// The runtime pod of a status (for `kill_pod`/`remove_pod`).
+pub fn running_pod_from_status(status: &PodStatus) -> RunningPod {
+    RunningPod {
+        uid: status.uid.clone(),
+        name: status.name.clone(),
+        namespace: status.namespace.clone(),
+        sandboxes: status
+            .sandboxes
+            .iter()
+            .map(|s| crate::runtime::SandboxSummary {
+                id: s.id.clone(),
+                state: s.state,
+                attempt: s.attempt,
+                created_at: s.created_at,
+            })
+            .collect(),
+        containers: status
+            .containers
+            .iter()
+            .map(|c| crate::runtime::ContainerSummary {
+                id: c.id.clone(),
+                name: c.name.clone(),
+                image: c.image.clone(),
+                hash: c.hash,
+                state: c.state,
+                sandbox_id: String::new(),
+                created_at: c.created_at,
+            })
+            .collect(),
+    }
+}
+
+#[async_trait]
+impl PodSyncer for KubeletPodSyncer {
+    async fn sync_pod(&self, kind: SyncPodType, pod: &Pod, status: &PodStatus) -> Result<bool> {
+        let uid = pod.uid();
+        debug!(pod = %pod.full_name(), ?kind, "sync pod");
+        if self.record_status(pod, status, &self.inputs(None)) {
+            return Ok(true);
+        }
+        if !pod.host_network()
+            && let Some(e) = self.runtime_state.network_errors()
+        {
+            return Err(Error::Other(format!("network is not ready: {e}")));
+        }
+        self.make_pod_dirs(&uid)?;
+        if let Err(e) = self.managers.volumes.wait_for_attach_and_mount(pod).await {
+            let message = format!("unable to attach or mount volumes: {e}");
+            let inputs = StatusInputs {
+                pod_condition: Some(("FailedMount", &message)),
+                ..self.inputs(None)
+            };
+            self.record_status(pod, status, &inputs);
+            return Err(e.into());
+        }
+        let result = self
+            .managers
+            .runtime
+            .sync_pod(pod, status, self.managers.helper.clone(), &self.crash_backoff)
+            .await?;
+        let fresh = if result.changed || !result.is_ok() {
+            self.refresh(&uid, pod.name_or_empty(), pod.namespace_or_default(), status).await
+        } else {
+            Arc::new(status.clone())
+        };
+        let terminal = self.record_status(pod, &fresh, &self.inputs(Some(&result)));
+        if terminal {
+            return Ok(true);
+        }
+        if let Some(e) = result.pod_error {
+            return Err(Error::Other(e));
+        }
+        if !result.container_errors.is_empty() {
+            let errs: Vec<String> = result
+                .container_errors
+                .iter()
+                .map(|e| format!("{}: {}: {}", e.container, e.reason, e.message))
+                .collect();
+            return Err(Error::Other(errs.join("; ")));
+        }
+        Ok(false)
+    }
+
+    async fn sync_terminating_pod(&self, pod: &Pod, status: &PodStatus, grace: Option<i64>) -> Result<()> {
+        let uid = pod.uid();
+        info!(pod = %pod.full_name(), grace_period_seconds = ?grace, "killing pod");
+        let inputs = StatusInputs { terminating: true, ..self.inputs(None) };
+        self.record_status(pod, status, &inputs);
+        self.managers
+            .runtime
+            .kill_pod(Some(pod), &running_pod_from_status(status), grace)
+            .await?;
+        let fresh = self.refresh(&uid, pod.name_or_empty(), pod.namespace_or_default(), status).await;
+        if fresh.containers.iter().any(|c| c.state == ContainerState::Running) {
+            return Err(Error::Other("containers are still running after kill".into()));
+        }
+        self.record_status(pod, &fresh, &inputs);
+        self.managers.status.terminate_pod(pod);
+        Ok(())
+    }
+
+    async fn sync_terminating_runtime_pod(&self, running: &RunningPod) -> Result<()> {
+        info!(pod = %running.uid, name = %running.name, namespace = %running.namespace, "killing runtime pod with no config");
+        self.managers
+            .runtime
+            .kill_pod(None, running, Some(ORPHAN_GRACE_PERIOD_SECONDS))
+            .await?;
+        self.managers.runtime.remove_pod(running).await?;
+        self.managers.cache.delete(&running.uid);
+        Ok(())
+    }
+
+    async fn sync_terminated_pod(&self, pod: &Pod, status: &PodStatus) -> Result<()> {
+        let uid = pod.uid();
+        self.managers.volumes.unmount_pod(&uid).await?;
+        if !self.pod_manager.contains(&uid) {
+            // Gone from the config: nothing will read its exit codes any more.
+            self.managers.runtime.remove_pod(&running_pod_from_status(status)).await?;
+            self.managers.cache.delete(&uid);
+            let dir = self.root_dir.join("pods").join(uid.as_str());
+            if let Err(e) = std::fs::remove_dir_all(&dir)
+                && e.kind() != std::io::ErrorKind::NotFound
+            {
+                return Err(Error::Other(format!("removing {}: {e}", dir.display())));
+            }
+        }
+        Ok(())
+    }
+}

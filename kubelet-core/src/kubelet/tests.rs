@@ -1,0 +1,232 @@
+//! The sync loop, pod workers and pod syncer together, on the fake runtime.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::*;
+use crate::cache::PodCache;
+use crate::config::{FILE_SOURCE, Operation, PodUpdate};
+use crate::pleg::{Event, EventType};
+use crate::pod_workers::{self, PodWorkers};
+use crate::runtime::{ContainerState, RuntimeStatus};
+use crate::testing::{FakePleg, FakeRuntime, FakeStatusManager, FakeVolumeManager, pod, pod_with};
+
+struct Node {
+    runtime: FakeRuntime,
+    status: FakeStatusManager,
+    volumes: FakeVolumeManager,
+    updates: mpsc::Sender<PodUpdate>,
+    events: mpsc::Sender<Event>,
+    ready: Arc<AtomicBool>,
+    health: sync_loop::Health,
+    token: CancellationToken,
+    _root: tempfile::TempDir,
+}
+
+fn node() -> Node {
+    let root = tempfile::tempdir().expect("tempdir");
+    let runtime = FakeRuntime::new();
+    let status = FakeStatusManager::default();
+    let volumes = FakeVolumeManager::default();
+    let cache = PodCache::new();
+    let rt: Arc<dyn Runtime> = Arc::new(runtime.clone());
+    let pleg: Arc<dyn crate::pleg::Pleg> = Arc::new(FakePleg::new(rt.clone(), cache.clone()));
+    let vm: Arc<dyn VolumeManager> = Arc::new(volumes.clone());
+    let managers = Managers {
+        runtime: rt.clone(),
+        volumes: vm.clone(),
+        status: Arc::new(status.clone()),
+        pleg: pleg.clone(),
+        cache: cache.clone(),
+        helper: Arc::new(KubeletRuntimeHelper::new(vm, PathBuf::from("/tmp/logs"))),
+    };
+    let token = CancellationToken::new();
+    let pod_manager = PodManager::new();
+    let runtime_state = RuntimeState::new(pleg.clone());
+    let backoff = Arc::new(Backoff::new(Duration::from_secs(10), Duration::from_secs(300)));
+    let syncer = Arc::new(KubeletPodSyncer::new(
+        managers.clone(),
+        pod_manager.clone(),
+        runtime_state.clone(),
+        backoff.clone(),
+        root.path().to_path_buf(),
+        vec!["192.0.2.1".into()],
+    ));
+    let workers = PodWorkers::new(
+        syncer,
+        pleg,
+        cache,
+        pod_workers::Config::default(),
+        TaskTracker::new(),
+        token.clone(),
+    );
+    let ready = Arc::new(AtomicBool::new(false));
+    let sources_ready: SourcesReady = {
+        let ready = ready.clone();
+        Arc::new(move || ready.load(Ordering::SeqCst))
+    };
+    let kubelet = Kubelet::new(pod_manager, workers, &managers, backoff, sources_ready);
+    let (updates, updates_rx) = mpsc::channel(16);
+    let (events, events_rx) = mpsc::channel(16);
+    let health = sync_loop::Health::new(Duration::from_secs(60));
+    tokio::spawn(runtime_state.clone().run(rt, Duration::from_secs(5), token.clone()));
+    tokio::spawn(sync_loop::run(
+        kubelet,
+        updates_rx,
+        events_rx,
+        runtime_state,
+        health.clone(),
+        sync_loop::Config::default(),
+        token.clone(),
+    ));
+    Node { runtime, status, volumes, updates, events, ready, health, token, _root: root }
+}
+
+impl Node {
+    async fn send(&self, op: Operation, pods: Vec<Pod>) {
+        self.updates
+            .send(PodUpdate { pods, op, source: FILE_SOURCE.into() })
+            .await
+            .expect("sync loop running");
+    }
+}
+
+/// Polls `cond` while the (paused) clock advances in small steps; fails after `limit`.
+async fn eventually(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + limit;
+    while !cond() {
+        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+fn running(rt: &FakeRuntime, uid: &PodUid, name: &str) -> Option<(String, u32)> {
+    rt.running_pods()
+        .into_iter()
+        .find(|p| &p.uid == uid)?
+        .containers
+        .into_iter()
+        .filter(|c| c.name == name && c.state == ContainerState::Running)
+        .map(|c| (c.id, 0))
+        .next()
+}
+
+#[tokio::test(start_paused = true)]
+async fn added_pod_runs_without_waiting_for_a_tick() {
+    let n = node();
+    let p = pod("web");
+    let start = tokio::time::Instant::now();
+    n.send(Operation::Add, vec![p.clone()]).await;
+    eventually(Duration::from_secs(30), "pod running", || n.status.phase(&p.uid()).as_deref() == Some("Running")).await;
+    // Only the runtime's first status check (at t=0) precedes the start: no relist or sync tick.
+    assert!(start.elapsed() < Duration::from_millis(100), "took {:?}", start.elapsed());
+    assert!(running(&n.runtime, &p.uid(), "app").is_some());
+    n.token.cancel();
+}
+
+#[tokio::test(start_paused = true)]
+async fn removed_pod_is_killed_removed_and_unmounted() {
+    let n = node();
+    let p = pod("gone");
+    n.send(Operation::Add, vec![p.clone()]).await;
+    eventually(Duration::from_secs(30), "running", || running(&n.runtime, &p.uid(), "app").is_some()).await;
+    n.send(Operation::Remove, vec![p.clone()]).await;
+    eventually(Duration::from_secs(30), "removed from runtime", || n.runtime.running_pods().is_empty()).await;
+    eventually(Duration::from_secs(30), "volumes torn down", || n.volumes.unmounted().contains(&p.uid())).await;
+    n.token.cancel();
+}
+
+#[tokio::test(start_paused = true)]
+async fn exited_container_is_restarted_on_pleg_event() {
+    let n = node();
+    let p = pod("crash");
+    n.send(Operation::Add, vec![p.clone()]).await;
+    eventually(Duration::from_secs(30), "running", || running(&n.runtime, &p.uid(), "app").is_some()).await;
+    assert!(n.runtime.exit_container(&p.uid(), "app", 1));
+    n.events
+        .send(Event { id: p.uid(), kind: EventType::ContainerDied, container_id: None })
+        .await
+        .expect("send");
+    eventually(Duration::from_secs(30), "restarted", || n.runtime.container_count(&p.uid()) == 2).await;
+    assert!(running(&n.runtime, &p.uid(), "app").is_some());
+    n.token.cancel();
+}
+
+#[tokio::test(start_paused = true)]
+async fn run_once_pod_succeeds_and_keeps_its_exited_container() {
+    let n = node();
+    let p = pod_with("once", "Never", &["app"]);
+    n.send(Operation::Add, vec![p.clone()]).await;
+    eventually(Duration::from_secs(30), "running", || running(&n.runtime, &p.uid(), "app").is_some()).await;
+    n.runtime.exit_container(&p.uid(), "app", 0);
+    n.events
+        .send(Event { id: p.uid(), kind: EventType::ContainerDied, container_id: None })
+        .await
+        .expect("send");
+    eventually(Duration::from_secs(30), "succeeded", || n.status.phase(&p.uid()).as_deref() == Some("Succeeded")).await;
+    // Terminated but still desired: the exited container stays (exit code survives restarts).
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(n.runtime.container_count(&p.uid()), 1);
+    n.token.cancel();
+}
+
+#[tokio::test(start_paused = true)]
+async fn changed_spec_replaces_the_container() {
+    let n = node();
+    let p = pod("edit");
+    n.send(Operation::Add, vec![p.clone()]).await;
+    eventually(Duration::from_secs(30), "running", || running(&n.runtime, &p.uid(), "app").is_some()).await;
+    let before = running(&n.runtime, &p.uid(), "app");
+    let mut p2 = p.clone();
+    if let Some(spec) = p2.spec.as_mut() {
+        spec.containers[0].image = Some("busybox:2".into());
+    }
+    n.send(Operation::Update, vec![p2.clone()]).await;
+    eventually(Duration::from_secs(30), "replaced", || {
+        let now = running(&n.runtime, &p.uid(), "app");
+        now.is_some() && now != before
+    })
+    .await;
+    n.token.cancel();
+}
+
+#[tokio::test(start_paused = true)]
+async fn orphan_runtime_pod_is_killed_once_sources_ready() {
+    let n = node();
+    // Put a pod in the runtime directly, bypassing config.
+    let orphan = pod("stray");
+    let helper: Arc<dyn crate::runtime::RuntimeHelper> = Arc::new(crate::testing::FakeRuntimeHelper);
+    n.runtime
+        .sync_pod(&orphan, &Default::default(), helper, &Backoff::crash_loop_default())
+        .await
+        .expect("sync");
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert!(running(&n.runtime, &orphan.uid(), "app").is_some(), "killed before sources were ready");
+    n.ready.store(true, Ordering::SeqCst);
+    eventually(Duration::from_secs(30), "orphan removed", || n.runtime.running_pods().is_empty()).await;
+    n.token.cancel();
+}
+
+#[tokio::test(start_paused = true)]
+async fn runtime_outage_blocks_syncing_and_health_then_converges() {
+    let n = node();
+    n.runtime.set_down(true);
+    let p = pod("later");
+    n.send(Operation::Add, vec![p.clone()]).await;
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    assert!(n.health.check().is_err());
+    assert!(n.runtime.running_pods().is_empty());
+    n.runtime.set_down(false);
+    n.runtime.set_runtime_status(RuntimeStatus { runtime_ready: true, network_ready: true, message: String::new() });
+    eventually(Duration::from_secs(60), "running after outage", || running(&n.runtime, &p.uid(), "app").is_some()).await;
+    assert!(n.health.check().is_ok());
+    // Exactly one sandbox: nothing was duplicated by retries.
+    let pods = n.runtime.running_pods();
+    assert_eq!(pods[0].sandboxes.len(), 1);
+    n.token.cancel();
+}
