@@ -1,0 +1,103 @@
+//! hostPath type checks (upstream `pkg/volume/hostpath/host_path.go`, `checkType`).
+
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, OpenOptionsExt};
+use std::path::Path;
+
+/// Checks (and for the `*OrCreate` types, creates) `path` for a hostPath volume of `kind`
+/// (`""`, `DirectoryOrCreate`, `Directory`, `FileOrCreate`, `File`, `Socket`, `CharDevice`,
+/// `BlockDevice`). Created directories get mode 0755 and files 0644, as upstream.
+pub fn check_host_path(path: &Path, kind: &str) -> Result<(), String> {
+    let meta = std::fs::metadata(path);
+    let shown = path.display();
+    match kind {
+        "" => Ok(()),
+        "DirectoryOrCreate" => match meta {
+            Ok(m) if m.is_dir() => Ok(()),
+            Ok(_) => Err(format!("hostPath type check failed: {shown} is not a directory")),
+            Err(_) => std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o755)
+                .create(path)
+                .map_err(|e| format!("creating hostPath directory {shown}: {e}")),
+        },
+        "Directory" => match meta {
+            Ok(m) if m.is_dir() => Ok(()),
+            Ok(_) => Err(format!("hostPath type check failed: {shown} is not a directory")),
+            Err(_) => Err(format!("hostPath type check failed: {shown} is not a directory (it does not exist)")),
+        },
+        "FileOrCreate" => match meta {
+            Ok(m) if m.is_file() => Ok(()),
+            Ok(_) => Err(format!("hostPath type check failed: {shown} is not a file")),
+            Err(_) => {
+                if let Some(parent) = path.parent() {
+                    std::fs::DirBuilder::new()
+                        .recursive(true)
+                        .mode(0o755)
+                        .create(parent)
+                        .map_err(|e| format!("creating parent of hostPath file {shown}: {e}"))?;
+                }
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(false)
+                    .mode(0o644)
+                    .open(path)
+                    .map(drop)
+                    .map_err(|e| format!("creating hostPath file {shown}: {e}"))
+            }
+        },
+        "File" => match meta {
+            Ok(m) if m.is_file() => Ok(()),
+            _ => Err(format!("hostPath type check failed: {shown} is not a file")),
+        },
+        "Socket" => match meta {
+            Ok(m) if m.file_type().is_socket() => Ok(()),
+            _ => Err(format!("hostPath type check failed: {shown} is not a socket file")),
+        },
+        "CharDevice" => match meta {
+            Ok(m) if m.file_type().is_char_device() => Ok(()),
+            _ => Err(format!("hostPath type check failed: {shown} is not a character device")),
+        },
+        "BlockDevice" => match meta {
+            Ok(m) if m.file_type().is_block_device() => Ok(()),
+            _ => Err(format!("hostPath type check failed: {shown} is not a block device")),
+        },
+        other => Err(format!("invalid hostPath type {other:?}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn each_type_is_checked() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("f");
+        std::fs::write(&file, b"x").expect("write");
+        assert!(check_host_path(dir.path(), "Directory").is_ok());
+        assert!(check_host_path(&file, "Directory").is_err());
+        assert!(check_host_path(&file, "File").is_ok());
+        assert!(check_host_path(dir.path(), "File").is_err());
+        assert!(check_host_path(&file, "Socket").is_err());
+        assert!(check_host_path(&file, "CharDevice").is_err());
+        assert!(check_host_path(Path::new("/dev/null"), "CharDevice").is_ok());
+        assert!(check_host_path(&file, "BlockDevice").is_err());
+        assert!(check_host_path(&dir.path().join("missing"), "").is_ok());
+        assert!(check_host_path(&file, "Bogus").is_err());
+    }
+
+    #[test]
+    fn or_create_types_create_with_upstream_modes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let d = dir.path().join("a/b");
+        check_host_path(&d, "DirectoryOrCreate").expect("dir");
+        let mode = std::fs::metadata(&d).expect("meta").permissions().mode() & 0o777;
+        assert_eq!(mode & !0o022, 0o755 & !0o022); // umask may clear group/other write only
+        let f = dir.path().join("c/file");
+        check_host_path(&f, "FileOrCreate").expect("file");
+        assert!(std::fs::metadata(&f).expect("meta").is_file());
+        assert!(check_host_path(&f, "DirectoryOrCreate").is_err());
+    }
+}
