@@ -146,12 +146,25 @@ mod tests {
         let cache = PodCache::new();
         let uid = PodUid::from("u");
         let now = Instant::now();
-        cache.set(&uid, PodStatus { name: "new".into(), ..Default::default() }, now);
         cache.set(
             &uid,
-            PodStatus { name: "old".into(), ..Default::default() },
+            PodStatus {
+                name: "new".into(),
+                ..Default::default()
+            },
+            now,
+        );
+        cache.set(
+            &uid,
+            PodStatus {
+                name: "old".into(),
+                ..Default::default()
+            },
             now - Duration::from_millis(5),
         );
-        assert_eq!(cache.get(&uid).map(|(s, _)| s.name.clone()).as_deref(), Some("new"));
+        assert_eq!(
+            cache.get(&uid).map(|(s, _)| s.name.clone()).as_deref(),
+            Some("new")
+        );
     }
 }

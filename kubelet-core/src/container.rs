@@ -75,7 +75,10 @@ mod tests {
     /// these must never change (see `hash_container`).
     #[test]
     fn hash_golden_values() {
-        assert_eq!(hash_container(&container("app", "busybox:1.36")), 0x4761_5a6e_u64);
+        assert_eq!(
+            hash_container(&container("app", "busybox:1.36")),
+            0x4761_5a6e_u64
+        );
         assert_eq!(hash_container(&container("", "")), 0x53b5_b54f_u64);
         assert_eq!(
             hash_container(&container("web", "registry.k8s.io/pause:3.9")),
@@ -118,10 +121,30 @@ mod tests {
     #[test]
     fn restart_decision_follows_policy() {
         let c = container("app", "busybox");
-        assert!(should_container_be_restarted(&c, &pod("Never"), &PodStatus::default()));
-        assert!(!should_container_be_restarted(&c, &pod("Never"), &exited(1)));
-        assert!(!should_container_be_restarted(&c, &pod("OnFailure"), &exited(0)));
-        assert!(should_container_be_restarted(&c, &pod("OnFailure"), &exited(3)));
-        assert!(should_container_be_restarted(&c, &pod("Always"), &exited(0)));
+        assert!(should_container_be_restarted(
+            &c,
+            &pod("Never"),
+            &PodStatus::default()
+        ));
+        assert!(!should_container_be_restarted(
+            &c,
+            &pod("Never"),
+            &exited(1)
+        ));
+        assert!(!should_container_be_restarted(
+            &c,
+            &pod("OnFailure"),
+            &exited(0)
+        ));
+        assert!(should_container_be_restarted(
+            &c,
+            &pod("OnFailure"),
+            &exited(3)
+        ));
+        assert!(should_container_be_restarted(
+            &c,
+            &pod("Always"),
+            &exited(0)
+        ));
     }
 }

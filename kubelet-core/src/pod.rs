@@ -86,11 +86,18 @@ impl PodExt for Pod {
     }
 
     fn annotation(&self, key: &str) -> Option<&str> {
-        self.metadata.annotations.as_ref()?.get(key).map(String::as_str)
+        self.metadata
+            .annotations
+            .as_ref()?
+            .get(key)
+            .map(String::as_str)
     }
 
     fn containers(&self) -> &[Container] {
-        self.spec.as_ref().map(|s| s.containers.as_slice()).unwrap_or(&[])
+        self.spec
+            .as_ref()
+            .map(|s| s.containers.as_slice())
+            .unwrap_or(&[])
     }
 
     fn init_containers(&self) -> &[Container] {

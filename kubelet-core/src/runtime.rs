@@ -155,7 +155,10 @@ impl RunningPod {
         self.containers
             .iter()
             .all(|c| c.state != ContainerState::Running)
-            && self.sandboxes.iter().all(|s| s.state != SandboxState::Ready)
+            && self
+                .sandboxes
+                .iter()
+                .all(|s| s.state != SandboxState::Ready)
     }
 }
 
@@ -370,7 +373,8 @@ pub fn newest_by_name(containers: &[ContainerStatus]) -> HashMap<&str, &Containe
     let mut out: HashMap<&str, &ContainerStatus> = HashMap::new();
     for c in containers {
         match out.get(c.name.as_str()) {
-            Some(prev) if (prev.restart_count, prev.created_at) >= (c.restart_count, c.created_at) => {}
+            Some(prev)
+                if (prev.restart_count, prev.created_at) >= (c.restart_count, c.created_at) => {}
             _ => {
                 out.insert(c.name.as_str(), c);
             }

@@ -31,7 +31,12 @@ pub struct StatusInputs<'a> {
 pub trait StatusManager: Send + Sync + 'static {
     /// The API status of `pod` from the runtime's view and `inputs` (upstream
     /// `generateAPIPodStatus`). Pure apart from reading the stored previous status.
-    fn generate<'a>(&self, pod: &Pod, runtime: &PodStatus, inputs: &StatusInputs<'a>) -> ApiPodStatus;
+    fn generate<'a>(
+        &self,
+        pod: &Pod,
+        runtime: &PodStatus,
+        inputs: &StatusInputs<'a>,
+    ) -> ApiPodStatus;
 
     /// Stores a new status for `pod` (upstream `SetPodStatus`). A status that would leave a
     /// terminal phase is corrected to keep the terminal phase.
