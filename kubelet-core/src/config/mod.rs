@@ -3,6 +3,9 @@
 //! Mirrors upstream `pkg/kubelet/config/` (`config.go`, `file.go`, `common.go`) and the update
 //! types of `pkg/kubelet/types/pod_update.go`.
 
+pub mod static_pod;
+pub mod validate;
+
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Pod;
 use tokio::sync::mpsc;
