@@ -1,1 +1,115 @@
-fn main() {}
+//! `cargo xtask`: the project's automation commands (`cargo xtask --help`).
+
+mod ci;
+mod demo;
+
+use std::{path::PathBuf, process::ExitCode, sync::mpsc, thread, time::Instant};
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+use nix::sys::signal::{SigSet, Signal};
+use xtask::{images, target_dir, testbed};
+
+#[derive(Parser)]
+#[command(name = "cargo xtask", about = "Automation for the Rust kubelet workspace")]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// A private containerd (CRI, CNI bridge, local images) for manual testing.
+    #[command(subcommand)]
+    Testbed(TestbedCmd),
+    /// Build the busybox and pause OCI image tarballs (cached by content).
+    Images {
+        /// Where to put them [default: target/testbed/images].
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+    /// Run examples/manifests as static pods with the kubelet on a private containerd.
+    Demo,
+    /// What CI runs: packages, fmt, clippy, doc, tests; stops at the first failure.
+    Ci,
+}
+
+#[derive(Subcommand)]
+enum TestbedCmd {
+    /// Start a testbed, print its CRI endpoint and keep it until Ctrl-C.
+    Up {
+        /// The testbed's directory [default: target/testbed/up].
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse().command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:?}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cmd: Cmd) -> Result<()> {
+    match cmd {
+        Cmd::Testbed(TestbedCmd::Up { dir }) => testbed_up(dir),
+        Cmd::Images { dir } => {
+            testbed::ensure_packages()?;
+            let dir = dir.unwrap_or_else(images::default_dir);
+            let started = Instant::now();
+            let tarballs = images::ensure_images(&dir)?;
+            println!("images ready in {:.2?}:", started.elapsed());
+            println!("  {} ({})", tarballs.pause.display(), images::PAUSE_REF);
+            println!(
+                "  {} ({})",
+                tarballs.busybox.display(),
+                images::BUSYBOX_REFS.join(", ")
+            );
+            Ok(())
+        }
+        Cmd::Demo => demo::run(),
+        Cmd::Ci => ci::run(),
+    }
+}
+
+fn testbed_up(dir: Option<PathBuf>) -> Result<()> {
+    let interrupted = interrupts()?;
+    let dir = dir.unwrap_or_else(|| target_dir().join("testbed").join("up"));
+    let started = Instant::now();
+    let testbed = testbed::Testbed::start(&dir)?;
+    let socket = testbed.socket().display();
+    println!("testbed ready in {:.2?}", started.elapsed());
+    println!("  endpoint: {}", testbed.endpoint());
+    println!("  log:      {}", testbed.log().display());
+    println!("  network:  bridge {} subnet {}", testbed.bridge(), testbed.subnet());
+    println!("  try:      ctr -a {socket} -n k8s.io images ls");
+    println!("Ctrl-C stops containerd and removes its pods.");
+    interrupted.recv().context("signal thread ended")?;
+    println!("stopping");
+    testbed.shutdown()
+}
+
+/// Blocks SIGINT and SIGTERM for the whole process and returns a channel on which they arrive.
+///
+/// Call it before starting threads (the mask is inherited). Children get a clean mask from
+/// `std::process::Command`, and the testbed puts its own in separate process groups, so a Ctrl-C
+/// reaches only xtask, which then stops them in order.
+pub(crate) fn interrupts() -> Result<mpsc::Receiver<Signal>> {
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGINT);
+    set.add(Signal::SIGTERM);
+    set.thread_block().context("cannot block SIGINT/SIGTERM")?;
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        while let Ok(signal) = set.wait() {
+            if tx.send(signal).is_err() {
+                break;
+            }
+        }
+    });
+    Ok(rx)
+}

@@ -1,0 +1,24 @@
+//! Project automation for the Rust kubelet, as a library so that integration tests in other
+//! crates can start a real containerd: add `xtask = { path = "../xtask" }` to their
+//! `[dev-dependencies]` and see [`testbed`].
+//!
+//! - [`testbed`]: a private containerd (CRI, CNI bridge, local images) per directory, cleaned up
+//!   on drop, and [`testbed::ensure_packages`] for the Debian packages it needs;
+//! - [`images`]: busybox and pause images built as OCI layout tarballs, no registry needed.
+//!
+//! The `cargo xtask` binary (`testbed up`, `images`, `demo`, `ci`) is built on these.
+//!
+//! ```no_run
+//! # fn main() -> anyhow::Result<()> {
+//! let dir = std::path::Path::new("target/testbed/example");
+//! let testbed = xtask::testbed::Testbed::start(dir)?;
+//! println!("CRI endpoint: {}", testbed.endpoint());
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod images;
+pub mod testbed;
+mod util;
+
+pub use util::{is_root, project_root, target_dir};
