@@ -1,0 +1,346 @@
+//! The generic relisting PLEG (upstream `pkg/kubelet/pleg/generic.go`, `GenericPLEG`).
+//!
+//! Every relist period the PLEG lists all pods of the runtime, compares each container and
+//! sandbox with the previous listing, re-inspects the pods that changed into the
+//! [`PodCache`], and sends [`Event`]s to the sync loop. It assumes a container is not created,
+//! run and removed within one period; the sync loop's periodic resync is the safety net.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use kubelet_core::PodUid;
+use kubelet_core::cache::PodCache;
+use kubelet_core::pleg::{Event, EventType, Pleg};
+use kubelet_core::runtime::{self, PodStatus, RunningPod, Runtime, SandboxState};
+use tokio::sync::{Notify, mpsc};
+use tokio::time::{Instant, MissedTickBehavior};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, error, trace, warn};
+
+use crate::duration::go_duration;
+use crate::events::compute_events;
+
+/// Capacity of the event channel, as upstream's `plegChannelCapacity`. When the sync loop
+/// falls this far behind, further events of a relist are dropped (the periodic resync
+/// catches up).
+pub const CHANNEL_CAPACITY: usize = 1000;
+
+/// Timing of a [`GenericPleg`] (upstream `RelistDuration`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Time between relists. Default 1 s.
+    pub relist_period: Duration,
+    /// The PLEG is unhealthy when the last successful relist is older than this. Must exceed
+    /// the period plus the time a relist takes. Default 3 min.
+    pub relist_threshold: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            relist_period: Duration::from_secs(1),
+            relist_threshold: Duration::from_secs(3 * 60),
+        }
+    }
+}
+
+impl Config {
+    /// Sets [`Config::relist_period`].
+    #[must_use]
+    pub fn relist_period(self, relist_period: Duration) -> Self {
+        Self {
+            relist_period,
+            ..self
+        }
+    }
+
+    /// Sets [`Config::relist_threshold`].
+    #[must_use]
+    pub fn relist_threshold(self, relist_threshold: Duration) -> Self {
+        Self {
+            relist_threshold,
+            ..self
+        }
+    }
+}
+
+/// The last two listings of one pod (upstream `podRecord`).
+#[derive(Debug, Default)]
+struct Record {
+    old: Option<RunningPod>,
+    current: Option<RunningPod>,
+}
+
+/// State owned by the relist (upstream `podRecords` and `podsToReinspect`, under
+/// `relistLock`).
+#[derive(Debug, Default)]
+struct RelistState {
+    records: BTreeMap<PodUid, Record>,
+    reinspect: HashSet<PodUid>,
+}
+
+impl RelistState {
+    fn set_current(&mut self, pods: Vec<RunningPod>) {
+        for record in self.records.values_mut() {
+            record.current = None;
+        }
+        for pod in pods {
+            let uid = pod.uid.clone();
+            self.records.entry(uid).or_default().current = Some(pod);
+        }
+    }
+
+    /// The current listing becomes the baseline; a pod gone from the runtime is forgotten.
+    fn update(&mut self, uid: &PodUid) {
+        let Some(record) = self.records.get_mut(uid) else {
+            return;
+        };
+        match record.current.take() {
+            Some(current) => record.old = Some(current),
+            None => {
+                self.records.remove(uid);
+            }
+        }
+    }
+}
+
+struct Shared {
+    runtime: Arc<dyn Runtime>,
+    cache: PodCache,
+    config: Config,
+    events: mpsc::Sender<Event>,
+    relist: tokio::sync::Mutex<RelistState>,
+    /// Serializes cache writes of the relist and of [`Pleg::relist_pod`] (upstream
+    /// `podCacheMutex`).
+    cache_lock: tokio::sync::Mutex<()>,
+    last_relist: Mutex<Option<Instant>>,
+    relist_now: Notify,
+}
+
+/// The generic relisting PLEG. Cheap to clone; clones share state.
+///
+/// Create it with [`GenericPleg::new`], spawn [`GenericPleg::run`] on a clone, and hand the
+/// event receiver to the sync loop.
+#[doc(alias = "PLEG")]
+#[doc(alias = "GenericPLEG")]
+#[derive(Clone)]
+pub struct GenericPleg {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for GenericPleg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GenericPleg")
+            .field("config", &self.shared.config)
+            .field("last_relist", &self.last_relist())
+            .finish_non_exhaustive()
+    }
+}
+
+impl GenericPleg {
+    /// A PLEG over `runtime` that keeps `cache` fresh, and the receiver of its events
+    /// (capacity [`CHANNEL_CAPACITY`]).
+    pub fn new(
+        runtime: Arc<dyn Runtime>,
+        cache: PodCache,
+        config: Config,
+    ) -> (Self, mpsc::Receiver<Event>) {
+        let (events, rx) = mpsc::channel(CHANNEL_CAPACITY);
+        let shared = Shared {
+            runtime,
+            cache,
+            config,
+            events,
+            relist: tokio::sync::Mutex::new(RelistState::default()),
+            cache_lock: tokio::sync::Mutex::new(()),
+            last_relist: Mutex::new(None),
+            relist_now: Notify::new(),
+        };
+        (
+            Self {
+                shared: Arc::new(shared),
+            },
+            rx,
+        )
+    }
+
+    /// The configuration the PLEG runs with.
+    pub fn config(&self) -> Config {
+        self.shared.config
+    }
+
+    /// Relists every [`Config::relist_period`] (the first time right away) until `token` is
+    /// cancelled. A relist requested with [`relist_now`](Self::relist_now) runs as soon as
+    /// the current one finishes and restarts the period. Cancellation interrupts a relist in
+    /// progress; the PLEG stays usable.
+    pub async fn run(self, token: CancellationToken) {
+        let mut interval = tokio::time::interval(self.shared.config.relist_period);
+        interval.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                biased;
+                () = token.cancelled() => break,
+                _ = interval.tick() => {}
+                () = self.shared.relist_now.notified() => interval.reset(),
+            }
+            tokio::select! {
+                biased;
+                () = token.cancelled() => break,
+                () = self.relist() => {}
+            }
+        }
+        debug!("pleg stopped");
+    }
+
+    /// Asks the running loop for a relist now (for an event-driven PLEG that learned of a
+    /// change). Requests made while a relist runs coalesce into one more relist.
+    pub fn relist_now(&self) {
+        self.shared.relist_now.notify_one();
+    }
+
+    /// One relist (upstream `Relist`): lists the runtime's pods, sends the events of what
+    /// changed since the last listing, refreshes the cache of those pods and then the cache's
+    /// global timestamp. A pod whose inspection fails gets no events this time and is
+    /// re-inspected next time.
+    ///
+    /// Cancel safe: an interrupted relist is redone by the next one.
+    pub async fn relist(&self) {
+        let shared = &self.shared;
+        let mut state = shared.relist.lock().await;
+        trace!("relisting");
+        let timestamp = Instant::now();
+        let pods = match shared.runtime.get_pods(true).await {
+            Ok(pods) => pods,
+            Err(e) => {
+                error!(error = %e, "pleg: unable to retrieve pods");
+                return;
+            }
+        };
+        *shared.lock_last_relist() = Some(timestamp);
+        state.set_current(pods);
+
+        let mut needs_reinspection = HashSet::new();
+        let uids: Vec<PodUid> = state.records.keys().cloned().collect();
+        for uid in uids {
+            let Some(record) = state.records.get(&uid) else {
+                continue;
+            };
+            let events = compute_events(&uid, record.old.as_ref(), record.current.as_ref());
+            if events.is_empty() && !state.reinspect.contains(&uid) {
+                continue;
+            }
+            let current = record.current.clone();
+            if let Err(e) = self.update_cache(current.as_ref(), &uid).await {
+                debug!(pod = %uid, error = %e, "pleg: ignoring events for pod until it can be inspected");
+                needs_reinspection.insert(uid);
+                continue;
+            }
+            state.update(&uid);
+            for event in events {
+                // Upstream drops these: not reliable, and nothing uses them.
+                if event.kind == EventType::ContainerChanged {
+                    continue;
+                }
+                match shared.events.try_send(event) {
+                    Ok(()) => {}
+                    Err(mpsc::error::TrySendError::Full(_)) => {
+                        error!("pleg: event channel is full, discarding this relist cycle's event");
+                    }
+                    Err(mpsc::error::TrySendError::Closed(_)) => {
+                        trace!("pleg: event receiver is gone");
+                    }
+                }
+            }
+        }
+        // Only after every pod above is in the cache.
+        shared.cache.update_time(timestamp);
+        state.reinspect = needs_reinspection;
+    }
+
+    /// Upstream `updateCache`: a pod gone from the runtime leaves the cache; any other is
+    /// inspected and stored with the time the inspection started.
+    async fn update_cache(&self, pod: Option<&RunningPod>, uid: &PodUid) -> runtime::Result<()> {
+        let Some(pod) = pod else {
+            debug!(pod = %uid, "pleg: deleting status of pod gone from the runtime");
+            self.shared.cache.delete(uid);
+            return Ok(());
+        };
+        self.inspect(&pod.uid, &pod.name, &pod.namespace).await
+    }
+
+    async fn inspect(&self, uid: &PodUid, name: &str, namespace: &str) -> runtime::Result<()> {
+        let shared = &self.shared;
+        let _guard = shared.cache_lock.lock().await;
+        let timestamp = Instant::now();
+        let mut status = shared
+            .runtime
+            .get_pod_status(uid, name, namespace)
+            .await
+            .inspect_err(|e| warn!(pod = %uid, error = %e, "pleg: inspecting pod"))?;
+        status.ips = self.pod_ips(uid, &status);
+        shared.cache.set(uid, status, timestamp);
+        Ok(())
+    }
+
+    /// Keeps the cached pod IPs when the new status has none and no sandbox is ready: a pod
+    /// torn down keeps reporting the IP it had (upstream `getPodIPs`).
+    fn pod_ips(&self, uid: &PodUid, status: &PodStatus) -> Vec<String> {
+        if !status.ips.is_empty()
+            || status
+                .sandboxes
+                .iter()
+                .any(|s| s.state == SandboxState::Ready)
+        {
+            return status.ips.clone();
+        }
+        self.shared
+            .cache
+            .get(uid)
+            .map(|(old, _)| old.ips.clone())
+            .unwrap_or_default()
+    }
+
+    /// When the last successful relist started, if any.
+    pub fn last_relist(&self) -> Option<Instant> {
+        *self.shared.lock_last_relist()
+    }
+}
+
+impl Shared {
+    fn lock_last_relist(&self) -> MutexGuard<'_, Option<Instant>> {
+        self.last_relist.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[async_trait]
+impl Pleg for GenericPleg {
+    /// Inspects the pod now and stores its status with the time the inspection started, so a
+    /// pod worker waiting for a status newer than its last action is released (upstream
+    /// `UpdateCache`). The next relist still sends events for changes it sees.
+    async fn relist_pod(
+        &self,
+        uid: &PodUid,
+        name: &str,
+        namespace: &str,
+    ) -> Result<(), runtime::Error> {
+        self.inspect(uid, name, namespace).await
+    }
+
+    fn healthy(&self) -> Result<(), String> {
+        let Some(last) = self.last_relist() else {
+            return Err("pleg has yet to be successful".to_owned());
+        };
+        let elapsed = last.elapsed();
+        let threshold = self.shared.config.relist_threshold;
+        if elapsed > threshold {
+            return Err(format!(
+                "pleg was last seen active {} ago; threshold is {}",
+                go_duration(elapsed),
+                go_duration(threshold)
+            ));
+        }
+        Ok(())
+    }
+}
