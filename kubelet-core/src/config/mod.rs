@@ -3,8 +3,13 @@
 //! Mirrors upstream `pkg/kubelet/config/` (`config.go`, `file.go`, `common.go`) and the update
 //! types of `pkg/kubelet/types/pod_update.go`.
 
+pub mod file;
+pub mod merge;
 pub mod static_pod;
 pub mod validate;
+
+pub use file::FileSource;
+pub use merge::{PodConfig, SourcesReady};
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Pod;
