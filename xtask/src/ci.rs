@@ -51,7 +51,12 @@ const STEPS: &[Step] = &[
 pub(crate) fn run() -> Result<()> {
     let started = Instant::now();
     let total = STEPS.len() + 1;
-    header(1, total, "packages", "apt-get install, only what is missing");
+    header(
+        1,
+        total,
+        "packages",
+        "apt-get install, only what is missing",
+    );
     testbed::ensure_packages().context("ci step `packages` failed")?;
 
     let mut counts = Counts::default();

@@ -152,8 +152,8 @@ fn render(pods: &Value) -> String {
             .flatten()
             .map(|c| {
                 let state = &c["state"];
-                let (kind, detail) = if let Some(s) = state.get("running") {
-                    ("running", s["startedAt"].as_str().map(|_| String::new()))
+                let (kind, detail) = if state.get("running").is_some() {
+                    ("running", None)
                 } else if let Some(s) = state.get("terminated") {
                     ("terminated", Some(format!("exit {}", s["exitCode"])))
                 } else if let Some(s) = state.get("waiting") {
@@ -163,9 +163,8 @@ fn render(pods: &Value) -> String {
                 };
                 let restarts = c["restartCount"].as_u64().unwrap_or(0);
                 let mut out = format!("{}={kind}", text(&c["name"]));
-                match detail.filter(|d| !d.is_empty()) {
-                    Some(d) => out.push_str(&format!("({d})")),
-                    None => {}
+                if let Some(d) = detail.filter(|d| !d.is_empty()) {
+                    out.push_str(&format!("({d})"));
                 }
                 if restarts > 0 {
                     out.push_str(&format!(" restarts={restarts}"));

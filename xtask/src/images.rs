@@ -34,9 +34,9 @@ pub const PAUSE_REF: &str = "registry.k8s.io/pause:3.9";
 
 /// Applets the busybox image must provide (it links every applet the binary has; these are checked).
 pub const BUSYBOX_APPLETS: &[&str] = &[
-    "sh", "sleep", "echo", "cat", "ls", "wget", "httpd", "nc", "env", "true", "false", "mkdir", "rm",
-    "touch", "date", "id", "hostname", "ps", "kill", "grep", "seq", "printf", "test", "[", "mount",
-    "df",
+    "sh", "sleep", "echo", "cat", "ls", "wget", "httpd", "nc", "env", "true", "false", "mkdir",
+    "rm", "touch", "date", "id", "hostname", "ps", "kill", "grep", "seq", "printf", "test", "[",
+    "mount", "df",
 ];
 
 /// Where busybox-static installs the binary the image is built from.
@@ -265,7 +265,10 @@ fn sha256(data: &[u8]) -> String {
 /// A short hash of the inputs plus the format version and architecture.
 fn cache_key(parts: &[&[u8]]) -> String {
     let mut h = Sha256::new();
-    for part in [FORMAT.as_bytes(), oci_arch().as_bytes()].iter().chain(parts) {
+    for part in [FORMAT.as_bytes(), oci_arch().as_bytes()]
+        .iter()
+        .chain(parts)
+    {
         h.update((part.len() as u64).to_le_bytes());
         h.update(part);
     }

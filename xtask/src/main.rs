@@ -11,7 +11,10 @@ use nix::sys::signal::{SigSet, Signal};
 use xtask::{images, target_dir, testbed};
 
 #[derive(Parser)]
-#[command(name = "cargo xtask", about = "Automation for the Rust kubelet workspace")]
+#[command(
+    name = "cargo xtask",
+    about = "Automation for the Rust kubelet workspace"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Cmd,
@@ -48,7 +51,7 @@ fn main() -> ExitCode {
     match run(Cli::parse().command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:?}");
+            eprintln!("error: {e:#}");
             ExitCode::FAILURE
         }
     }
@@ -85,7 +88,11 @@ fn testbed_up(dir: Option<PathBuf>) -> Result<()> {
     println!("testbed ready in {:.2?}", started.elapsed());
     println!("  endpoint: {}", testbed.endpoint());
     println!("  log:      {}", testbed.log().display());
-    println!("  network:  bridge {} subnet {}", testbed.bridge(), testbed.subnet());
+    println!(
+        "  network:  bridge {} subnet {}",
+        testbed.bridge(),
+        testbed.subnet()
+    );
     println!("  try:      ctr -a {socket} -n k8s.io images ls");
     println!("Ctrl-C stops containerd and removes its pods.");
     interrupted.recv().context("signal thread ended")?;

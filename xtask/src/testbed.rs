@@ -134,6 +134,8 @@ pub struct Testbed {
     images: ImageTarballs,
     slot: Option<net::Slot>,
     child: Option<Child>,
+    /// Where the current containerd's output starts in the log.
+    log_start: u64,
     _dir_lock: File,
 }
 
@@ -172,6 +174,7 @@ impl Testbed {
             images,
             slot: Some(slot),
             child: None,
+            log_start: 0,
             _dir_lock: dir_lock,
         };
         testbed.spawn()?;
@@ -303,6 +306,7 @@ impl Testbed {
             .open(&self.layout.log)
             .with_context(|| format!("cannot open {}", self.layout.log.display()))?;
         writeln!(log, "==== xtask: starting containerd")?;
+        self.log_start = log.metadata()?.len();
         let child = Command::new("containerd")
             .arg("--config")
             .arg(&self.layout.config)
@@ -360,6 +364,14 @@ impl Testbed {
                 }
                 Err(e) => format!("{e:#}"),
             };
+            let log = fs::read(&self.layout.log).unwrap_or_default();
+            let log = String::from_utf8_lossy(log.get(self.log_start as usize..).unwrap_or(&[]));
+            if let Some(line) = log
+                .lines()
+                .find(|l| l.contains("failed to load plugin io.containerd.grpc.v1.cri"))
+            {
+                bail!("containerd's CRI plugin did not load: {line}");
+            }
             if Instant::now() > deadline {
                 bail!(
                     "CRI not ready within {START_TIMEOUT:?}: {last}; end of {}:\n{}",
@@ -387,6 +399,9 @@ impl Testbed {
     }
 
     /// Removes every task and container in namespace k8s.io (tasks are killed with SIGKILL).
+    ///
+    /// One id at a time, ignoring errors: the CRI plugin removes some by itself as sandboxes die.
+    /// Fails only if something is left at the end.
     fn purge(&self) -> Result<()> {
         let ids = |what| -> Result<Vec<String>> {
             Ok(self
@@ -395,21 +410,18 @@ impl Testbed {
                 .map(str::to_owned)
                 .collect())
         };
-        let tasks = ids("tasks")?;
-        if !tasks.is_empty() {
-            let args: Vec<&str> = ["tasks", "rm", "--force"]
-                .into_iter()
-                .chain(tasks.iter().map(String::as_str))
-                .collect();
-            self.ctr(&args)?;
+        for id in ids("tasks")? {
+            let _ = self.ctr(&["tasks", "kill", "--signal", "SIGKILL", &id]);
         }
-        let containers = ids("containers")?;
-        if !containers.is_empty() {
-            let args: Vec<&str> = ["containers", "rm"]
-                .into_iter()
-                .chain(containers.iter().map(String::as_str))
-                .collect();
-            self.ctr(&args)?;
+        for id in ids("tasks")? {
+            let _ = self.ctr(&["tasks", "rm", "--force", &id]);
+        }
+        for id in ids("containers")? {
+            let _ = self.ctr(&["containers", "rm", &id]);
+        }
+        let (tasks, containers) = (ids("tasks")?, ids("containers")?);
+        if !tasks.is_empty() || !containers.is_empty() {
+            bail!("cannot remove tasks {tasks:?} and containers {containers:?}");
         }
         Ok(())
     }

@@ -100,12 +100,20 @@ fn kill_container_inits(runc_root: &Path) -> Result<()> {
 fn kill_shims(socket: &Path) -> Result<()> {
     let socket = socket.to_string_lossy();
     for entry in fs::read_dir("/proc")?.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
             continue;
         };
         let args = util::cmdline(pid);
         let is_shim = args.first().is_some_and(|a| a.contains("containerd-shim"));
-        if is_shim && args.windows(2).any(|w| w[0] == "-address" && w[1] == socket) {
+        if is_shim
+            && args
+                .windows(2)
+                .any(|w| w[0] == "-address" && w[1] == socket)
+        {
             util::signal(pid, Signal::SIGKILL)?;
         }
     }
@@ -146,7 +154,9 @@ fn unescape(s: &str) -> String {
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
-        let octal = bytes.get(i + 1..i + 4).filter(|d| d.iter().all(|b| (b'0'..=b'7').contains(b)));
+        let octal = bytes
+            .get(i + 1..i + 4)
+            .filter(|d| d.iter().all(|b| (b'0'..=b'7').contains(b)));
         match (bytes[i], octal) {
             (b'\\', Some(d)) => {
                 let value = d.iter().fold(0u32, |acc, b| acc * 8 + u32::from(b - b'0'));

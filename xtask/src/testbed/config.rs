@@ -16,7 +16,6 @@ const DISABLED_PLUGINS: &[&str] = &[
     "io.containerd.snapshotter.v1.zfs",
     "io.containerd.tracing.processor.v1.otlp",
     "io.containerd.internal.v1.tracing",
-    "io.containerd.runtime.v1.linux",
 ];
 
 /// Writes `containerd.toml` and the CNI conflist (before containerd starts, so that CRI reports

@@ -92,7 +92,9 @@ pub fn runtime_status(socket: &Path, timeout: Duration) -> Result<Vec<Condition>
             DATA if stream == 1 => {
                 let data = if flags & PADDED != 0 {
                     let pad = usize::from(*payload.first().unwrap_or(&0));
-                    payload.get(1..payload.len().saturating_sub(pad)).unwrap_or(&[])
+                    payload
+                        .get(1..payload.len().saturating_sub(pad))
+                        .unwrap_or(&[])
                 } else {
                     &payload[..]
                 };
@@ -227,8 +229,19 @@ mod tests {
         // conditions: {type: "RuntimeReady", status: true}, {type: "NetworkReady", status: false,
         // reason: "R", message: "M"}
         let c1 = [&[0x0a, 12][..], b"RuntimeReady", &[0x10, 1]].concat();
-        let c2 = [&[0x0a, 12][..], b"NetworkReady", &[0x10, 0, 0x1a, 1, b'R', 0x22, 1, b'M']].concat();
-        let status = [&[0x0a, c1.len() as u8][..], &c1, &[0x0a, c2.len() as u8], &c2].concat();
+        let c2 = [
+            &[0x0a, 12][..],
+            b"NetworkReady",
+            &[0x10, 0, 0x1a, 1, b'R', 0x22, 1, b'M'],
+        ]
+        .concat();
+        let status = [
+            &[0x0a, c1.len() as u8][..],
+            &c1,
+            &[0x0a, c2.len() as u8],
+            &c2,
+        ]
+        .concat();
         let msg = [&[0x0a, status.len() as u8][..], &status].concat();
         let got = decode_status(&msg).expect("decodes");
         assert_eq!(got.len(), 2);

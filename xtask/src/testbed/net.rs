@@ -123,7 +123,10 @@ fn routes() -> Result<Vec<(String, (u32, u32))>> {
         .filter_map(|line| {
             let mut words = line.split_whitespace();
             let mut dst = words.next()?;
-            if matches!(dst, "local" | "broadcast" | "unicast" | "blackhole" | "unreachable") {
+            if matches!(
+                dst,
+                "local" | "broadcast" | "unicast" | "blackhole" | "unreachable"
+            ) {
                 dst = words.next()?;
             }
             let dst = if dst == "default" { "0.0.0.0/0" } else { dst };

@@ -78,7 +78,11 @@ pub fn ensure_packages() -> Result<()> {
         )
     };
     apt(&["update"])?;
-    apt(&[&["install", "-y", "--no-install-recommends"], missing.as_slice()].concat())?;
+    apt(&[
+        &["install", "-y", "--no-install-recommends"],
+        missing.as_slice(),
+    ]
+    .concat())?;
     if let Some((pkg, _)) = PACKAGES.iter().find(|(pkg, probe)| !present(pkg, probe)) {
         bail!("package {pkg} is still missing after apt-get install");
     }
