@@ -1,0 +1,390 @@
+//! The gRPC client: a lazily connected channel over a unix socket, one method per CRI call,
+//! each with a deadline and mapped errors.
+//!
+//! Mirrors upstream `pkg/kubelet/cri/remote/remote_runtime.go` and `remote_image.go`
+//! (per-call `context.WithTimeout`, 16 MiB message limit, `StopContainer` deadline extended by
+//! the grace period, no deadline for `PullImage`).
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use hyper_util::rt::TokioIo;
+use k8s_cri::v1 as cri;
+use k8s_cri::v1::image_service_client::ImageServiceClient;
+use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
+use kubelet_core::runtime::{Error, Result};
+use tokio::net::UnixStream;
+use tonic::transport::{Channel, Endpoint, Uri};
+
+use crate::error::{ConnectError, from_status};
+
+/// Upstream's `maxMsgSize`: large enough for `ListContainers` on a busy node.
+const MAX_MESSAGE_SIZE: usize = 16 * 1024 * 1024;
+
+/// The kubelet's CRI API version sent in `Version` (upstream `kubeRuntimeAPIVersion`).
+const KUBE_RUNTIME_API_VERSION: &str = "0.1.0";
+
+/// Parses `unix:///path` or a plain path into the socket path.
+pub(crate) fn socket_path(endpoint: &str) -> Result<PathBuf, ConnectError> {
+    let path = match endpoint.split_once("://") {
+        Some(("unix", path)) => path,
+        Some(_) => return Err(ConnectError::UnsupportedEndpoint(endpoint.to_owned())),
+        None => endpoint,
+    };
+    if path.is_empty() {
+        return Err(ConnectError::UnsupportedEndpoint(endpoint.to_owned()));
+    }
+    Ok(PathBuf::from(path))
+}
+
+/// Clients of both CRI services sharing one lazily connected channel. Cheap to clone.
+#[derive(Clone, Debug)]
+pub(crate) struct CriClient {
+    runtime: RuntimeServiceClient<Channel>,
+    image: ImageServiceClient<Channel>,
+    timeout: Duration,
+}
+
+/// Awaits one unary call with a deadline and maps its error.
+async fn unary<T>(
+    op: &'static str,
+    timeout: Option<Duration>,
+    call: impl Future<Output = std::result::Result<tonic::Response<T>, tonic::Status>>,
+) -> Result<T> {
+    let result = match timeout {
+        Some(t) => match tokio::time::timeout(t, call).await {
+            Ok(r) => r,
+            Err(_) => {
+                return Err(Error::Runtime {
+                    op,
+                    message: format!("deadline exceeded after {t:?}"),
+                });
+            }
+        },
+        None => call.await,
+    };
+    result.map(tonic::Response::into_inner).map_err(|s| {
+        tracing::debug!(op, code = ?s.code(), message = s.message(), "CRI call failed");
+        from_status(op, &s)
+    })
+}
+
+fn request<T>(message: T, timeout: Option<Duration>) -> tonic::Request<T> {
+    let mut req = tonic::Request::new(message);
+    if let Some(t) = timeout {
+        req.set_timeout(t);
+    }
+    req
+}
+
+impl CriClient {
+    /// A client for the socket at `path`; nothing is dialled until the first call, and a
+    /// failed connection is retried on the next call.
+    pub(crate) fn connect_lazy(path: &Path, timeout: Duration) -> Result<Self, ConnectError> {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(ConnectError::NoRuntime);
+        }
+        let path = path.to_owned();
+        // The URI is ignored by the connector; tonic needs a syntactically valid one.
+        let channel =
+            Endpoint::from_static("http://[::]:50051")
+                .connect_timeout(timeout)
+                .connect_with_connector_lazy(tower::service_fn(move |_: Uri| {
+                    let path = path.clone();
+                    async move {
+                        Ok::<_, std::io::Error>(TokioIo::new(UnixStream::connect(path).await?))
+                    }
+                }));
+        Ok(Self {
+            runtime: RuntimeServiceClient::new(channel.clone())
+                .max_decoding_message_size(MAX_MESSAGE_SIZE)
+                .max_encoding_message_size(MAX_MESSAGE_SIZE),
+            image: ImageServiceClient::new(channel)
+                .max_decoding_message_size(MAX_MESSAGE_SIZE)
+                .max_encoding_message_size(MAX_MESSAGE_SIZE),
+            timeout,
+        })
+    }
+
+    fn t(&self) -> Option<Duration> {
+        Some(self.timeout)
+    }
+
+    pub(crate) async fn version(&self) -> Result<cri::VersionResponse> {
+        let msg = cri::VersionRequest {
+            version: KUBE_RUNTIME_API_VERSION.into(),
+        };
+        let mut c = self.runtime.clone();
+        unary("Version", self.t(), c.version(request(msg, self.t()))).await
+    }
+
+    pub(crate) async fn status(&self) -> Result<cri::StatusResponse> {
+        let msg = cri::StatusRequest { verbose: false };
+        let mut c = self.runtime.clone();
+        unary("Status", self.t(), c.status(request(msg, self.t()))).await
+    }
+
+    pub(crate) async fn run_pod_sandbox(&self, config: cri::PodSandboxConfig) -> Result<String> {
+        let msg = cri::RunPodSandboxRequest {
+            config: Some(config),
+            runtime_handler: String::new(),
+        };
+        let mut c = self.runtime.clone();
+        // Upstream doubles the deadline: sandbox creation includes CNI setup.
+        let t = Some(self.timeout * 2);
+        let resp = unary("RunPodSandbox", t, c.run_pod_sandbox(request(msg, t))).await?;
+        if resp.pod_sandbox_id.is_empty() {
+            return Err(Error::Runtime {
+                op: "RunPodSandbox",
+                message: "runtime returned an empty sandbox id".into(),
+            });
+        }
+        Ok(resp.pod_sandbox_id)
+    }
+
+    pub(crate) async fn stop_pod_sandbox(&self, id: &str) -> Result<()> {
+        let msg = cri::StopPodSandboxRequest {
+            pod_sandbox_id: id.into(),
+        };
+        let mut c = self.runtime.clone();
+        unary(
+            "StopPodSandbox",
+            self.t(),
+            c.stop_pod_sandbox(request(msg, self.t())),
+        )
+        .await?;
+        Ok(())
+    }
+
+    pub(crate) async fn remove_pod_sandbox(&self, id: &str) -> Result<()> {
+        let msg = cri::RemovePodSandboxRequest {
+            pod_sandbox_id: id.into(),
+        };
+        let mut c = self.runtime.clone();
+        unary(
+            "RemovePodSandbox",
+            self.t(),
+            c.remove_pod_sandbox(request(msg, self.t())),
+        )
+        .await?;
+        Ok(())
+    }
+
+    pub(crate) async fn pod_sandbox_status(&self, id: &str) -> Result<cri::PodSandboxStatus> {
+        let msg = cri::PodSandboxStatusRequest {
+            pod_sandbox_id: id.into(),
+            verbose: false,
+        };
+        let mut c = self.runtime.clone();
+        let resp = unary(
+            "PodSandboxStatus",
+            self.t(),
+            c.pod_sandbox_status(request(msg, self.t())),
+        )
+        .await?;
+        resp.status.ok_or_else(|| Error::Runtime {
+            op: "PodSandboxStatus",
+            message: format!("pod sandbox status of {id} is nil"),
+        })
+    }
+
+    pub(crate) async fn list_pod_sandbox(
+        &self,
+        state: Option<cri::PodSandboxState>,
+        label_selector: HashMap<String, String>,
+    ) -> Result<Vec<cri::PodSandbox>> {
+        let msg = cri::ListPodSandboxRequest {
+            filter: Some(cri::PodSandboxFilter {
+                id: String::new(),
+                state: state.map(|s| cri::PodSandboxStateValue { state: s as i32 }),
+                label_selector,
+            }),
+        };
+        let mut c = self.runtime.clone();
+        let resp = unary(
+            "ListPodSandbox",
+            self.t(),
+            c.list_pod_sandbox(request(msg, self.t())),
+        )
+        .await?;
+        Ok(resp.items)
+    }
+
+    pub(crate) async fn create_container(
+        &self,
+        sandbox_id: &str,
+        config: cri::ContainerConfig,
+        sandbox_config: cri::PodSandboxConfig,
+    ) -> Result<String> {
+        let msg = cri::CreateContainerRequest {
+            pod_sandbox_id: sandbox_id.into(),
+            config: Some(config),
+            sandbox_config: Some(sandbox_config),
+        };
+        let mut c = self.runtime.clone();
+        let resp = unary(
+            "CreateContainer",
+            self.t(),
+            c.create_container(request(msg, self.t())),
+        )
+        .await?;
+        if resp.container_id.is_empty() {
+            return Err(Error::Runtime {
+                op: "CreateContainer",
+                message: "runtime returned an empty container id".into(),
+            });
+        }
+        Ok(resp.container_id)
+    }
+
+    pub(crate) async fn start_container(&self, id: &str) -> Result<()> {
+        let msg = cri::StartContainerRequest {
+            container_id: id.into(),
+        };
+        let mut c = self.runtime.clone();
+        unary(
+            "StartContainer",
+            self.t(),
+            c.start_container(request(msg, self.t())),
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Stops a container, giving it `grace_seconds` before SIGKILL; the deadline of the call is
+    /// the request timeout plus the grace period.
+    pub(crate) async fn stop_container(&self, id: &str, grace_seconds: i64) -> Result<()> {
+        let grace = grace_seconds.max(0);
+        let msg = cri::StopContainerRequest {
+            container_id: id.into(),
+            timeout: grace,
+        };
+        let t = Some(self.timeout + Duration::from_secs(grace.unsigned_abs()));
+        let mut c = self.runtime.clone();
+        unary("StopContainer", t, c.stop_container(request(msg, t))).await?;
+        Ok(())
+    }
+
+    pub(crate) async fn remove_container(&self, id: &str) -> Result<()> {
+        let msg = cri::RemoveContainerRequest {
+            container_id: id.into(),
+        };
+        let mut c = self.runtime.clone();
+        unary(
+            "RemoveContainer",
+            self.t(),
+            c.remove_container(request(msg, self.t())),
+        )
+        .await?;
+        Ok(())
+    }
+
+    pub(crate) async fn list_containers(
+        &self,
+        state: Option<cri::ContainerState>,
+        label_selector: HashMap<String, String>,
+    ) -> Result<Vec<cri::Container>> {
+        let msg = cri::ListContainersRequest {
+            filter: Some(cri::ContainerFilter {
+                id: String::new(),
+                state: state.map(|s| cri::ContainerStateValue { state: s as i32 }),
+                pod_sandbox_id: String::new(),
+                label_selector,
+            }),
+        };
+        let mut c = self.runtime.clone();
+        let resp = unary(
+            "ListContainers",
+            self.t(),
+            c.list_containers(request(msg, self.t())),
+        )
+        .await?;
+        Ok(resp.containers)
+    }
+
+    pub(crate) async fn container_status(&self, id: &str) -> Result<cri::ContainerStatus> {
+        let msg = cri::ContainerStatusRequest {
+            container_id: id.into(),
+            verbose: false,
+        };
+        let mut c = self.runtime.clone();
+        let resp = unary(
+            "ContainerStatus",
+            self.t(),
+            c.container_status(request(msg, self.t())),
+        )
+        .await?;
+        resp.status.ok_or_else(|| Error::Runtime {
+            op: "ContainerStatus",
+            message: format!("container status of {id} is nil"),
+        })
+    }
+
+    /// The image if the runtime has it (`None` when absent, as CRI reports it).
+    pub(crate) async fn image_status(&self, spec: cri::ImageSpec) -> Result<Option<cri::Image>> {
+        let msg = cri::ImageStatusRequest {
+            image: Some(spec),
+            verbose: false,
+        };
+        let mut c = self.image.clone();
+        let resp = unary(
+            "ImageStatus",
+            self.t(),
+            c.image_status(request(msg, self.t())),
+        )
+        .await?;
+        Ok(resp.image.filter(|i| !i.id.is_empty()))
+    }
+
+    /// Pulls an image. No deadline, as upstream: pulls of large images take long; dropping the
+    /// future cancels the call.
+    pub(crate) async fn pull_image(
+        &self,
+        spec: cri::ImageSpec,
+        sandbox_config: cri::PodSandboxConfig,
+    ) -> Result<String> {
+        let msg = cri::PullImageRequest {
+            image: Some(spec),
+            auth: None,
+            sandbox_config: Some(sandbox_config),
+        };
+        let mut c = self.image.clone();
+        let resp = unary("PullImage", None, c.pull_image(request(msg, None))).await?;
+        if resp.image_ref.is_empty() {
+            return Err(Error::Runtime {
+                op: "PullImage",
+                message: "runtime returned an empty image reference".into(),
+            });
+        }
+        Ok(resp.image_ref)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_endpoints() {
+        assert_eq!(
+            socket_path("unix:///run/containerd/containerd.sock").expect("unix url"),
+            PathBuf::from("/run/containerd/containerd.sock")
+        );
+        assert_eq!(
+            socket_path("/run/crio/crio.sock").expect("path"),
+            PathBuf::from("/run/crio/crio.sock")
+        );
+        assert!(socket_path("tcp://127.0.0.1:1234").is_err());
+        assert!(socket_path("unix://").is_err());
+        assert!(socket_path("").is_err());
+    }
+
+    #[test]
+    fn connect_needs_a_runtime() {
+        let err = CriClient::connect_lazy(Path::new("/nonexistent.sock"), Duration::from_secs(1))
+            .expect_err("no runtime");
+        assert!(matches!(err, ConnectError::NoRuntime));
+    }
+}

@@ -1,0 +1,418 @@
+//! The container configuration sent in `CreateContainer`, log paths, restart counts and
+//! grace periods.
+//!
+//! Mirrors upstream `pkg/kubelet/kuberuntime/kuberuntime_container.go`
+//! (`generateContainerConfig`, `makeMounts`, `calcRestartCountByLogDir`, the grace period
+//! logic of `killContainer`), `helpers.go` (`buildContainerLogsPath`) and
+//! `pkg/kubelet/container/helpers.go` (`ExpandContainerCommandAndArgs`) with the `$(VAR)`
+//! expansion of `third_party/forked/golang/expansion`.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use k8s_cri::v1 as cri;
+use k8s_openapi::api::core::v1::{Container, Pod};
+use kubelet_core::runtime::RunContainerOptions;
+
+use crate::convert;
+use crate::labels::{
+    ContainerAnnotations, ContainerType, new_container_annotations, new_container_labels,
+};
+use crate::sandbox::namespace_options;
+
+/// Upstream `minimumGracePeriodInSeconds`: a minimal shutdown window to avoid needless SIGKILLs.
+pub const MINIMUM_GRACE_PERIOD_SECONDS: i64 = 2;
+
+/// Grace period when neither the pod nor the container says anything (the API default).
+pub const DEFAULT_GRACE_PERIOD_SECONDS: i64 = 30;
+
+/// `<container name>/<restart count>.log`, relative to the sandbox log directory (upstream
+/// `buildContainerLogsPath`).
+pub fn container_log_path(name: &str, restart_count: u32) -> String {
+    format!("{name}/{restart_count}.log")
+}
+
+/// `<pod log dir>/<container name>` (upstream `BuildContainerLogsDirectory`).
+pub fn container_logs_dir(pod_logs_dir: &Path, name: &str) -> PathBuf {
+    pod_logs_dir.join(name)
+}
+
+/// The restart count to use when the runtime has no previous instance of the container
+/// (e.g. after a node reboot cleared the runtime): one more than the highest `<N>.log` in the
+/// container's log directory, or 0 (upstream `calcRestartCountByLogDir`).
+pub fn restart_count_from_log_dir(dir: &Path) -> u32 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| !t.is_dir()))
+        .filter_map(|e| {
+            let name = e.file_name();
+            let name = name.to_str()?;
+            let digits = name.split('.').next()?;
+            let rest = &name[digits.len()..];
+            if digits.is_empty() || !(rest == ".log" || rest.starts_with(".log.")) {
+                return None;
+            }
+            digits.parse::<u32>().ok()?.checked_add(1)
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// Expands `$(VAR)` references in `input` from `env` (upstream `expansion.Expand` with
+/// `MappingFuncFor`): `$$` is an escaped `$`, unknown or unterminated references are kept
+/// verbatim.
+pub fn expand(input: &str, env: &HashMap<&str, &str>) -> String {
+    let mut out = String::with_capacity(input.len());
+    let mut rest = input;
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        match after.chars().next() {
+            None => {
+                out.push('$');
+                rest = after;
+            }
+            Some('$') => {
+                out.push('$');
+                rest = &after[1..];
+            }
+            Some('(') => match after.find(')') {
+                Some(close) => {
+                    let name = &after[1..close];
+                    match env.get(name) {
+                        Some(v) => out.push_str(v),
+                        None => {
+                            out.push_str("$(");
+                            out.push_str(name);
+                            out.push(')');
+                        }
+                    }
+                    rest = &after[close + 1..];
+                }
+                None => {
+                    out.push_str("$(");
+                    rest = &after[1..];
+                }
+            },
+            Some(c) => {
+                out.push('$');
+                out.push(c);
+                rest = &after[c.len_utf8()..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The CRI command and args of a container (upstream `ExpandContainerCommandAndArgs`):
+/// `command` overrides the image entrypoint, `args` the image cmd, both with `$(VAR)`
+/// expansion; empty means the image default.
+pub fn command_and_args(
+    container: &Container,
+    envs: &[(String, String)],
+) -> (Vec<String>, Vec<String>) {
+    let map: HashMap<&str, &str> = envs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let expand_all = |v: &Option<Vec<String>>| -> Vec<String> {
+        v.iter().flatten().map(|s| expand(s, &map)).collect()
+    };
+    (expand_all(&container.command), expand_all(&container.args))
+}
+
+/// The environment of a container: its literal `env` values, overridden and extended by the
+/// helper's (which also resolves `valueFrom`). Order: first definition wins the position.
+pub fn merge_envs(container: &Container, opts: &RunContainerOptions) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    let literal = container
+        .env
+        .iter()
+        .flatten()
+        .filter_map(|e| e.value.as_ref().map(|v| (e.name.clone(), v.clone())));
+    for (k, v) in literal.chain(opts.envs.iter().cloned()) {
+        match index.get(&k) {
+            Some(&i) => out[i].1 = v,
+            None => {
+                index.insert(k.clone(), out.len());
+                out.push((k, v));
+            }
+        }
+    }
+    out
+}
+
+fn linux_container_config(pod: &Pod, container: &Container) -> cri::LinuxContainerConfig {
+    let sc = container.security_context.as_ref();
+    let capabilities = sc
+        .and_then(|s| s.capabilities.as_ref())
+        .map(|c| cri::Capability {
+            add_capabilities: c.add.clone().unwrap_or_default(),
+            drop_capabilities: c.drop.clone().unwrap_or_default(),
+            add_ambient_capabilities: Vec::new(),
+        });
+    let pod_sc = pod.spec.as_ref().and_then(|s| s.security_context.as_ref());
+    let run_as_user = sc
+        .and_then(|s| s.run_as_user)
+        .or_else(|| pod_sc.and_then(|s| s.run_as_user));
+    let run_as_group = sc
+        .and_then(|s| s.run_as_group)
+        .or_else(|| pod_sc.and_then(|s| s.run_as_group));
+    cri::LinuxContainerConfig {
+        resources: None,
+        security_context: Some(cri::LinuxContainerSecurityContext {
+            capabilities,
+            privileged: sc.and_then(|s| s.privileged).unwrap_or(false),
+            namespace_options: Some(namespace_options(pod)),
+            run_as_user: run_as_user.map(|value| cri::Int64Value { value }),
+            run_as_group: run_as_group.map(|value| cri::Int64Value { value }),
+            readonly_rootfs: sc
+                .and_then(|s| s.read_only_root_filesystem)
+                .unwrap_or(false),
+            no_new_privs: sc
+                .and_then(|s| s.allow_privilege_escalation)
+                .is_some_and(|allow| !allow),
+            supplemental_groups: pod_sc
+                .and_then(|s| s.supplemental_groups.clone())
+                .unwrap_or_default(),
+            ..Default::default()
+        }),
+    }
+}
+
+/// Inputs of [`generate_container_config`].
+pub(crate) struct ContainerConfigInput<'a> {
+    pub pod: &'a Pod,
+    pub container: &'a Container,
+    pub container_type: ContainerType,
+    pub restart_count: u32,
+    /// Image reference returned by the image step (an image ID when known).
+    pub image_ref: &'a str,
+    pub opts: &'a RunContainerOptions,
+}
+
+/// The `ContainerConfig` of one container instance (upstream `generateContainerConfig`).
+pub(crate) fn generate_container_config(input: &ContainerConfigInput<'_>) -> cri::ContainerConfig {
+    let ContainerConfigInput {
+        pod,
+        container,
+        container_type,
+        restart_count,
+        image_ref,
+        opts,
+    } = *input;
+    let envs = merge_envs(container, opts);
+    let (command, args) = command_and_args(container, &envs);
+    cri::ContainerConfig {
+        metadata: Some(cri::ContainerMetadata {
+            name: container.name.clone(),
+            attempt: restart_count,
+        }),
+        image: Some(cri::ImageSpec {
+            image: image_ref.to_owned(),
+            user_specified_image: container.image.clone().unwrap_or_default(),
+            ..Default::default()
+        }),
+        command,
+        args,
+        working_dir: container.working_dir.clone().unwrap_or_default(),
+        envs: envs.iter().map(convert::key_value).collect(),
+        mounts: opts.mounts.iter().map(convert::mount).collect(),
+        labels: new_container_labels(container, pod),
+        annotations: new_container_annotations(container, pod, restart_count, container_type),
+        log_path: container_log_path(&container.name, restart_count),
+        stdin: container.stdin.unwrap_or(false),
+        stdin_once: container.stdin_once.unwrap_or(false),
+        tty: container.tty.unwrap_or(false),
+        linux: Some(linux_container_config(pod, container)),
+        ..Default::default()
+    }
+}
+
+/// The grace period to stop a container with (upstream `killContainer`):
+/// an override is used as is (hard kills may pass 0 or 1); otherwise the pod's
+/// `deletionGracePeriodSeconds`, else its `terminationGracePeriodSeconds`, else (no pod, e.g.
+/// an orphan after a kubelet restart) the values recorded in the container's annotations,
+/// else 30 s; never less than [`MINIMUM_GRACE_PERIOD_SECONDS`].
+pub fn grace_period_seconds(
+    pod: Option<&Pod>,
+    annotations: Option<&ContainerAnnotations>,
+    override_seconds: Option<i64>,
+) -> i64 {
+    if let Some(o) = override_seconds {
+        return o.max(0);
+    }
+    let from_pod = pod.and_then(|p| {
+        p.metadata.deletion_grace_period_seconds.or_else(|| {
+            p.spec
+                .as_ref()
+                .and_then(|s| s.termination_grace_period_seconds)
+        })
+    });
+    let from_annotations = annotations.and_then(|a| {
+        a.pod_deletion_grace_period
+            .or(a.pod_termination_grace_period)
+    });
+    from_pod
+        .or(from_annotations)
+        .unwrap_or(DEFAULT_GRACE_PERIOD_SECONDS)
+        .max(MINIMUM_GRACE_PERIOD_SECONDS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::EnvVar;
+    use kubelet_core::runtime::Mount;
+    use kubelet_core::testing::pod;
+
+    #[test]
+    fn expansion() {
+        let env = HashMap::from([("A", "1"), ("B", "two")]);
+        assert_eq!(expand("$(A)-$(B)", &env), "1-two");
+        assert_eq!(expand("$(C)", &env), "$(C)");
+        assert_eq!(expand("$$(A)", &env), "$(A)");
+        assert_eq!(expand("cost $5", &env), "cost $5");
+        assert_eq!(expand("end$", &env), "end$");
+        assert_eq!(expand("$(A", &env), "$(A");
+        assert_eq!(expand("é$(A)é$é", &env), "é1é$é");
+    }
+
+    #[test]
+    fn command_args_semantics() {
+        let mut c = Container {
+            name: "c".into(),
+            ..Default::default()
+        };
+        assert_eq!(command_and_args(&c, &[]), (vec![], vec![]));
+        c.command = Some(vec!["sh".into(), "-c".into()]);
+        c.args = Some(vec!["echo $(MSG)".into()]);
+        let envs = vec![("MSG".to_owned(), "hi".to_owned())];
+        let (cmd, args) = command_and_args(&c, &envs);
+        assert_eq!(cmd, ["sh", "-c"]);
+        assert_eq!(args, ["echo hi"]);
+        c.command = None;
+        let (cmd, args) = command_and_args(&c, &envs);
+        assert!(cmd.is_empty());
+        assert_eq!(args, ["echo hi"]);
+    }
+
+    #[test]
+    fn env_merge_helper_wins() {
+        let c = Container {
+            name: "c".into(),
+            env: Some(vec![
+                EnvVar {
+                    name: "A".into(),
+                    value: Some("literal".into()),
+                    ..Default::default()
+                },
+                EnvVar {
+                    name: "FROM_SECRET".into(),
+                    value: None,
+                    ..Default::default()
+                },
+            ]),
+            ..Default::default()
+        };
+        let opts = RunContainerOptions {
+            envs: vec![
+                ("FROM_SECRET".into(), "s3cr3t".into()),
+                ("A".into(), "helper".into()),
+            ],
+            ..Default::default()
+        };
+        assert_eq!(
+            merge_envs(&c, &opts),
+            [
+                ("A".to_owned(), "helper".to_owned()),
+                ("FROM_SECRET".to_owned(), "s3cr3t".to_owned())
+            ]
+        );
+    }
+
+    #[test]
+    fn container_config() {
+        let mut p = pod("web");
+        let c = {
+            let spec = p.spec.as_mut().expect("spec");
+            let c = &mut spec.containers[0];
+            c.working_dir = Some("/work".into());
+            c.tty = Some(true);
+            c.clone()
+        };
+        let opts = RunContainerOptions {
+            envs: vec![("X".into(), "1".into())],
+            mounts: vec![Mount {
+                host_path: "/var/lib/kubelet/pods/uid-web/volumes/data".into(),
+                container_path: "/data".into(),
+                read_only: true,
+            }],
+            hostname: "web".into(),
+        };
+        let cfg = generate_container_config(&ContainerConfigInput {
+            pod: &p,
+            container: &c,
+            container_type: ContainerType::Regular,
+            restart_count: 2,
+            image_ref: "sha256:123",
+            opts: &opts,
+        });
+        assert_eq!(cfg.log_path, "app/2.log");
+        assert_eq!(cfg.metadata.as_ref().map(|m| m.attempt), Some(2));
+        assert_eq!(cfg.command, ["sleep", "3600"]);
+        assert_eq!(cfg.working_dir, "/work");
+        assert!(cfg.tty);
+        assert_eq!(cfg.mounts[0].container_path, "/data");
+        assert!(cfg.mounts[0].readonly);
+        assert_eq!(cfg.envs[0].key, "X");
+        let img = cfg.image.as_ref().expect("image");
+        assert_eq!(
+            (img.image.as_str(), img.user_specified_image.as_str()),
+            ("sha256:123", "busybox:1.36")
+        );
+    }
+
+    #[test]
+    fn restart_count_from_logs() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        assert_eq!(restart_count_from_log_dir(&dir.path().join("missing")), 0);
+        assert_eq!(restart_count_from_log_dir(dir.path()), 0);
+        for f in [
+            "0.log",
+            "3.log",
+            "7.log.20240101-000000.gz",
+            "x.log",
+            "12.txt",
+        ] {
+            std::fs::write(dir.path().join(f), b"").expect("write");
+        }
+        std::fs::create_dir(dir.path().join("99.log")).expect("mkdir");
+        assert_eq!(restart_count_from_log_dir(dir.path()), 8);
+    }
+
+    #[test]
+    fn grace_periods() {
+        let mut p = pod("web");
+        assert_eq!(grace_period_seconds(Some(&p), None, None), 30);
+        if let Some(s) = p.spec.as_mut() {
+            s.termination_grace_period_seconds = Some(10);
+        }
+        assert_eq!(grace_period_seconds(Some(&p), None, None), 10);
+        p.metadata.deletion_grace_period_seconds = Some(0);
+        assert_eq!(
+            grace_period_seconds(Some(&p), None, None),
+            MINIMUM_GRACE_PERIOD_SECONDS
+        );
+        assert_eq!(grace_period_seconds(Some(&p), None, Some(0)), 0);
+        assert_eq!(grace_period_seconds(Some(&p), None, Some(1)), 1);
+        let ann = ContainerAnnotations {
+            pod_termination_grace_period: Some(60),
+            ..Default::default()
+        };
+        assert_eq!(grace_period_seconds(None, Some(&ann), None), 60);
+        assert_eq!(grace_period_seconds(None, None, None), 30);
+    }
+}

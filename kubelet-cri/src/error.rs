@@ -1,0 +1,71 @@
+//! Errors of this crate and the mapping of gRPC statuses onto [`kubelet_core::runtime::Error`].
+//!
+//! Mirrors the error handling of upstream `pkg/kubelet/cri/remote/remote_runtime.go` and
+//! `k8s.io/cri-api/pkg/errors` (`IsNotFound`).
+
+use kubelet_core::runtime::Error;
+use tonic::Code;
+
+/// Why [`crate::RemoteRuntime::connect`] refused an endpoint.
+///
+/// None of these is retryable: they are configuration errors. A runtime that is merely down is
+/// not an error at connect time (the connection is lazy); it shows up as
+/// [`Error::Unavailable`] on each call.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// The endpoint is not a unix socket (`unix:///path` or an absolute or relative path).
+    #[error("unsupported CRI endpoint {0:?}: expected unix:///path/to/socket or a path")]
+    UnsupportedEndpoint(String),
+    /// `connect` was called outside a Tokio runtime (the channel needs one for its worker).
+    #[error("RemoteRuntime::connect must be called from within a Tokio runtime")]
+    NoRuntime,
+}
+
+/// Maps a gRPC status of the CRI call `op` onto the core runtime error.
+///
+/// `Unavailable` (including transport and connect errors, which tonic reports as
+/// `Unavailable`) becomes [`Error::Unavailable`], `NotFound` becomes [`Error::NotFound`], and
+/// everything else is [`Error::Runtime`] naming the call.
+pub(crate) fn from_status(op: &'static str, status: &tonic::Status) -> Error {
+    let message = status.message().to_owned();
+    match status.code() {
+        Code::Unavailable => Error::Unavailable(format!("{op}: {message}")),
+        Code::NotFound => Error::NotFound(format!("{op}: {message}")),
+        code => Error::Runtime {
+            op,
+            message: if message.is_empty() {
+                format!("{code:?}")
+            } else {
+                message
+            },
+        },
+    }
+}
+
+/// `true` when `err` says the object is already gone (CRI `NotFound`); removal and stop calls
+/// treat that as success, as upstream does with `crierror.IsNotFound`.
+pub(crate) fn is_not_found(err: &Error) -> bool {
+    matches!(err, Error::NotFound(_))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maps_codes() {
+        let e = from_status("Version", &tonic::Status::unavailable("connection refused"));
+        assert!(matches!(e, Error::Unavailable(ref m) if m.contains("Version")));
+        let e = from_status(
+            "ContainerStatus",
+            &tonic::Status::not_found("no such container"),
+        );
+        assert!(is_not_found(&e));
+        let e = from_status("RunPodSandbox", &tonic::Status::internal("cni failed"));
+        assert!(
+            matches!(e, Error::Runtime { op: "RunPodSandbox", ref message } if message == "cni failed")
+        );
+        let e = from_status("Status", &tonic::Status::new(Code::Internal, ""));
+        assert!(matches!(e, Error::Runtime { ref message, .. } if message == "Internal"));
+    }
+}
