@@ -710,6 +710,7 @@ spec:
             start.elapsed()
         );
         assert!(matches!(err, Error::Parse { .. }), "{err}");
+        assert!(err.to_string().contains("budget breached"), "{err}");
     }
 
     #[test]
