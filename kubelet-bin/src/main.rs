@@ -1,1 +1,56 @@
-fn main() {}
+//! The default Rust `kubelet` binary: parses upstream's flags and `KubeletConfiguration`,
+//! wires the default implementations (CRI runtime, generic PLEG, volume and status managers)
+//! into the sync loop, serves the healthz and read-only endpoints, and runs static pods from
+//! `--pod-manifest-path` until SIGTERM/SIGINT. Pods keep running when it stops, as upstream.
+
+mod app;
+mod duration;
+mod server;
+mod settings;
+
+use clap::Parser;
+
+fn main() {
+    let flags = match settings::Flags::try_parse() {
+        Ok(flags) => flags,
+        Err(e) if e.use_stderr() => {
+            eprint!("{e}");
+            std::process::exit(settings::EXIT_USAGE);
+        }
+        Err(e) => {
+            // --help / --version
+            print!("{e}");
+            std::process::exit(0);
+        }
+    };
+    let settings = match settings::Settings::from_flags(flags) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("kubelet: {e}");
+            std::process::exit(settings::EXIT_USAGE);
+        }
+    };
+    init_logging(settings.verbosity);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("kubelet: starting the async runtime: {e}");
+            std::process::exit(1);
+        }
+    };
+    if let Err(e) = runtime.block_on(app::run(settings)) {
+        tracing::error!("kubelet failed: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn init_logging(verbosity: u8) {
+    let level = match verbosity {
+        0 | 1 => "info",
+        2..=4 => "debug",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("warn,kubelet={level},kubelet_core={level},kubelet_cri={level},kubelet_pleg={level},kubelet_status={level},kubelet_volumes={level}")));
+    tracing_subscriber::fmt().with_env_filter(filter).with_target(false).init();
+}

@@ -1,0 +1,180 @@
+//! Wiring: builds the default implementations, spawns every subsystem on one task tracker,
+//! waits for SIGTERM/SIGINT and drains (upstream `cmd/kubelet/app/server.go` `RunKubelet`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use kubelet_core::backoff::Backoff;
+use kubelet_core::cache::PodCache;
+use kubelet_core::config::{FileSource, FILE_SOURCE, PodConfig, PodSource};
+use kubelet_core::kubelet::{
+    self, Kubelet, KubeletPodSyncer, KubeletRuntimeHelper, Managers, RuntimeState, SourcesReady,
+};
+use kubelet_core::pleg::Pleg;
+use kubelet_core::pod_manager::PodManager;
+use kubelet_core::pod_workers::{self, PodWorkers};
+use kubelet_core::runtime::Runtime;
+use kubelet_core::status::StatusManager;
+use kubelet_core::volume::VolumeManager;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{info, warn};
+
+use crate::server::{self, ServerState};
+use crate::settings::Settings;
+
+/// How often the runtime's status is checked (upstream: 5 s).
+const RUNTIME_STATUS_PERIOD: Duration = Duration::from_secs(5);
+/// How long shutdown waits for subsystems to stop.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Runs the kubelet until a termination signal.
+pub async fn run(settings: Settings) -> anyhow::Result<()> {
+    info!(node = %settings.node_name, endpoint = %settings.runtime_endpoint, "starting kubelet");
+    for field in &settings.ignored_config_fields {
+        warn!(field = %field, "KubeletConfiguration field is not supported by this kubelet; ignoring it");
+    }
+    std::fs::create_dir_all(settings.root_dir.join("pods"))
+        .with_context(|| format!("creating --root-dir {}", settings.root_dir.display()))?;
+
+    let token = CancellationToken::new();
+    let tracker = TaskTracker::new();
+
+    let runtime: Arc<dyn Runtime> = Arc::new(
+        kubelet_cri::RemoteRuntime::connect(
+            &settings.runtime_endpoint,
+            kubelet_cri::Options::default()
+                .with_pod_logs_dir(settings.pod_log_dir.clone())
+                .with_node_name(settings.node_name.clone()),
+        )
+        .with_context(|| format!("--container-runtime-endpoint {}", settings.runtime_endpoint))?,
+    );
+    let cache = PodCache::new();
+    let (generic_pleg, pleg_events) =
+        kubelet_pleg::GenericPleg::new(runtime.clone(), cache.clone(), kubelet_pleg::Config::default());
+    let pleg: Arc<dyn Pleg> = Arc::new(generic_pleg.clone());
+    let status_manager = Arc::new(kubelet_status::LocalStatusManager::new());
+    let status: Arc<dyn StatusManager> = status_manager.clone();
+    let volumes: Arc<dyn VolumeManager> =
+        Arc::new(kubelet_volumes::DefaultVolumeManager::new(settings.root_dir.clone()));
+    let managers = Managers {
+        runtime: runtime.clone(),
+        volumes: volumes.clone(),
+        status: status.clone(),
+        pleg: pleg.clone(),
+        cache: cache.clone(),
+        helper: Arc::new(KubeletRuntimeHelper::new(volumes, settings.pod_log_dir.clone())),
+    };
+
+    let (mut pod_config, updates) = PodConfig::new();
+    let sources = pod_config.sources_ready();
+    let file_updates = pod_config.channel(FILE_SOURCE);
+    let sources_ready: SourcesReady = Arc::new(move || sources.seen_all_sources());
+
+    let pod_manager = PodManager::new();
+    let runtime_state = RuntimeState::new(pleg.clone());
+    let crash_backoff = Arc::new(Backoff::crash_loop_default());
+    let syncer = Arc::new(KubeletPodSyncer::new(
+        managers.clone(),
+        pod_manager.clone(),
+        runtime_state.clone(),
+        crash_backoff.clone(),
+        settings.root_dir.clone(),
+        settings.node_ips.clone(),
+    ));
+    let workers = PodWorkers::new(
+        syncer,
+        pleg,
+        cache,
+        pod_workers::Config { resync_interval: settings.sync_frequency, ..Default::default() },
+        tracker.clone(),
+        token.clone(),
+    );
+    let kubelet = Kubelet::new(pod_manager.clone(), workers, &managers, crash_backoff, sources_ready);
+    let health = kubelet::sync_loop::Health::new(settings.sync_frequency);
+
+    // The runtime is checked before anything syncs; the sync loop stays gated until it is up.
+    runtime_state.update(runtime.as_ref()).await;
+    tracker.spawn(runtime_state.clone().run(runtime.clone(), RUNTIME_STATUS_PERIOD, token.child_token()));
+    tracker.spawn(generic_pleg.run(token.child_token()));
+    match &settings.pod_manifest_path {
+        Some(path) => {
+            let source: Box<dyn PodSource> = Box::new(
+                FileSource::new(path.clone(), settings.node_name.clone())
+                    .check_frequency(settings.file_check_frequency),
+            );
+            tracker.spawn(source.run(file_updates, token.child_token()));
+        }
+        None => {
+            info!("no --pod-manifest-path: running with no static pods");
+            // An empty snapshot marks the file source as seen, so housekeeping can run.
+            let _ = file_updates
+                .send(kubelet_core::config::PodUpdate {
+                    pods: vec![],
+                    op: kubelet_core::config::Operation::Set,
+                    source: FILE_SOURCE.into(),
+                })
+                .await;
+        }
+    }
+    tracker.spawn(pod_config.run(token.child_token()));
+    tracker.spawn(kubelet::sync_loop::run(
+        kubelet,
+        updates,
+        pleg_events,
+        runtime_state,
+        health.clone(),
+        kubelet::sync_loop::Config { resync_interval: settings.sync_frequency, ..Default::default() },
+        token.child_token(),
+    ));
+
+    let state = ServerState { pod_manager, status, runtime, syncloop: health };
+    if let Some(addr) = settings.healthz {
+        serve(&tracker, &token, addr, server::healthz_router(state.clone()), "healthz").await?;
+    }
+    if let Some(addr) = settings.read_only {
+        serve(&tracker, &token, addr, server::read_only_router(state), "read-only").await?;
+    }
+
+    wait_for_signal().await?;
+    info!("shutting down; pods keep running");
+    token.cancel();
+    tracker.close();
+    if tokio::time::timeout(DRAIN_TIMEOUT, tracker.wait()).await.is_err() {
+        warn!("some subsystems did not stop within {DRAIN_TIMEOUT:?}");
+    }
+    Ok(())
+}
+
+async fn serve(
+    tracker: &TaskTracker,
+    token: &CancellationToken,
+    addr: std::net::SocketAddr,
+    router: axum::Router,
+    name: &'static str,
+) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding the {name} server to {addr}"))?;
+    info!(%addr, "serving {name} endpoints");
+    let token = token.child_token();
+    tracker.spawn(async move {
+        let shutdown = async move { token.cancelled().await };
+        if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(shutdown).await {
+            warn!(error = %e, "{name} server failed");
+        }
+    });
+    Ok(())
+}
+
+async fn wait_for_signal() -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    tokio::select! {
+        _ = term.recv() => info!("received SIGTERM"),
+        _ = int.recv() => info!("received SIGINT"),
+    }
+    Ok(())
+}

@@ -1,0 +1,282 @@
+//! Command-line flags and the `KubeletConfiguration` file, merged into [`Settings`]
+//! (upstream `cmd/kubelet/app/options` and `kubelet.config.k8s.io/v1beta1`).
+//!
+//! Precedence as upstream: defaults < `--config` file < flags given on the command line.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::Parser;
+use serde::Deserialize;
+
+use crate::duration;
+
+/// Exit status for bad flags or config (`EX_USAGE`).
+pub const EXIT_USAGE: i32 = 64;
+
+/// Flags, with upstream's names.
+#[derive(Debug, Parser)]
+#[command(name = "kubelet", about = "A Rust kubelet: runs static pods on a CRI runtime", version)]
+pub struct Flags {
+    /// Path to a KubeletConfiguration (kubelet.config.k8s.io/v1beta1) file; flags win over it.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Directory (or file) of static pod manifests.
+    #[arg(long)]
+    pub pod_manifest_path: Option<PathBuf>,
+    /// CRI endpoint, e.g. unix:///run/containerd/containerd.sock.
+    #[arg(long)]
+    pub container_runtime_endpoint: Option<String>,
+    /// Directory for kubelet files (pod directories, volumes).
+    #[arg(long)]
+    pub root_dir: Option<PathBuf>,
+    /// Root of pod log directories (upstream: /var/log/pods, not a flag there).
+    #[arg(long)]
+    pub pod_log_dir: Option<PathBuf>,
+    /// Node name to use instead of the hostname.
+    #[arg(long)]
+    pub hostname_override: Option<String>,
+    /// The node's IP (reported as the pods' hostIP).
+    #[arg(long)]
+    pub node_ip: Option<IpAddr>,
+    /// Address the read-only port listens on.
+    #[arg(long)]
+    pub address: Option<IpAddr>,
+    /// Read-only port (/pods, /runningpods/, /healthz); 0 disables it.
+    #[arg(long)]
+    pub read_only_port: Option<u16>,
+    /// Port of the localhost healthz endpoint; 0 disables it.
+    #[arg(long)]
+    pub healthz_port: Option<u16>,
+    /// Address of the healthz endpoint.
+    #[arg(long)]
+    pub healthz_bind_address: Option<IpAddr>,
+    /// Resync period of running pods (e.g. 1m).
+    #[arg(long, value_parser = duration::parse)]
+    pub sync_frequency: Option<Duration>,
+    /// Rescan period of the manifest path (e.g. 20s).
+    #[arg(long, value_parser = duration::parse)]
+    pub file_check_frequency: Option<Duration>,
+    /// Log verbosity (0 info, 2 more, 4 debug, 6+ trace).
+    #[arg(short = 'v', long = "v", default_value_t = 0)]
+    pub verbosity: u8,
+}
+
+/// The subset of `KubeletConfiguration` this kubelet reads (same field names).
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ConfigFile {
+    kind: Option<String>,
+    api_version: Option<String>,
+    static_pod_path: Option<PathBuf>,
+    container_runtime_endpoint: Option<String>,
+    address: Option<IpAddr>,
+    read_only_port: Option<u16>,
+    healthz_port: Option<u16>,
+    healthz_bind_address: Option<IpAddr>,
+    sync_frequency: Option<String>,
+    file_check_frequency: Option<String>,
+    pod_logs_dir: Option<PathBuf>,
+    #[serde(flatten)]
+    other: std::collections::BTreeMap<String, serde_json::Value>,
+}
+
+/// Effective settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Settings {
+    /// Static pod manifests.
+    pub pod_manifest_path: Option<PathBuf>,
+    /// CRI socket path (from a `unix://` endpoint).
+    pub runtime_socket: PathBuf,
+    /// The endpoint as given.
+    pub runtime_endpoint: String,
+    /// Kubelet root directory.
+    pub root_dir: PathBuf,
+    /// Root of pod log directories.
+    pub pod_log_dir: PathBuf,
+    /// Node name.
+    pub node_name: String,
+    /// Node IPs.
+    pub node_ips: Vec<String>,
+    /// Read-only server address (None = disabled).
+    pub read_only: Option<std::net::SocketAddr>,
+    /// Healthz server address (None = disabled).
+    pub healthz: Option<std::net::SocketAddr>,
+    /// Pod resync period.
+    pub sync_frequency: Duration,
+    /// Manifest rescan period.
+    pub file_check_frequency: Duration,
+    /// Log verbosity.
+    pub verbosity: u8,
+    /// Config-file fields this kubelet does not use (warned about at start).
+    pub ignored_config_fields: Vec<String>,
+}
+
+/// A bad flag or config value; the binary exits with [`EXIT_USAGE`].
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+fn read_config(path: &Path) -> Result<ConfigFile, UsageError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| UsageError(format!("--config {}: {e}", path.display())))?;
+    let file: ConfigFile = serde_saphyr::from_str(&text)
+        .map_err(|e| UsageError(format!("--config {}: invalid KubeletConfiguration: {e}", path.display())))?;
+    if file.kind.as_deref().is_some_and(|k| k != "KubeletConfiguration") {
+        return Err(UsageError(format!(
+            "--config {}: kind must be KubeletConfiguration, not {:?}",
+            path.display(),
+            file.kind.unwrap_or_default()
+        )));
+    }
+    if file.api_version.as_deref().is_some_and(|v| v != "kubelet.config.k8s.io/v1beta1") {
+        return Err(UsageError(format!(
+            "--config {}: apiVersion must be kubelet.config.k8s.io/v1beta1",
+            path.display()
+        )));
+    }
+    Ok(file)
+}
+
+fn config_duration(path: &Path, field: &str, value: Option<&str>) -> Result<Option<Duration>, UsageError> {
+    value
+        .map(|v| duration::parse(v).map_err(|e| UsageError(format!("--config {}: {field}: {e}", path.display()))))
+        .transpose()
+}
+
+fn socket_from_endpoint(endpoint: &str) -> Result<PathBuf, UsageError> {
+    let path = endpoint.strip_prefix("unix://").unwrap_or(endpoint);
+    if endpoint.contains("://") && !endpoint.starts_with("unix://") {
+        return Err(UsageError(format!(
+            "--container-runtime-endpoint {endpoint:?}: only unix:// endpoints are supported"
+        )));
+    }
+    if !path.starts_with('/') {
+        return Err(UsageError(format!(
+            "--container-runtime-endpoint {endpoint:?}: the socket path must be absolute"
+        )));
+    }
+    Ok(PathBuf::from(path))
+}
+
+fn default_node_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_lowercase())
+        .unwrap_or_else(|_| "localhost".into())
+}
+
+impl Settings {
+    /// Merges defaults, the config file and flags.
+    pub fn from_flags(flags: Flags) -> Result<Self, UsageError> {
+        let file = match &flags.config {
+            Some(path) => read_config(path)?,
+            None => ConfigFile::default(),
+        };
+        let cfg_path = flags.config.clone().unwrap_or_default();
+        let endpoint = flags
+            .container_runtime_endpoint
+            .or(file.container_runtime_endpoint)
+            .unwrap_or_else(|| "unix:///run/containerd/containerd.sock".into());
+        let sync_frequency = match flags.sync_frequency {
+            Some(d) => d,
+            None => config_duration(&cfg_path, "syncFrequency", file.sync_frequency.as_deref())?
+                .unwrap_or(Duration::from_secs(60)),
+        };
+        let file_check_frequency = match flags.file_check_frequency {
+            Some(d) => d,
+            None => config_duration(&cfg_path, "fileCheckFrequency", file.file_check_frequency.as_deref())?
+                .unwrap_or(Duration::from_secs(20)),
+        };
+        if sync_frequency.is_zero() {
+            return Err(UsageError("--sync-frequency must be greater than 0".into()));
+        }
+        if file_check_frequency.is_zero() {
+            return Err(UsageError("--file-check-frequency must be greater than 0".into()));
+        }
+        let localhost: IpAddr = [127, 0, 0, 1].into();
+        let read_only_port = flags.read_only_port.or(file.read_only_port).unwrap_or(10255);
+        let address = flags.address.or(file.address).unwrap_or(localhost);
+        let healthz_port = flags.healthz_port.or(file.healthz_port).unwrap_or(10248);
+        let healthz_address = flags.healthz_bind_address.or(file.healthz_bind_address).unwrap_or(localhost);
+        let node_name = flags
+            .hostname_override
+            .map(|h| h.trim().to_lowercase())
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(default_node_name);
+        Ok(Self {
+            pod_manifest_path: flags.pod_manifest_path.or(file.static_pod_path),
+            runtime_socket: socket_from_endpoint(&endpoint)?,
+            runtime_endpoint: endpoint,
+            root_dir: flags.root_dir.unwrap_or_else(|| PathBuf::from("/var/lib/kubelet")),
+            pod_log_dir: flags
+                .pod_log_dir
+                .or(file.pod_logs_dir)
+                .unwrap_or_else(|| PathBuf::from("/var/log/pods")),
+            node_name,
+            node_ips: flags.node_ip.map(|ip| vec![ip.to_string()]).unwrap_or_default(),
+            read_only: (read_only_port != 0).then(|| (address, read_only_port).into()),
+            healthz: (healthz_port != 0).then(|| (healthz_address, healthz_port).into()),
+            sync_frequency,
+            file_check_frequency,
+            verbosity: flags.verbosity,
+            ignored_config_fields: file.other.into_keys().collect(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Settings, UsageError> {
+        let mut argv = vec!["kubelet"];
+        argv.extend_from_slice(args);
+        Settings::from_flags(Flags::try_parse_from(argv).map_err(|e| UsageError(e.to_string()))?)
+    }
+
+    #[test]
+    fn defaults_are_upstreams() {
+        let s = parse(&["--hostname-override", "Node-A"]).expect("valid");
+        assert_eq!(s.node_name, "node-a");
+        assert_eq!(s.read_only, Some("127.0.0.1:10255".parse().expect("addr")));
+        assert_eq!(s.healthz, Some("127.0.0.1:10248".parse().expect("addr")));
+        assert_eq!(s.sync_frequency, Duration::from_secs(60));
+        assert_eq!(s.file_check_frequency, Duration::from_secs(20));
+        assert_eq!(s.runtime_socket, PathBuf::from("/run/containerd/containerd.sock"));
+    }
+
+    #[test]
+    fn flags_win_over_config_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cfg = dir.path().join("config.yaml");
+        std::fs::write(
+            &cfg,
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nstaticPodPath: /etc/kubernetes/manifests\nsyncFrequency: 30s\nfileCheckFrequency: 5s\nreadOnlyPort: 0\nhealthzPort: 11248\nmaxPods: 50\n",
+        )
+        .expect("write");
+        let s = parse(&["--config", cfg.to_str().expect("utf8"), "--sync-frequency", "2s"]).expect("valid");
+        assert_eq!(s.sync_frequency, Duration::from_secs(2));
+        assert_eq!(s.file_check_frequency, Duration::from_secs(5));
+        assert_eq!(s.read_only, None);
+        assert_eq!(s.healthz.map(|a| a.port()), Some(11248));
+        assert_eq!(s.pod_manifest_path, Some(PathBuf::from("/etc/kubernetes/manifests")));
+        assert_eq!(s.ignored_config_fields, vec!["maxPods".to_owned()]);
+    }
+
+    #[test]
+    fn bad_values_are_usage_errors_naming_the_field() {
+        let err = parse(&["--sync-frequency", "ten"]).expect_err("bad");
+        assert!(err.0.contains("sync-frequency"), "{}", err.0);
+        let err = parse(&["--container-runtime-endpoint", "tcp://1.2.3.4:1"]).expect_err("bad");
+        assert!(err.0.contains("unix://"), "{}", err.0);
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cfg = dir.path().join("c.yaml");
+        std::fs::write(&cfg, "kind: Pod\n").expect("write");
+        let err = parse(&["--config", cfg.to_str().expect("utf8")]).expect_err("bad");
+        assert!(err.0.contains("KubeletConfiguration"), "{}", err.0);
+        std::fs::write(&cfg, "syncFrequency: soon\n").expect("write");
+        let err = parse(&["--config", cfg.to_str().expect("utf8")]).expect_err("bad");
+        assert!(err.0.contains("syncFrequency"), "{}", err.0);
+    }
+}
