@@ -159,7 +159,8 @@ pub fn group_pods(sandboxes: &[cri::PodSandbox], containers: &[cri::Container]) 
                 .cmp(&a.created_at)
                 .then(b.attempt.cmp(&a.attempt))
         });
-        p.containers.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+        p.containers
+            .sort_by_key(|c| std::cmp::Reverse(c.created_at));
     }
     out.sort_by_key(|p| std::cmp::Reverse(newest(p)));
     out

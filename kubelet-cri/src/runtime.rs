@@ -133,7 +133,7 @@ impl RemoteRuntime {
             self.client.list_pod_sandbox(None, selector.clone()),
             self.client.list_containers(None, selector),
         )?;
-        sandboxes.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+        sandboxes.sort_by_key(|s| std::cmp::Reverse(s.created_at));
 
         let mut status = PodStatus {
             uid: uid.clone(),

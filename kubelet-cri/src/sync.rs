@@ -318,7 +318,7 @@ impl RemoteRuntime {
                         && matches!(c.state, ContainerState::Exited | ContainerState::Unknown)
                 })
                 .collect();
-            dead.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+            dead.sort_by_key(|c| std::cmp::Reverse(c.created_at));
             for c in dead.iter().skip(1) {
                 self.remove_logged(&c.id, &c.name).await;
             }

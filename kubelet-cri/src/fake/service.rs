@@ -561,7 +561,7 @@ impl ImageService for Service {
         let image = request.into_inner().image.unwrap_or_default().image;
         let mut st = self.0.enter("RemoveImage", &image)?;
         st.images
-            .retain(|i| i.id != image && !i.repo_tags.iter().any(|t| *t == image));
+            .retain(|i| i.id != image && !i.repo_tags.contains(&image));
         Ok(Response::new(cri::RemoveImageResponse {}))
     }
 
