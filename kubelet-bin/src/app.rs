@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Context;
 use kubelet_core::backoff::Backoff;
 use kubelet_core::cache::PodCache;
-use kubelet_core::config::{FileSource, FILE_SOURCE, PodConfig, PodSource};
+use kubelet_core::config::{FILE_SOURCE, FileSource, PodConfig, PodSource};
 use kubelet_core::kubelet::{
     self, Kubelet, KubeletPodSyncer, KubeletRuntimeHelper, Managers, RuntimeState, SourcesReady,
 };
@@ -51,20 +51,27 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         .with_context(|| format!("--container-runtime-endpoint {}", settings.runtime_endpoint))?,
     );
     let cache = PodCache::new();
-    let (generic_pleg, pleg_events) =
-        kubelet_pleg::GenericPleg::new(runtime.clone(), cache.clone(), kubelet_pleg::Config::default());
+    let (generic_pleg, pleg_events) = kubelet_pleg::GenericPleg::new(
+        runtime.clone(),
+        cache.clone(),
+        kubelet_pleg::Config::default(),
+    );
     let pleg: Arc<dyn Pleg> = Arc::new(generic_pleg.clone());
     let status_manager = Arc::new(kubelet_status::LocalStatusManager::new());
     let status: Arc<dyn StatusManager> = status_manager.clone();
-    let volumes: Arc<dyn VolumeManager> =
-        Arc::new(kubelet_volumes::DefaultVolumeManager::new(settings.root_dir.clone()));
+    let volumes: Arc<dyn VolumeManager> = Arc::new(kubelet_volumes::DefaultVolumeManager::new(
+        settings.root_dir.clone(),
+    ));
     let managers = Managers {
         runtime: runtime.clone(),
         volumes: volumes.clone(),
         status: status.clone(),
         pleg: pleg.clone(),
         cache: cache.clone(),
-        helper: Arc::new(KubeletRuntimeHelper::new(volumes, settings.pod_log_dir.clone())),
+        helper: Arc::new(KubeletRuntimeHelper::new(
+            volumes,
+            settings.pod_log_dir.clone(),
+        )),
     };
 
     let (mut pod_config, updates) = PodConfig::new();
@@ -87,16 +94,29 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         syncer,
         pleg,
         cache,
-        pod_workers::Config { resync_interval: settings.sync_frequency, ..Default::default() },
+        pod_workers::Config {
+            resync_interval: settings.sync_frequency,
+            ..Default::default()
+        },
         tracker.clone(),
         token.clone(),
     );
-    let kubelet = Kubelet::new(pod_manager.clone(), workers, &managers, crash_backoff, sources_ready);
+    let kubelet = Kubelet::new(
+        pod_manager.clone(),
+        workers,
+        &managers,
+        crash_backoff,
+        sources_ready,
+    );
     let health = kubelet::sync_loop::Health::new(settings.sync_frequency);
 
     // The runtime is checked before anything syncs; the sync loop stays gated until it is up.
     runtime_state.update(runtime.as_ref()).await;
-    tracker.spawn(runtime_state.clone().run(runtime.clone(), RUNTIME_STATUS_PERIOD, token.child_token()));
+    tracker.spawn(runtime_state.clone().run(
+        runtime.clone(),
+        RUNTIME_STATUS_PERIOD,
+        token.child_token(),
+    ));
     tracker.spawn(generic_pleg.run(token.child_token()));
     match &settings.pod_manifest_path {
         Some(path) => {
@@ -125,23 +145,48 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         pleg_events,
         runtime_state,
         health.clone(),
-        kubelet::sync_loop::Config { resync_interval: settings.sync_frequency, ..Default::default() },
+        kubelet::sync_loop::Config {
+            resync_interval: settings.sync_frequency,
+            ..Default::default()
+        },
         token.child_token(),
     ));
 
-    let state = ServerState { pod_manager, status, runtime, syncloop: health };
+    let state = ServerState {
+        pod_manager,
+        status,
+        runtime,
+        syncloop: health,
+    };
     if let Some(addr) = settings.healthz {
-        serve(&tracker, &token, addr, server::healthz_router(state.clone()), "healthz").await?;
+        serve(
+            &tracker,
+            &token,
+            addr,
+            server::healthz_router(state.clone()),
+            "healthz",
+        )
+        .await?;
     }
     if let Some(addr) = settings.read_only {
-        serve(&tracker, &token, addr, server::read_only_router(state), "read-only").await?;
+        serve(
+            &tracker,
+            &token,
+            addr,
+            server::read_only_router(state),
+            "read-only",
+        )
+        .await?;
     }
 
     wait_for_signal().await?;
     info!("shutting down; pods keep running");
     token.cancel();
     tracker.close();
-    if tokio::time::timeout(DRAIN_TIMEOUT, tracker.wait()).await.is_err() {
+    if tokio::time::timeout(DRAIN_TIMEOUT, tracker.wait())
+        .await
+        .is_err()
+    {
         warn!("some subsystems did not stop within {DRAIN_TIMEOUT:?}");
     }
     Ok(())
@@ -161,7 +206,10 @@ async fn serve(
     let token = token.child_token();
     tracker.spawn(async move {
         let shutdown = async move { token.cancelled().await };
-        if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(shutdown).await {
+        if let Err(e) = axum::serve(listener, router)
+            .with_graceful_shutdown(shutdown)
+            .await
+        {
             warn!(error = %e, "{name} server failed");
         }
     });

@@ -24,7 +24,9 @@ pub fn parse(s: &str) -> Result<Duration, String> {
             .parse()
             .map_err(|_| format!("invalid number in duration {s:?}"))?;
         rest = &rest[num_len..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
         let factor = match &rest[..unit_len] {
             "ns" => 1e-9,
             "us" | "µs" => 1e-6,

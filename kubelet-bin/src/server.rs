@@ -8,11 +8,11 @@
 
 use std::sync::Arc;
 
+use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::Router;
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ListMeta, ObjectMeta};
 use kubelet_core::kubelet::sync_loop;
@@ -72,7 +72,11 @@ async fn healthz(State(state): State<ServerState>) -> Response {
 async fn healthz_syncloop(State(state): State<ServerState>) -> Response {
     match state.syncloop.check() {
         Ok(()) => "ok".into_response(),
-        Err(reason) => (StatusCode::INTERNAL_SERVER_ERROR, format!("internal server error: {reason}\n")).into_response(),
+        Err(reason) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("internal server error: {reason}\n"),
+        )
+            .into_response(),
     }
 }
 
@@ -84,7 +88,10 @@ fn json(list: &PodList) -> Response {
 }
 
 fn pod_list(items: Vec<Pod>) -> PodList {
-    PodList { items, metadata: ListMeta::default() }
+    PodList {
+        items,
+        metadata: ListMeta::default(),
+    }
 }
 
 async fn pods(State(state): State<ServerState>) -> Response {
@@ -116,7 +123,11 @@ async fn running_pods(State(state): State<ServerState>) -> Response {
                         containers: rp
                             .containers
                             .into_iter()
-                            .map(|c| Container { name: c.name, image: Some(c.image), ..Default::default() })
+                            .map(|c| Container {
+                                name: c.name,
+                                image: Some(c.image),
+                                ..Default::default()
+                            })
                             .collect(),
                         ..Default::default()
                     }),
@@ -125,6 +136,10 @@ async fn running_pods(State(state): State<ServerState>) -> Response {
                 .collect();
             json(&pod_list(items))
         }
-        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("container runtime: {e}\n")).into_response(),
+        Err(e) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("container runtime: {e}\n"),
+        )
+            .into_response(),
     }
 }

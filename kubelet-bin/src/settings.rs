@@ -17,7 +17,11 @@ pub const EXIT_USAGE: i32 = 64;
 
 /// Flags, with upstream's names.
 #[derive(Debug, Parser)]
-#[command(name = "kubelet", about = "A Rust kubelet: runs static pods on a CRI runtime", version)]
+#[command(
+    name = "kubelet",
+    about = "A Rust kubelet: runs static pods on a CRI runtime",
+    version
+)]
 pub struct Flags {
     /// Path to a KubeletConfiguration (kubelet.config.k8s.io/v1beta1) file; flags win over it.
     #[arg(long)]
@@ -121,16 +125,28 @@ pub struct UsageError(pub String);
 fn read_config(path: &Path) -> Result<ConfigFile, UsageError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| UsageError(format!("--config {}: {e}", path.display())))?;
-    let file: ConfigFile = serde_saphyr::from_str(&text)
-        .map_err(|e| UsageError(format!("--config {}: invalid KubeletConfiguration: {e}", path.display())))?;
-    if file.kind.as_deref().is_some_and(|k| k != "KubeletConfiguration") {
+    let file: ConfigFile = serde_saphyr::from_str(&text).map_err(|e| {
+        UsageError(format!(
+            "--config {}: invalid KubeletConfiguration: {e}",
+            path.display()
+        ))
+    })?;
+    if file
+        .kind
+        .as_deref()
+        .is_some_and(|k| k != "KubeletConfiguration")
+    {
         return Err(UsageError(format!(
             "--config {}: kind must be KubeletConfiguration, not {:?}",
             path.display(),
             file.kind.unwrap_or_default()
         )));
     }
-    if file.api_version.as_deref().is_some_and(|v| v != "kubelet.config.k8s.io/v1beta1") {
+    if file
+        .api_version
+        .as_deref()
+        .is_some_and(|v| v != "kubelet.config.k8s.io/v1beta1")
+    {
         return Err(UsageError(format!(
             "--config {}: apiVersion must be kubelet.config.k8s.io/v1beta1",
             path.display()
@@ -139,9 +155,16 @@ fn read_config(path: &Path) -> Result<ConfigFile, UsageError> {
     Ok(file)
 }
 
-fn config_duration(path: &Path, field: &str, value: Option<&str>) -> Result<Option<Duration>, UsageError> {
+fn config_duration(
+    path: &Path,
+    field: &str,
+    value: Option<&str>,
+) -> Result<Option<Duration>, UsageError> {
     value
-        .map(|v| duration::parse(v).map_err(|e| UsageError(format!("--config {}: {field}: {e}", path.display()))))
+        .map(|v| {
+            duration::parse(v)
+                .map_err(|e| UsageError(format!("--config {}: {field}: {e}", path.display())))
+        })
         .transpose()
 }
 
@@ -185,20 +208,32 @@ impl Settings {
         };
         let file_check_frequency = match flags.file_check_frequency {
             Some(d) => d,
-            None => config_duration(&cfg_path, "fileCheckFrequency", file.file_check_frequency.as_deref())?
-                .unwrap_or(Duration::from_secs(20)),
+            None => config_duration(
+                &cfg_path,
+                "fileCheckFrequency",
+                file.file_check_frequency.as_deref(),
+            )?
+            .unwrap_or(Duration::from_secs(20)),
         };
         if sync_frequency.is_zero() {
             return Err(UsageError("--sync-frequency must be greater than 0".into()));
         }
         if file_check_frequency.is_zero() {
-            return Err(UsageError("--file-check-frequency must be greater than 0".into()));
+            return Err(UsageError(
+                "--file-check-frequency must be greater than 0".into(),
+            ));
         }
         let localhost: IpAddr = [127, 0, 0, 1].into();
-        let read_only_port = flags.read_only_port.or(file.read_only_port).unwrap_or(10255);
+        let read_only_port = flags
+            .read_only_port
+            .or(file.read_only_port)
+            .unwrap_or(10255);
         let address = flags.address.or(file.address).unwrap_or(localhost);
         let healthz_port = flags.healthz_port.or(file.healthz_port).unwrap_or(10248);
-        let healthz_address = flags.healthz_bind_address.or(file.healthz_bind_address).unwrap_or(localhost);
+        let healthz_address = flags
+            .healthz_bind_address
+            .or(file.healthz_bind_address)
+            .unwrap_or(localhost);
         let node_name = flags
             .hostname_override
             .map(|h| h.trim().to_lowercase())
@@ -208,13 +243,18 @@ impl Settings {
             pod_manifest_path: flags.pod_manifest_path.or(file.static_pod_path),
             runtime_socket: socket_from_endpoint(&endpoint)?,
             runtime_endpoint: endpoint,
-            root_dir: flags.root_dir.unwrap_or_else(|| PathBuf::from("/var/lib/kubelet")),
+            root_dir: flags
+                .root_dir
+                .unwrap_or_else(|| PathBuf::from("/var/lib/kubelet")),
             pod_log_dir: flags
                 .pod_log_dir
                 .or(file.pod_logs_dir)
                 .unwrap_or_else(|| PathBuf::from("/var/log/pods")),
             node_name,
-            node_ips: flags.node_ip.map(|ip| vec![ip.to_string()]).unwrap_or_default(),
+            node_ips: flags
+                .node_ip
+                .map(|ip| vec![ip.to_string()])
+                .unwrap_or_default(),
             read_only: (read_only_port != 0).then(|| (address, read_only_port).into()),
             healthz: (healthz_port != 0).then(|| (healthz_address, healthz_port).into()),
             sync_frequency,
@@ -243,7 +283,10 @@ mod tests {
         assert_eq!(s.healthz, Some("127.0.0.1:10248".parse().expect("addr")));
         assert_eq!(s.sync_frequency, Duration::from_secs(60));
         assert_eq!(s.file_check_frequency, Duration::from_secs(20));
-        assert_eq!(s.runtime_socket, PathBuf::from("/run/containerd/containerd.sock"));
+        assert_eq!(
+            s.runtime_socket,
+            PathBuf::from("/run/containerd/containerd.sock")
+        );
     }
 
     #[test]
@@ -255,12 +298,21 @@ mod tests {
             "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nstaticPodPath: /etc/kubernetes/manifests\nsyncFrequency: 30s\nfileCheckFrequency: 5s\nreadOnlyPort: 0\nhealthzPort: 11248\nmaxPods: 50\n",
         )
         .expect("write");
-        let s = parse(&["--config", cfg.to_str().expect("utf8"), "--sync-frequency", "2s"]).expect("valid");
+        let s = parse(&[
+            "--config",
+            cfg.to_str().expect("utf8"),
+            "--sync-frequency",
+            "2s",
+        ])
+        .expect("valid");
         assert_eq!(s.sync_frequency, Duration::from_secs(2));
         assert_eq!(s.file_check_frequency, Duration::from_secs(5));
         assert_eq!(s.read_only, None);
         assert_eq!(s.healthz.map(|a| a.port()), Some(11248));
-        assert_eq!(s.pod_manifest_path, Some(PathBuf::from("/etc/kubernetes/manifests")));
+        assert_eq!(
+            s.pod_manifest_path,
+            Some(PathBuf::from("/etc/kubernetes/manifests"))
+        );
         assert_eq!(s.ignored_config_fields, vec!["maxPods".to_owned()]);
     }
 

@@ -1,0 +1,266 @@
+//! A real node for integration tests: a private containerd (xtask testbed) plus the `kubelet`
+//! binary under test, with helpers to write manifests and read `/pods`.
+
+#![allow(dead_code, missing_docs)]
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use xtask::testbed::Testbed;
+
+pub const NODE: &str = "it-node";
+
+/// A node: containerd + kubelet, everything under one directory in /tmp (short socket paths).
+pub struct Node {
+    pub testbed: Testbed,
+    pub dir: PathBuf,
+    pub manifests: PathBuf,
+    kubelet: Option<Child>,
+    pub read_only_port: u16,
+    pub healthz_port: u16,
+    starts: u32,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+impl Node {
+    /// Starts containerd; the kubelet is started with [`Node::start_kubelet`].
+    pub fn new(name: &str) -> Node {
+        let dir = std::env::temp_dir().join(format!("rk-it-{name}"));
+        let _ = std::fs::remove_dir_all(dir.join("kubelet"));
+        let testbed = Testbed::start(&dir.join("cd")).expect("containerd testbed");
+        let manifests = dir.join("kubelet").join("manifests");
+        std::fs::create_dir_all(&manifests).expect("manifest dir");
+        Node {
+            testbed,
+            dir,
+            manifests,
+            kubelet: None,
+            read_only_port: free_port(),
+            healthz_port: free_port(),
+            starts: 0,
+        }
+    }
+
+    /// Starts containerd and the kubelet.
+    pub fn start(name: &str) -> Node {
+        let mut node = Node::new(name);
+        node.start_kubelet();
+        node
+    }
+
+    pub fn log_path(&self) -> PathBuf {
+        self.dir
+            .join("kubelet")
+            .join(format!("kubelet-{}.log", self.starts))
+    }
+
+    pub fn start_kubelet(&mut self) {
+        self.starts += 1;
+        let log = std::fs::File::create(self.log_path()).expect("log file");
+        let kdir = self.dir.join("kubelet");
+        let child = Command::new(env!("CARGO_BIN_EXE_kubelet"))
+            .arg("--pod-manifest-path")
+            .arg(&self.manifests)
+            .arg("--container-runtime-endpoint")
+            .arg(self.testbed.endpoint())
+            .arg("--root-dir")
+            .arg(kdir.join("root"))
+            .arg("--pod-log-dir")
+            .arg(kdir.join("logs"))
+            .args(["--hostname-override", NODE, "--node-ip", "192.0.2.10"])
+            .args(["--read-only-port", &self.read_only_port.to_string()])
+            .args(["--healthz-port", &self.healthz_port.to_string()])
+            .args(["--file-check-frequency", "2s", "--sync-frequency", "10s"])
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn kubelet");
+        self.kubelet = Some(child);
+    }
+
+    /// SIGKILLs the kubelet (containers keep running).
+    pub fn kill9_kubelet(&mut self) {
+        if let Some(mut child) = self.kubelet.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGTERMs the kubelet and returns its exit status.
+    pub fn stop_kubelet(&mut self) -> std::process::ExitStatus {
+        let mut child = self.kubelet.take().expect("kubelet running");
+        let pid = i32::try_from(child.id()).expect("pid");
+        send_signal(pid, "TERM");
+        child.wait().expect("wait")
+    }
+
+    /// `true` while the kubelet process is alive.
+    pub fn kubelet_alive(&mut self) -> bool {
+        self.kubelet
+            .as_mut()
+            .is_some_and(|c| c.try_wait().ok().flatten().is_none())
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.log_path()).unwrap_or_default()
+    }
+
+    pub fn write_manifest(&self, file: &str, content: &str) {
+        // Write then rename, as editors and config managers do, so the kubelet never reads
+        // half a file.
+        let tmp = self.manifests.join(format!(".{file}.tmp"));
+        std::fs::write(&tmp, content).expect("write manifest");
+        std::fs::rename(&tmp, self.manifests.join(file)).expect("rename manifest");
+    }
+
+    pub fn remove_manifest(&self, file: &str) {
+        std::fs::remove_file(self.manifests.join(file)).expect("remove manifest");
+    }
+
+    fn get(&self, port: u16, path: &str) -> Option<(u16, String)> {
+        let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+        stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
+        let mut response = String::new();
+        stream.read_to_string(&mut response).ok()?;
+        let (head, body) = response.split_once("\r\n\r\n")?;
+        let code = head.split_whitespace().nth(1)?.parse().ok()?;
+        Some((code, body.to_owned()))
+    }
+
+    /// HTTP status of the healthz port's `/healthz`, `None` when not listening.
+    pub fn healthz(&self) -> Option<u16> {
+        self.get(self.healthz_port, "/healthz")
+            .map(|(code, _)| code)
+    }
+
+    /// The `/pods` list items, `None` when the kubelet does not answer.
+    pub fn pods(&self) -> Option<Vec<Value>> {
+        let (code, body) = self.get(self.read_only_port, "/pods")?;
+        if code != 200 {
+            return None;
+        }
+        let list: Value = serde_json::from_str(&body).ok()?;
+        assert_eq!(list["kind"], "PodList");
+        list["items"].as_array().cloned()
+    }
+
+    /// The pod from `/pods` whose manifest name is `name` (the kubelet adds `-<node>`).
+    pub fn pod(&self, name: &str) -> Option<Value> {
+        let full = format!("{name}-{NODE}");
+        self.pods()?
+            .into_iter()
+            .find(|p| p["metadata"]["name"] == full.as_str())
+    }
+
+    /// Polls `check` every 100 ms until it returns `Some`, or panics after `limit` with `what`
+    /// and the kubelet's log tail.
+    pub fn wait_for<T>(
+        &self,
+        limit: Duration,
+        what: &str,
+        mut check: impl FnMut(&Node) -> Option<T>,
+    ) -> T {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(v) = check(self) {
+                return v;
+            }
+            if Instant::now() > deadline {
+                let log = self.log();
+                let tail: Vec<&str> = log.lines().rev().take(40).collect();
+                panic!(
+                    "timed out after {limit:?} waiting for {what}\n--- /pods: {:?}\n--- kubelet log tail:\n{}",
+                    self.pods(),
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Containers (including sandboxes' pause containers) containerd holds for a pod UID.
+    pub fn runtime_containers(&self, uid: &str) -> Vec<String> {
+        let out = self
+            .testbed
+            .ctr(&[
+                "containers",
+                "ls",
+                "-q",
+                &format!("labels.\"io.kubernetes.pod.uid\"=={uid}"),
+            ])
+            .expect("ctr containers ls");
+        out.lines()
+            .map(str::to_owned)
+            .filter(|l| !l.is_empty())
+            .collect()
+    }
+
+    /// Running tasks in containerd.
+    pub fn running_tasks(&self) -> usize {
+        let out = self.testbed.ctr(&["tasks", "ls"]).expect("ctr tasks ls");
+        out.lines()
+            .skip(1)
+            .filter(|l| l.contains("RUNNING"))
+            .count()
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.kill9_kubelet();
+    }
+}
+
+fn send_signal(pid: i32, signal: &str) {
+    let status = Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid.to_string())
+        .status()
+        .expect("kill");
+    assert!(status.success(), "kill -{signal} {pid}");
+}
+
+/// A busybox pod manifest.
+pub fn pod_yaml(name: &str, restart_policy: &str, containers: &[(&str, &str)]) -> String {
+    let mut y = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  restartPolicy: {restart_policy}\n  terminationGracePeriodSeconds: 2\n  containers:\n"
+    );
+    for (cname, script) in containers {
+        y.push_str(&format!(
+            "  - name: {cname}\n    image: docker.io/library/busybox:1.36\n    imagePullPolicy: IfNotPresent\n    command: [\"sh\", \"-c\", {script:?}]\n"
+        ));
+    }
+    y
+}
+
+/// Path helper for assertions.
+pub fn exists(p: &Path) -> bool {
+    p.exists()
+}
+
+pub fn phase(pod: &Value) -> &str {
+    pod["status"]["phase"].as_str().unwrap_or("")
+}
+
+pub fn container_status<'a>(pod: &'a Value, name: &str) -> Option<&'a Value> {
+    pod["status"]["containerStatuses"]
+        .as_array()?
+        .iter()
+        .find(|c| c["name"] == name)
+}
+
+pub fn uid(pod: &Value) -> String {
+    pod["metadata"]["uid"].as_str().unwrap_or("").to_owned()
+}
