@@ -316,7 +316,7 @@ pub trait RuntimeHelper: Send + Sync {
 }
 
 /// A container runtime (upstream `kubecontainer.Runtime`), implemented over CRI by
-/// `kubelet-cri` and by [`crate::testing::FakeRuntime`] for tests.
+/// `kubelet-cri` and by `testing::FakeRuntime` (feature `test-util`) for tests.
 ///
 /// All methods are cancel safe in the sense that dropping the future leaves the runtime in a
 /// state that a later `sync_pod`/`kill_pod` converges from.

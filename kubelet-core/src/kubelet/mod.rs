@@ -185,10 +185,11 @@ impl SyncHandler for Kubelet {
         // Stopped runtime pods nobody wants (e.g. left over after a kubelet restart).
         let all = self.runtime.get_pods(true).await.map_err(|e| e.to_string())?;
         for rp in all {
-            if !keep.contains(&rp.uid) && rp.is_empty_or_stopped() {
-                if let Err(e) = self.runtime.remove_pod(&rp).await {
-                    warn!(pod = %rp.uid, error = %e, "removing stopped runtime pod");
-                }
+            if !keep.contains(&rp.uid)
+                && rp.is_empty_or_stopped()
+                && let Err(e) = self.runtime.remove_pod(&rp).await
+            {
+                warn!(pod = %rp.uid, error = %e, "removing stopped runtime pod");
             }
         }
         self.volumes
