@@ -67,7 +67,15 @@ async fn unary<T>(
     };
     result.map(tonic::Response::into_inner).map_err(|s| {
         tracing::debug!(op, code = ?s.code(), message = s.message(), "CRI call failed");
-        from_status(op, &s)
+        match (timeout, s.code()) {
+            // The deadline also travels as `grpc-timeout`; whichever side notices first, the
+            // caller sees the same error.
+            (Some(t), tonic::Code::DeadlineExceeded | tonic::Code::Cancelled) => Error::Runtime {
+                op,
+                message: format!("deadline exceeded after {t:?}: {}", s.message()),
+            },
+            _ => from_status(op, &s),
+        }
     })
 }
 

@@ -48,6 +48,24 @@ fn ok_if_not_found(r: Result<()>) -> Result<()> {
     }
 }
 
+/// `true` for a single normal path component (no separator, not `.` or `..`).
+fn is_plain_name(name: &str) -> bool {
+    let mut components = Path::new(name).components();
+    matches!(
+        (components.next(), components.next()),
+        (Some(std::path::Component::Normal(_)), None)
+    )
+}
+
+/// `true` when `path` is strictly inside `root` without `..` components.
+fn is_under(path: &Path, root: &Path) -> bool {
+    path.starts_with(root)
+        && path != root
+        && !path
+            .components()
+            .any(|c| matches!(c, std::path::Component::ParentDir))
+}
+
 async fn remove_path(path: &Path, dir: bool) {
     let r = if dir {
         tokio::fs::remove_dir_all(path).await
@@ -114,11 +132,16 @@ impl RemoteRuntime {
         combine("KillPod", errors)
     }
 
-    /// Removes a container and its log file.
+    /// Removes a container and its log file (only when the runtime reports one under our
+    /// pod log root: the path comes from the runtime).
     pub(crate) async fn remove_container_and_log(&self, id: &str) -> Result<()> {
         match self.client.container_status(id).await {
-            Ok(s) if !s.log_path.is_empty() => remove_path(Path::new(&s.log_path), false).await,
-            Ok(_) => {}
+            Ok(s) => {
+                let log = Path::new(&s.log_path);
+                if is_under(log, &self.opts.pod_logs_dir) {
+                    remove_path(log, false).await;
+                }
+            }
             Err(e) if is_not_found(&e) => return Ok(()),
             Err(e) => return Err(e),
         }
@@ -141,12 +164,10 @@ impl RemoteRuntime {
                 errors.push(e);
             }
         }
-        if errors.is_empty() && !running.uid.as_str().is_empty() {
-            let dir = self.opts.pod_logs_dir.join(format!(
-                "{}_{}_{}",
-                running.namespace, running.name, running.uid
-            ));
-            remove_path(&dir, true).await;
+        // The names come from runtime labels: only a plain directory name is removed.
+        let dir_name = format!("{}_{}_{}", running.namespace, running.name, running.uid);
+        if errors.is_empty() && !running.uid.as_str().is_empty() && is_plain_name(&dir_name) {
+            remove_path(&self.opts.pod_logs_dir.join(dir_name), true).await;
         }
         combine("RemovePod", errors)
     }
@@ -155,6 +176,19 @@ impl RemoteRuntime {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_safe_log_paths_are_removed() {
+        assert!(is_plain_name("default_web_uid-1"));
+        assert!(!is_plain_name("default_../../etc_x"));
+        assert!(!is_plain_name(".."));
+        assert!(!is_plain_name(""));
+        let root = Path::new("/var/log/pods");
+        assert!(is_under(Path::new("/var/log/pods/ns_p_u/app/0.log"), root));
+        assert!(!is_under(Path::new("/var/log/pods/../../etc/passwd"), root));
+        assert!(!is_under(Path::new("/etc/passwd"), root));
+        assert!(!is_under(root, root));
+    }
 
     #[test]
     fn combine_prefers_unavailable() {

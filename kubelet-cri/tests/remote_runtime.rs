@@ -727,9 +727,14 @@ async fn delete_container_removes_it() {
     let env = setup().await;
     let pod = pod("web");
     assert!(env.sync(&pod, &Backoff::crash_loop_default()).await.is_ok());
-    let id = env.cri().containers()[0].id.clone();
+    let c = env.cri().containers()[0].clone();
+    let log = env.logs().join("default_web_uid-web/app/0.log");
+    assert_eq!(Path::new(&c.log_path), log);
+    std::fs::write(&log, b"hello\n").expect("runtime writes the log");
+    let id = c.id;
     env.rt.delete_container(&id).await.expect("delete");
     assert!(env.cri().containers().is_empty());
+    assert!(!log.exists(), "log file removed with the container");
     env.rt
         .delete_container(&id)
         .await
@@ -802,5 +807,26 @@ async fn unavailable_until_the_runtime_is_up() {
     let pods = rt.get_pods(true).await.expect("back");
     assert_eq!(pods.len(), 1);
     assert_eq!(pods[0].uid.as_str(), "uid-web");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn stuck_runtime_call_times_out() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = FakeCriServer::start(dir.path()).await.expect("start");
+    let opts = options(dir.path()).with_request_timeout(Duration::from_millis(200));
+    let rt = RemoteRuntime::connect(&server.endpoint(), opts).expect("connect");
+    assert!(rt.version().await.is_ok());
+
+    server.cri().hang("ListContainers");
+    let err = rt.get_pods(true).await.expect_err("deadline");
+    assert!(
+        matches!(err, Error::Runtime { op: "ListContainers", ref message } if message.contains("deadline")),
+        "{err:?}"
+    );
+    assert!(err.is_retryable());
+    // other calls on the same connection are unaffected
+    server.cri().clear_hang("ListContainers");
+    assert!(rt.get_pods(true).await.expect("get_pods").is_empty());
     server.shutdown().await;
 }

@@ -13,7 +13,9 @@ use k8s_cri::v1::image_service_server::ImageService;
 use k8s_cri::v1::runtime_service_server::RuntimeService;
 use tonic::{Request, Response, Status};
 
-use super::state::{FakeContainer, FakeCri, FakeImage, FakeSandbox, image_id};
+use std::sync::MutexGuard;
+
+use super::state::{FakeContainer, FakeCri, FakeImage, FakeSandbox, State, image_id};
 use crate::convert::{NETWORK_READY, RUNTIME_READY};
 
 fn unimplemented(method: &str) -> Status {
@@ -66,13 +68,28 @@ fn image_message(i: &FakeImage) -> cri::Image {
 #[derive(Clone, Debug)]
 pub(crate) struct Service(pub(crate) FakeCri);
 
+impl Service {
+    /// Records the call, then never answers if the method is scripted to hang, else fails it
+    /// if scripted to fail.
+    async fn enter(
+        &self,
+        method: &'static str,
+        target: &str,
+    ) -> Result<MutexGuard<'_, State>, Status> {
+        if self.0.record(method, target) {
+            std::future::pending::<()>().await;
+        }
+        self.0.check(method)
+    }
+}
+
 #[tonic::async_trait]
 impl RuntimeService for Service {
     async fn version(
         &self,
         _: Request<cri::VersionRequest>,
     ) -> Result<Response<cri::VersionResponse>, Status> {
-        drop(self.0.enter("Version", "")?);
+        drop(self.enter("Version", "").await?);
         Ok(Response::new(cri::VersionResponse {
             version: "0.1.0".into(),
             runtime_name: "fake-cri".into(),
@@ -85,7 +102,7 @@ impl RuntimeService for Service {
         &self,
         _: Request<cri::StatusRequest>,
     ) -> Result<Response<cri::StatusResponse>, Status> {
-        let st = self.0.enter("Status", "")?;
+        let st = self.enter("Status", "").await?;
         let condition = |ty: &str, ok: bool| cri::RuntimeCondition {
             r#type: ty.into(),
             status: ok,
@@ -119,7 +136,7 @@ impl RuntimeService for Service {
             .metadata
             .clone()
             .ok_or_else(|| Status::invalid_argument("sandbox metadata is required"))?;
-        let mut st = self.0.enter("RunPodSandbox", &md.name)?;
+        let mut st = self.enter("RunPodSandbox", &md.name).await?;
         if st
             .sandboxes
             .values()
@@ -163,7 +180,7 @@ impl RuntimeService for Service {
         request: Request<cri::StopPodSandboxRequest>,
     ) -> Result<Response<cri::StopPodSandboxResponse>, Status> {
         let id = request.into_inner().pod_sandbox_id;
-        let mut st = self.0.enter("StopPodSandbox", &id)?;
+        let mut st = self.enter("StopPodSandbox", &id).await?;
         if let Some(s) = st.sandboxes.get_mut(&id) {
             s.state = cri::PodSandboxState::SandboxNotready;
             let running: Vec<String> = st
@@ -184,7 +201,7 @@ impl RuntimeService for Service {
         request: Request<cri::RemovePodSandboxRequest>,
     ) -> Result<Response<cri::RemovePodSandboxResponse>, Status> {
         let id = request.into_inner().pod_sandbox_id;
-        let mut st = self.0.enter("RemovePodSandbox", &id)?;
+        let mut st = self.enter("RemovePodSandbox", &id).await?;
         st.sandboxes.remove(&id);
         st.containers.retain(|_, c| c.sandbox_id != id);
         Ok(Response::new(cri::RemovePodSandboxResponse {}))
@@ -195,7 +212,7 @@ impl RuntimeService for Service {
         request: Request<cri::PodSandboxStatusRequest>,
     ) -> Result<Response<cri::PodSandboxStatusResponse>, Status> {
         let id = request.into_inner().pod_sandbox_id;
-        let st = self.0.enter("PodSandboxStatus", &id)?;
+        let st = self.enter("PodSandboxStatus", &id).await?;
         let s = st
             .sandboxes
             .get(&id)
@@ -232,7 +249,7 @@ impl RuntimeService for Service {
         request: Request<cri::ListPodSandboxRequest>,
     ) -> Result<Response<cri::ListPodSandboxResponse>, Status> {
         let filter = request.into_inner().filter.unwrap_or_default();
-        let st = self.0.enter("ListPodSandbox", "")?;
+        let st = self.enter("ListPodSandbox", "").await?;
         let items = st
             .sandboxes
             .values()
@@ -256,7 +273,7 @@ impl RuntimeService for Service {
             .metadata
             .clone()
             .ok_or_else(|| Status::invalid_argument("container metadata is required"))?;
-        let mut st = self.0.enter("CreateContainer", &md.name)?;
+        let mut st = self.enter("CreateContainer", &md.name).await?;
         let sandbox = st.sandboxes.get(&req.pod_sandbox_id).ok_or_else(|| {
             Status::not_found(format!("sandbox {} not found", req.pod_sandbox_id))
         })?;
@@ -312,7 +329,7 @@ impl RuntimeService for Service {
         request: Request<cri::StartContainerRequest>,
     ) -> Result<Response<cri::StartContainerResponse>, Status> {
         let id = request.into_inner().container_id;
-        let mut st = self.0.enter("StartContainer", &id)?;
+        let mut st = self.enter("StartContainer", &id).await?;
         let now = st.now();
         let c = st
             .containers
@@ -333,7 +350,7 @@ impl RuntimeService for Service {
         request: Request<cri::StopContainerRequest>,
     ) -> Result<Response<cri::StopContainerResponse>, Status> {
         let req = request.into_inner();
-        let mut st = self.0.enter("StopContainer", &req.container_id)?;
+        let mut st = self.enter("StopContainer", &req.container_id).await?;
         let c = st.containers.get_mut(&req.container_id).ok_or_else(|| {
             Status::not_found(format!("container {} not found", req.container_id))
         })?;
@@ -347,7 +364,7 @@ impl RuntimeService for Service {
         request: Request<cri::RemoveContainerRequest>,
     ) -> Result<Response<cri::RemoveContainerResponse>, Status> {
         let id = request.into_inner().container_id;
-        let mut st = self.0.enter("RemoveContainer", &id)?;
+        let mut st = self.enter("RemoveContainer", &id).await?;
         st.containers.remove(&id);
         Ok(Response::new(cri::RemoveContainerResponse {}))
     }
@@ -357,7 +374,7 @@ impl RuntimeService for Service {
         request: Request<cri::ListContainersRequest>,
     ) -> Result<Response<cri::ListContainersResponse>, Status> {
         let filter = request.into_inner().filter.unwrap_or_default();
-        let st = self.0.enter("ListContainers", "")?;
+        let st = self.enter("ListContainers", "").await?;
         let containers = st
             .containers
             .values()
@@ -375,7 +392,7 @@ impl RuntimeService for Service {
         request: Request<cri::ContainerStatusRequest>,
     ) -> Result<Response<cri::ContainerStatusResponse>, Status> {
         let id = request.into_inner().container_id;
-        let st = self.0.enter("ContainerStatus", &id)?;
+        let st = self.enter("ContainerStatus", &id).await?;
         let c = st
             .containers
             .get(&id)
@@ -512,7 +529,7 @@ impl ImageService for Service {
         &self,
         _: Request<cri::ListImagesRequest>,
     ) -> Result<Response<cri::ListImagesResponse>, Status> {
-        let st = self.0.enter("ListImages", "")?;
+        let st = self.enter("ListImages", "").await?;
         Ok(Response::new(cri::ListImagesResponse {
             images: st.images.iter().map(image_message).collect(),
         }))
@@ -523,7 +540,7 @@ impl ImageService for Service {
         request: Request<cri::ImageStatusRequest>,
     ) -> Result<Response<cri::ImageStatusResponse>, Status> {
         let image = request.into_inner().image.unwrap_or_default().image;
-        let st = self.0.enter("ImageStatus", &image)?;
+        let st = self.enter("ImageStatus", &image).await?;
         Ok(Response::new(cri::ImageStatusResponse {
             image: st.find_image(&image).map(image_message),
             ..Default::default()
@@ -535,7 +552,7 @@ impl ImageService for Service {
         request: Request<cri::PullImageRequest>,
     ) -> Result<Response<cri::PullImageResponse>, Status> {
         let image = request.into_inner().image.unwrap_or_default().image;
-        let mut st = self.0.enter("PullImage", &image)?;
+        let mut st = self.enter("PullImage", &image).await?;
         if st.unpullable.contains(&image) {
             return Err(Status::not_found(format!(
                 "failed to resolve reference {image:?}: not found"
@@ -559,7 +576,7 @@ impl ImageService for Service {
         request: Request<cri::RemoveImageRequest>,
     ) -> Result<Response<cri::RemoveImageResponse>, Status> {
         let image = request.into_inner().image.unwrap_or_default().image;
-        let mut st = self.0.enter("RemoveImage", &image)?;
+        let mut st = self.enter("RemoveImage", &image).await?;
         st.images
             .retain(|i| i.id != image && !i.repo_tags.contains(&image));
         Ok(Response::new(cri::RemoveImageResponse {}))

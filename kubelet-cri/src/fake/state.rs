@@ -1,6 +1,6 @@
 //! The fake runtime's state and the handle tests script it with.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -118,6 +118,7 @@ pub(crate) struct State {
     pub(crate) unpullable: Vec<String>,
     pub(crate) calls: Vec<Call>,
     pub(crate) failures: HashMap<&'static str, (Code, String)>,
+    pub(crate) hanging: HashSet<&'static str>,
     pub(crate) runtime_ready: bool,
     pub(crate) network_ready: bool,
     next_id: u64,
@@ -198,6 +199,7 @@ impl FakeCri {
                 unpullable: Vec::new(),
                 calls: Vec::new(),
                 failures: HashMap::new(),
+                hanging: HashSet::new(),
                 runtime_ready: true,
                 network_ready: true,
                 next_id: 0,
@@ -211,17 +213,19 @@ impl FakeCri {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Records a call and returns the scripted failure of `method`, if any.
-    pub(crate) fn enter(
-        &self,
-        method: &'static str,
-        target: &str,
-    ) -> Result<MutexGuard<'_, State>, Status> {
+    /// Records a call; `true` when `method` is scripted to hang.
+    pub(crate) fn record(&self, method: &'static str, target: &str) -> bool {
         let mut st = self.lock();
         st.calls.push(Call {
             method,
             target: target.to_owned(),
         });
+        st.hanging.contains(method)
+    }
+
+    /// The state, or the scripted failure of `method`.
+    pub(crate) fn check(&self, method: &'static str) -> Result<MutexGuard<'_, State>, Status> {
+        let st = self.lock();
         if let Some((code, message)) = st.failures.get(method) {
             return Err(Status::new(*code, message.clone()));
         }
@@ -261,6 +265,17 @@ impl FakeCri {
     /// Stops failing `method`.
     pub fn clear_failure(&self, method: &'static str) {
         self.lock().failures.remove(method);
+    }
+
+    /// Makes later calls of `method` never answer (a stuck runtime), until
+    /// [`FakeCri::clear_hang`]; calls already hanging stay stuck until the client gives up.
+    pub fn hang(&self, method: &'static str) {
+        self.lock().hanging.insert(method);
+    }
+
+    /// Stops hanging `method`.
+    pub fn clear_hang(&self, method: &'static str) {
+        self.lock().hanging.remove(method);
     }
 
     /// Sets the `RuntimeReady` and `NetworkReady` conditions `Status` reports.
