@@ -31,6 +31,7 @@ pub struct ContainerToKill {
 }
 
 /// The steps [`crate::RemoteRuntime`]'s `sync_pod` takes for a pod (upstream `podActions`).
+#[doc(alias = "podActions")]
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PodActions {
     /// Stop every running container and the sandbox first.
@@ -54,6 +55,7 @@ pub struct PodActions {
 /// `(changed, attempt, existing sandbox id)`. A new sandbox is needed when there is none,
 /// when more than one is ready, when the newest is not ready, when its network namespace mode
 /// no longer matches `hostNetwork`, or when a pod-network sandbox has no IP.
+#[doc(alias = "PodSandboxChanged")]
 pub fn pod_sandbox_changed(pod: &Pod, status: &PodStatus) -> (bool, u32, Option<String>) {
     let Some(newest) = status.sandboxes.first() else {
         return (true, 0, None);
@@ -101,6 +103,7 @@ pub struct InitProgress<'a> {
 }
 
 /// Finds the next init container to run.
+#[doc(alias = "findNextInitContainerToRun")]
 pub fn find_next_init_container_to_run<'a>(pod: &Pod, status: &'a PodStatus) -> InitProgress<'a> {
     let inits = pod.init_containers();
     let finished = InitProgress {
@@ -184,6 +187,7 @@ fn container_succeeded(c: &Container, status: &PodStatus) -> bool {
 ///   [`should_container_be_restarted`] says so; kill and restart it when running with a spec
 ///   hash different from [`hash_container`]. Running containers that are not in the spec are
 ///   killed. When nothing is left running and nothing will start, the pod is killed.
+#[doc(alias = "computePodActions")]
 pub fn compute_pod_actions(pod: &Pod, status: &PodStatus) -> PodActions {
     let (create, attempt, sandbox_id) = pod_sandbox_changed(pod, status);
     let mut actions = PodActions {
@@ -305,6 +309,7 @@ pub fn compute_pod_actions(pod: &Pod, status: &PodStatus) -> PodActions {
 
 /// The crash-loop backoff key of a container (upstream `GetStableKey`):
 /// `<pod name>_<namespace>_<uid>_<container>_<hash hex>`.
+#[doc(alias = "GetStableKey")]
 pub fn backoff_key(pod: &Pod, container: &Container) -> String {
     format!(
         "{}_{}_{}_{}_{:x}",
@@ -347,6 +352,7 @@ pub fn go_duration(d: Duration) -> String {
 /// Only a container with an exited instance is subject to backoff. While its key is inside
 /// its window the start is refused with a `CrashLoopBackOff` error carrying upstream's
 /// message; otherwise the window is advanced ([`Backoff::next`]) and `None` returned.
+#[doc(alias = "doBackOff")]
 pub fn check_backoff(
     pod: &Pod,
     container: &Container,
