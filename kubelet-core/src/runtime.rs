@@ -310,9 +310,6 @@ pub trait RuntimeHelper: Send + Sync {
         container: &Container,
         pod_ips: &[String],
     ) -> std::result::Result<RunContainerOptions, String>;
-
-    /// Directory for the pod's logs, `<log-root>/<ns>_<name>_<uid>`.
-    fn pod_log_dir(&self, pod: &Pod) -> PathBuf;
 }
 
 /// A container runtime (upstream `kubecontainer.Runtime`), implemented over CRI by

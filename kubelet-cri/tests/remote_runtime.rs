@@ -58,10 +58,6 @@ impl RuntimeHelper for TestHelper {
             hostname: pod.name_or_empty().into(),
         })
     }
-
-    fn pod_log_dir(&self, _pod: &Pod) -> PathBuf {
-        PathBuf::from("/unused")
-    }
 }
 
 fn helper() -> Arc<dyn RuntimeHelper> {

@@ -13,7 +13,9 @@ pub fn check_host_path(path: &Path, kind: &str) -> Result<(), String> {
         "" => Ok(()),
         "DirectoryOrCreate" => match meta {
             Ok(m) if m.is_dir() => Ok(()),
-            Ok(_) => Err(format!("hostPath type check failed: {shown} is not a directory")),
+            Ok(_) => Err(format!(
+                "hostPath type check failed: {shown} is not a directory"
+            )),
             Err(_) => std::fs::DirBuilder::new()
                 .recursive(true)
                 .mode(0o755)
@@ -22,8 +24,12 @@ pub fn check_host_path(path: &Path, kind: &str) -> Result<(), String> {
         },
         "Directory" => match meta {
             Ok(m) if m.is_dir() => Ok(()),
-            Ok(_) => Err(format!("hostPath type check failed: {shown} is not a directory")),
-            Err(_) => Err(format!("hostPath type check failed: {shown} is not a directory (it does not exist)")),
+            Ok(_) => Err(format!(
+                "hostPath type check failed: {shown} is not a directory"
+            )),
+            Err(_) => Err(format!(
+                "hostPath type check failed: {shown} is not a directory (it does not exist)"
+            )),
         },
         "FileOrCreate" => match meta {
             Ok(m) if m.is_file() => Ok(()),
@@ -52,15 +58,21 @@ pub fn check_host_path(path: &Path, kind: &str) -> Result<(), String> {
         },
         "Socket" => match meta {
             Ok(m) if m.file_type().is_socket() => Ok(()),
-            _ => Err(format!("hostPath type check failed: {shown} is not a socket file")),
+            _ => Err(format!(
+                "hostPath type check failed: {shown} is not a socket file"
+            )),
         },
         "CharDevice" => match meta {
             Ok(m) if m.file_type().is_char_device() => Ok(()),
-            _ => Err(format!("hostPath type check failed: {shown} is not a character device")),
+            _ => Err(format!(
+                "hostPath type check failed: {shown} is not a character device"
+            )),
         },
         "BlockDevice" => match meta {
             Ok(m) if m.file_type().is_block_device() => Ok(()),
-            _ => Err(format!("hostPath type check failed: {shown} is not a block device")),
+            _ => Err(format!(
+                "hostPath type check failed: {shown} is not a block device"
+            )),
         },
         other => Err(format!("invalid hostPath type {other:?}")),
     }

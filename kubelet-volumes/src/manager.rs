@@ -26,7 +26,10 @@ pub struct DefaultVolumeManager {
 impl DefaultVolumeManager {
     /// A manager for the kubelet root directory `root_dir` (upstream `--root-dir`).
     pub fn new(root_dir: PathBuf) -> Self {
-        Self { root_dir, mounted: Mutex::new(HashMap::new()) }
+        Self {
+            root_dir,
+            mounted: Mutex::new(HashMap::new()),
+        }
     }
 
     fn pods_dir(&self) -> PathBuf {
@@ -42,31 +45,57 @@ impl DefaultVolumeManager {
     }
 
     fn set_up(&self, uid: &PodUid, volume: &Volume) -> Result<MountedVolume> {
-        let mount_err = |reason: String| Error::Mount { volume: volume.name.clone(), reason };
+        let mount_err = |reason: String| Error::Mount {
+            volume: volume.name.clone(),
+            reason,
+        };
         if let Some(empty_dir) = &volume.empty_dir {
             if empty_dir.medium.as_deref().is_some_and(|m| !m.is_empty()) {
-                return Err(mount_err("emptyDir medium other than the node's disk is not supported yet".into()));
+                return Err(mount_err(
+                    "emptyDir medium other than the node's disk is not supported yet".into(),
+                ));
             }
-            let path = self.volumes_dir(uid).join(EMPTY_DIR_PLUGIN).join(&volume.name);
+            let path = self
+                .volumes_dir(uid)
+                .join(EMPTY_DIR_PLUGIN)
+                .join(&volume.name);
             create_dir(&path, 0o777)?;
-            return Ok(MountedVolume { host_path: path, read_only: false });
+            return Ok(MountedVolume {
+                host_path: path,
+                read_only: false,
+            });
         }
         if let Some(host_path) = &volume.host_path {
             let path = PathBuf::from(&host_path.path);
             if !path.is_absolute() {
-                return Err(mount_err(format!("hostPath path {:?} must be absolute", host_path.path)));
+                return Err(mount_err(format!(
+                    "hostPath path {:?} must be absolute",
+                    host_path.path
+                )));
             }
             check_host_path(&path, host_path.type_.as_deref().unwrap_or("")).map_err(mount_err)?;
-            return Ok(MountedVolume { host_path: path, read_only: false });
+            return Ok(MountedVolume {
+                host_path: path,
+                read_only: false,
+            });
         }
-        Err(mount_err("this volume type is not supported by this kubelet yet".into()))
+        Err(mount_err(
+            "this volume type is not supported by this kubelet yet".into(),
+        ))
     }
 }
 
 fn create_dir(path: &Path, mode: u32) -> Result<()> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-    let io = |source| Error::Io { path: path.to_path_buf(), source };
-    std::fs::DirBuilder::new().recursive(true).mode(mode).create(path).map_err(io)?;
+    let io = |source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(mode)
+        .create(path)
+        .map_err(io)?;
     // emptyDir is world-writable as upstream (0777), regardless of the umask.
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(io)
 }
@@ -75,7 +104,11 @@ fn create_dir(path: &Path, mode: u32) -> Result<()> {
 impl VolumeManager for DefaultVolumeManager {
     async fn wait_for_attach_and_mount(&self, pod: &Pod) -> Result<()> {
         let uid = pod.uid();
-        let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_deref()).unwrap_or(&[]);
+        let volumes = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.volumes.as_deref())
+            .unwrap_or(&[]);
         let mut set_up = HashMap::new();
         for volume in volumes {
             set_up.insert(volume.name.clone(), self.set_up(&uid, volume)?);
@@ -103,7 +136,12 @@ impl VolumeManager for DefaultVolumeManager {
         let entries = match std::fs::read_dir(self.pods_dir()) {
             Ok(entries) => entries,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(source) => return Err(Error::Io { path: self.pods_dir(), source }),
+            Err(source) => {
+                return Err(Error::Io {
+                    path: self.pods_dir(),
+                    source,
+                });
+            }
         };
         for entry in entries.flatten() {
             let uid = PodUid(entry.file_name().to_string_lossy().into_owned());
@@ -144,17 +182,28 @@ mod tests {
         let host = tempfile::tempdir().expect("tempdir");
         let vm = DefaultVolumeManager::new(root.path().to_path_buf());
         let p = with_volumes(vec![
-            Volume { name: "scratch".into(), empty_dir: Some(EmptyDirVolumeSource::default()), ..Default::default() },
+            Volume {
+                name: "scratch".into(),
+                empty_dir: Some(EmptyDirVolumeSource::default()),
+                ..Default::default()
+            },
             Volume {
                 name: "host".into(),
-                host_path: Some(HostPathVolumeSource { path: host.path().display().to_string(), type_: Some("Directory".into()) }),
+                host_path: Some(HostPathVolumeSource {
+                    path: host.path().display().to_string(),
+                    type_: Some("Directory".into()),
+                }),
                 ..Default::default()
             },
         ]);
         vm.wait_for_attach_and_mount(&p).await.expect("mount");
         let mounted = vm.mounted_volumes(&p.uid());
         let scratch = &mounted["scratch"].host_path;
-        assert_eq!(*scratch, root.path().join("pods/uid-v/volumes/kubernetes.io~empty-dir/scratch"));
+        assert_eq!(
+            *scratch,
+            root.path()
+                .join("pods/uid-v/volumes/kubernetes.io~empty-dir/scratch")
+        );
         assert!(scratch.is_dir());
         assert_eq!(mounted["host"].host_path, host.path());
         vm.unmount_pod(&p.uid()).await.expect("unmount");
@@ -169,10 +218,16 @@ mod tests {
         let vm = DefaultVolumeManager::new(root.path().to_path_buf());
         let p = with_volumes(vec![Volume {
             name: "missing".into(),
-            host_path: Some(HostPathVolumeSource { path: "/does/not/exist".into(), type_: Some("Directory".into()) }),
+            host_path: Some(HostPathVolumeSource {
+                path: "/does/not/exist".into(),
+                type_: Some("Directory".into()),
+            }),
             ..Default::default()
         }]);
-        let err = vm.wait_for_attach_and_mount(&p).await.expect_err("must fail");
+        let err = vm
+            .wait_for_attach_and_mount(&p)
+            .await
+            .expect_err("must fail");
         assert!(err.to_string().contains("\"missing\""), "{err}");
         assert!(err.to_string().contains("not a directory"), "{err}");
     }
@@ -182,7 +237,8 @@ mod tests {
         let root = tempfile::tempdir().expect("tempdir");
         let vm = DefaultVolumeManager::new(root.path().to_path_buf());
         for uid in ["keep", "orphan"] {
-            std::fs::create_dir_all(root.path().join("pods").join(uid).join("volumes")).expect("mkdir");
+            std::fs::create_dir_all(root.path().join("pods").join(uid).join("volumes"))
+                .expect("mkdir");
         }
         let active: HashSet<PodUid> = [PodUid::from("keep")].into();
         vm.cleanup_orphaned(&active).await.expect("cleanup");

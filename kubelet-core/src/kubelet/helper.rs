@@ -1,7 +1,6 @@
 //! The kubelet's [`RuntimeHelper`]: per-container environment and mounts
 //! (upstream `GenerateRunContainerOptions` and `makeMounts` in `pkg/kubelet/kubelet_pods.go`).
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Container, Pod};
@@ -14,22 +13,19 @@ use crate::volume::VolumeManager;
 #[derive(Clone)]
 pub struct KubeletRuntimeHelper {
     volumes: Arc<dyn VolumeManager>,
-    log_root: PathBuf,
 }
 
 impl std::fmt::Debug for KubeletRuntimeHelper {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KubeletRuntimeHelper")
-            .field("log_root", &self.log_root)
             .finish_non_exhaustive()
     }
 }
 
 impl KubeletRuntimeHelper {
-    /// A helper reading mounts from `volumes`, with pod logs under `log_root`
-    /// (upstream `/var/log/pods`).
-    pub fn new(volumes: Arc<dyn VolumeManager>, log_root: PathBuf) -> Self {
-        Self { volumes, log_root }
+    /// A helper reading mounts from `volumes`.
+    pub fn new(volumes: Arc<dyn VolumeManager>) -> Self {
+        Self { volumes }
     }
 }
 
@@ -54,7 +50,10 @@ impl RuntimeHelper for KubeletRuntimeHelper {
         let mut mounts = Vec::new();
         for vm in container.volume_mounts.iter().flatten() {
             let Some(volume) = volumes.get(&vm.name) else {
-                return Err(format!("cannot find volume {:?} to mount into container {:?}", vm.name, container.name));
+                return Err(format!(
+                    "cannot find volume {:?} to mount into container {:?}",
+                    vm.name, container.name
+                ));
             };
             if vm.sub_path.as_deref().is_some_and(|s| !s.is_empty())
                 || vm.sub_path_expr.as_deref().is_some_and(|s| !s.is_empty())
@@ -75,15 +74,10 @@ impl RuntimeHelper for KubeletRuntimeHelper {
             .as_ref()
             .and_then(|s| s.hostname.clone())
             .unwrap_or_else(|| pod.name_or_empty().to_owned());
-        Ok(RunContainerOptions { envs, mounts, hostname })
-    }
-
-    fn pod_log_dir(&self, pod: &Pod) -> PathBuf {
-        self.log_root.join(format!(
-            "{}_{}_{}",
-            pod.namespace_or_default(),
-            pod.name_or_empty(),
-            pod.uid()
-        ))
+        Ok(RunContainerOptions {
+            envs,
+            mounts,
+            hostname,
+        })
     }
 }

@@ -25,7 +25,9 @@ use crate::volume::VolumeManager;
 
 pub use helper::KubeletRuntimeHelper;
 pub use runtime_state::RuntimeState;
-pub use syncer::{KubeletPodSyncer, Managers, ORPHAN_GRACE_PERIOD_SECONDS, running_pod_from_status};
+pub use syncer::{
+    KubeletPodSyncer, Managers, ORPHAN_GRACE_PERIOD_SECONDS, running_pod_from_status,
+};
 
 /// Whether every pod source has delivered its first snapshot (gates housekeeping).
 pub type SourcesReady = Arc<dyn Fn() -> bool + Send + Sync>;
@@ -109,7 +111,9 @@ impl Kubelet {
     pub async fn handle_pleg_event(&self, event: &crate::pleg::Event) {
         match self.pod_manager.pod_by_uid(&event.id) {
             Some(pod) => self.handle_pod_syncs(vec![pod]).await,
-            None => debug!(pod = %event.id, kind = ?event.kind, "PLEG event for a pod with no config"),
+            None => {
+                debug!(pod = %event.id, kind = ?event.kind, "PLEG event for a pod with no config")
+            }
         }
     }
 }
@@ -117,7 +121,11 @@ impl Kubelet {
 #[async_trait]
 impl SyncHandler for Kubelet {
     async fn handle_pod_additions(&self, mut pods: Vec<Pod>) {
-        pods.sort_by(|a, b| a.metadata.creation_timestamp.cmp(&b.metadata.creation_timestamp));
+        pods.sort_by(|a, b| {
+            a.metadata
+                .creation_timestamp
+                .cmp(&b.metadata.creation_timestamp)
+        });
         for pod in pods {
             info!(pod = %pod.full_name(), uid = %pod.uid(), "pod added");
             self.pod_manager.add_pod(pod.clone());
@@ -163,7 +171,11 @@ impl SyncHandler for Kubelet {
         self.status.remove_orphaned_statuses(&keep);
         self.crash_backoff.gc();
 
-        let running = self.runtime.get_pods(false).await.map_err(|e| e.to_string())?;
+        let running = self
+            .runtime
+            .get_pods(false)
+            .await
+            .map_err(|e| e.to_string())?;
         for rp in running {
             if desired.contains(&rp.uid) {
                 continue;
@@ -183,7 +195,11 @@ impl SyncHandler for Kubelet {
             });
         }
         // Stopped runtime pods nobody wants (e.g. left over after a kubelet restart).
-        let all = self.runtime.get_pods(true).await.map_err(|e| e.to_string())?;
+        let all = self
+            .runtime
+            .get_pods(true)
+            .await
+            .map_err(|e| e.to_string())?;
         for rp in all {
             if !keep.contains(&rp.uid)
                 && rp.is_empty_or_stopped()

@@ -54,7 +54,9 @@ impl RuntimeState {
         let inner = self.lock();
         let mut errs = Vec::new();
         match inner.last_base_runtime_sync {
-            None => errs.push("container runtime status check may not have completed yet".to_owned()),
+            None => {
+                errs.push("container runtime status check may not have completed yet".to_owned())
+            }
             Some(t) if t.elapsed() > MAX_WAIT_FOR_RUNTIME => {
                 errs.push("container runtime is down".to_owned())
             }
@@ -80,7 +82,8 @@ impl RuntimeState {
         match runtime.status().await {
             Ok(status) => {
                 let mut inner = self.lock();
-                let was_down = inner.runtime_error.is_some() || inner.last_base_runtime_sync.is_none();
+                let was_down =
+                    inner.runtime_error.is_some() || inner.last_base_runtime_sync.is_none();
                 inner.network_error = (!status.network_ready)
                     .then(|| format!("container runtime network not ready: {}", status.message));
                 if status.runtime_ready {
@@ -90,7 +93,8 @@ impl RuntimeState {
                         info!("container runtime is ready");
                     }
                 } else {
-                    inner.runtime_error = Some(format!("container runtime not ready: {}", status.message));
+                    inner.runtime_error =
+                        Some(format!("container runtime not ready: {}", status.message));
                 }
             }
             Err(e) => {
@@ -120,9 +124,9 @@ impl RuntimeState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cache::PodCache;
     use crate::runtime::RuntimeStatus;
     use crate::testing::{FakePleg, FakeRuntime};
-    use crate::cache::PodCache;
 
     #[tokio::test(start_paused = true)]
     async fn reports_down_until_checked_and_after_failures() {
@@ -135,11 +139,18 @@ mod tests {
         state.update(rt.as_ref()).await;
         assert!(state.runtime_errors()[0].contains("status check failed"));
         rt.set_down(false);
-        rt.set_runtime_status(RuntimeStatus { runtime_ready: true, network_ready: false, message: "cni".into() });
+        rt.set_runtime_status(RuntimeStatus {
+            runtime_ready: true,
+            network_ready: false,
+            message: "cni".into(),
+        });
         state.update(rt.as_ref()).await;
         assert!(state.runtime_errors().is_empty());
         assert!(state.network_errors().is_some());
         tokio::time::advance(MAX_WAIT_FOR_RUNTIME + Duration::from_secs(1)).await;
-        assert_eq!(state.runtime_errors(), vec!["container runtime is down".to_owned()]);
+        assert_eq!(
+            state.runtime_errors(),
+            vec!["container runtime is down".to_owned()]
+        );
     }
 }

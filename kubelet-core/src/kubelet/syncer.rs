@@ -14,7 +14,9 @@ use crate::cache::PodCache;
 use crate::pleg::Pleg;
 use crate::pod::{PodExt, PodUid};
 use crate::pod_manager::PodManager;
-use crate::runtime::{ContainerState, PodStatus, PodSyncResult, Runtime, RuntimeHelper, RunningPod};
+use crate::runtime::{
+    ContainerState, PodStatus, PodSyncResult, RunningPod, Runtime, RuntimeHelper,
+};
 use crate::status::{StatusInputs, StatusManager, is_terminal_phase};
 use crate::sync::{Error, PodSyncer, Result, SyncPodType};
 use crate::volume::VolumeManager;
@@ -53,7 +55,9 @@ pub struct KubeletPodSyncer {
 
 impl std::fmt::Debug for KubeletPodSyncer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KubeletPodSyncer").field("root_dir", &self.root_dir).finish_non_exhaustive()
+        f.debug_struct("KubeletPodSyncer")
+            .field("root_dir", &self.root_dir)
+            .finish_non_exhaustive()
     }
 }
 
@@ -68,11 +72,22 @@ impl KubeletPodSyncer {
         root_dir: PathBuf,
         host_ips: Vec<String>,
     ) -> Self {
-        Self { managers, pod_manager, runtime_state, crash_backoff, root_dir, host_ips }
+        Self {
+            managers,
+            pod_manager,
+            runtime_state,
+            crash_backoff,
+            root_dir,
+            host_ips,
+        }
     }
 
     fn inputs<'a>(&'a self, sync_result: Option<&'a PodSyncResult>) -> StatusInputs<'a> {
-        StatusInputs { sync_result, host_ips: &self.host_ips, ..Default::default() }
+        StatusInputs {
+            sync_result,
+            host_ips: &self.host_ips,
+            ..Default::default()
+        }
     }
 
     /// Generates and stores the status; returns `true` when it is terminal.
@@ -83,8 +98,19 @@ impl KubeletPodSyncer {
         terminal
     }
 
-    async fn refresh(&self, pod_uid: &PodUid, name: &str, namespace: &str, fallback: &PodStatus) -> Arc<PodStatus> {
-        match self.managers.pleg.relist_pod(pod_uid, name, namespace).await {
+    async fn refresh(
+        &self,
+        pod_uid: &PodUid,
+        name: &str,
+        namespace: &str,
+        fallback: &PodStatus,
+    ) -> Arc<PodStatus> {
+        match self
+            .managers
+            .pleg
+            .relist_pod(pod_uid, name, namespace)
+            .await
+        {
             Ok(()) => self
                 .managers
                 .cache
@@ -166,10 +192,21 @@ impl PodSyncer for KubeletPodSyncer {
         let result = self
             .managers
             .runtime
-            .sync_pod(pod, status, self.managers.helper.clone(), &self.crash_backoff)
+            .sync_pod(
+                pod,
+                status,
+                self.managers.helper.clone(),
+                &self.crash_backoff,
+            )
             .await?;
         let fresh = if result.changed || !result.is_ok() {
-            self.refresh(&uid, pod.name_or_empty(), pod.namespace_or_default(), status).await
+            self.refresh(
+                &uid,
+                pod.name_or_empty(),
+                pod.namespace_or_default(),
+                status,
+            )
+            .await
         } else {
             Arc::new(status.clone())
         };
@@ -191,18 +228,39 @@ impl PodSyncer for KubeletPodSyncer {
         Ok(false)
     }
 
-    async fn sync_terminating_pod(&self, pod: &Pod, status: &PodStatus, grace: Option<i64>) -> Result<()> {
+    async fn sync_terminating_pod(
+        &self,
+        pod: &Pod,
+        status: &PodStatus,
+        grace: Option<i64>,
+    ) -> Result<()> {
         let uid = pod.uid();
         info!(pod = %pod.full_name(), grace_period_seconds = ?grace, "killing pod");
-        let inputs = StatusInputs { terminating: true, ..self.inputs(None) };
+        let inputs = StatusInputs {
+            terminating: true,
+            ..self.inputs(None)
+        };
         self.record_status(pod, status, &inputs);
         self.managers
             .runtime
             .kill_pod(Some(pod), &running_pod_from_status(status), grace)
             .await?;
-        let fresh = self.refresh(&uid, pod.name_or_empty(), pod.namespace_or_default(), status).await;
-        if fresh.containers.iter().any(|c| c.state == ContainerState::Running) {
-            return Err(Error::Other("containers are still running after kill".into()));
+        let fresh = self
+            .refresh(
+                &uid,
+                pod.name_or_empty(),
+                pod.namespace_or_default(),
+                status,
+            )
+            .await;
+        if fresh
+            .containers
+            .iter()
+            .any(|c| c.state == ContainerState::Running)
+        {
+            return Err(Error::Other(
+                "containers are still running after kill".into(),
+            ));
         }
         self.record_status(pod, &fresh, &inputs);
         self.managers.status.terminate_pod(pod);
@@ -225,7 +283,10 @@ impl PodSyncer for KubeletPodSyncer {
         self.managers.volumes.unmount_pod(&uid).await?;
         if !self.pod_manager.contains(&uid) {
             // Gone from the config: nothing will read its exit codes any more.
-            self.managers.runtime.remove_pod(&running_pod_from_status(status)).await?;
+            self.managers
+                .runtime
+                .remove_pod(&running_pod_from_status(status))
+                .await?;
             self.managers.cache.delete(&uid);
             let dir = self.root_dir.join("pods").join(uid.as_str());
             if let Err(e) = std::fs::remove_dir_all(&dir)

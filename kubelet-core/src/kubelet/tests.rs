@@ -1,6 +1,5 @@
 //! The sync loop, pod workers and pod syncer together, on the fake runtime.
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -43,12 +42,15 @@ fn node() -> Node {
         status: Arc::new(status.clone()),
         pleg: pleg.clone(),
         cache: cache.clone(),
-        helper: Arc::new(KubeletRuntimeHelper::new(vm, PathBuf::from("/tmp/logs"))),
+        helper: Arc::new(KubeletRuntimeHelper::new(vm)),
     };
     let token = CancellationToken::new();
     let pod_manager = PodManager::new();
     let runtime_state = RuntimeState::new(pleg.clone());
-    let backoff = Arc::new(Backoff::new(Duration::from_secs(10), Duration::from_secs(300)));
+    let backoff = Arc::new(Backoff::new(
+        Duration::from_secs(10),
+        Duration::from_secs(300),
+    ));
     let syncer = Arc::new(KubeletPodSyncer::new(
         managers.clone(),
         pod_manager.clone(),
@@ -74,7 +76,11 @@ fn node() -> Node {
     let (updates, updates_rx) = mpsc::channel(16);
     let (events, events_rx) = mpsc::channel(16);
     let health = sync_loop::Health::new(Duration::from_secs(60));
-    tokio::spawn(runtime_state.clone().run(rt, Duration::from_secs(5), token.clone()));
+    tokio::spawn(
+        runtime_state
+            .clone()
+            .run(rt, Duration::from_secs(5), token.clone()),
+    );
     tokio::spawn(sync_loop::run(
         kubelet,
         updates_rx,
@@ -84,13 +90,27 @@ fn node() -> Node {
         sync_loop::Config::default(),
         token.clone(),
     ));
-    Node { runtime, status, volumes, updates, events, ready, health, token, _root: root }
+    Node {
+        runtime,
+        status,
+        volumes,
+        updates,
+        events,
+        ready,
+        health,
+        token,
+        _root: root,
+    }
 }
 
 impl Node {
     async fn send(&self, op: Operation, pods: Vec<Pod>) {
         self.updates
-            .send(PodUpdate { pods, op, source: FILE_SOURCE.into() })
+            .send(PodUpdate {
+                pods,
+                op,
+                source: FILE_SOURCE.into(),
+            })
             .await
             .expect("sync loop running");
     }
@@ -100,7 +120,10 @@ impl Node {
 async fn eventually(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = tokio::time::Instant::now() + limit;
     while !cond() {
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for: {what}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for: {what}"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
@@ -122,9 +145,16 @@ async fn added_pod_runs_without_waiting_for_a_tick() {
     let p = pod("web");
     let start = tokio::time::Instant::now();
     n.send(Operation::Add, vec![p.clone()]).await;
-    eventually(Duration::from_secs(30), "pod running", || n.status.phase(&p.uid()).as_deref() == Some("Running")).await;
+    eventually(Duration::from_secs(30), "pod running", || {
+        n.status.phase(&p.uid()).as_deref() == Some("Running")
+    })
+    .await;
     // Only the runtime's first status check (at t=0) precedes the start: no relist or sync tick.
-    assert!(start.elapsed() < Duration::from_millis(100), "took {:?}", start.elapsed());
+    assert!(
+        start.elapsed() < Duration::from_millis(100),
+        "took {:?}",
+        start.elapsed()
+    );
     assert!(running(&n.runtime, &p.uid(), "app").is_some());
     n.token.cancel();
 }
@@ -134,10 +164,19 @@ async fn removed_pod_is_killed_removed_and_unmounted() {
     let n = node();
     let p = pod("gone");
     n.send(Operation::Add, vec![p.clone()]).await;
-    eventually(Duration::from_secs(30), "running", || running(&n.runtime, &p.uid(), "app").is_some()).await;
+    eventually(Duration::from_secs(30), "running", || {
+        running(&n.runtime, &p.uid(), "app").is_some()
+    })
+    .await;
     n.send(Operation::Remove, vec![p.clone()]).await;
-    eventually(Duration::from_secs(30), "removed from runtime", || n.runtime.running_pods().is_empty()).await;
-    eventually(Duration::from_secs(30), "volumes torn down", || n.volumes.unmounted().contains(&p.uid())).await;
+    eventually(Duration::from_secs(30), "removed from runtime", || {
+        n.runtime.running_pods().is_empty()
+    })
+    .await;
+    eventually(Duration::from_secs(30), "volumes torn down", || {
+        n.volumes.unmounted().contains(&p.uid())
+    })
+    .await;
     n.token.cancel();
 }
 
@@ -146,13 +185,23 @@ async fn exited_container_is_restarted_on_pleg_event() {
     let n = node();
     let p = pod("crash");
     n.send(Operation::Add, vec![p.clone()]).await;
-    eventually(Duration::from_secs(30), "running", || running(&n.runtime, &p.uid(), "app").is_some()).await;
+    eventually(Duration::from_secs(30), "running", || {
+        running(&n.runtime, &p.uid(), "app").is_some()
+    })
+    .await;
     assert!(n.runtime.exit_container(&p.uid(), "app", 1));
     n.events
-        .send(Event { id: p.uid(), kind: EventType::ContainerDied, container_id: None })
+        .send(Event {
+            id: p.uid(),
+            kind: EventType::ContainerDied,
+            container_id: None,
+        })
         .await
         .expect("send");
-    eventually(Duration::from_secs(30), "restarted", || n.runtime.container_count(&p.uid()) == 2).await;
+    eventually(Duration::from_secs(30), "restarted", || {
+        n.runtime.container_count(&p.uid()) == 2
+    })
+    .await;
     assert!(running(&n.runtime, &p.uid(), "app").is_some());
     n.token.cancel();
 }
@@ -162,13 +211,23 @@ async fn run_once_pod_succeeds_and_keeps_its_exited_container() {
     let n = node();
     let p = pod_with("once", "Never", &["app"]);
     n.send(Operation::Add, vec![p.clone()]).await;
-    eventually(Duration::from_secs(30), "running", || running(&n.runtime, &p.uid(), "app").is_some()).await;
+    eventually(Duration::from_secs(30), "running", || {
+        running(&n.runtime, &p.uid(), "app").is_some()
+    })
+    .await;
     n.runtime.exit_container(&p.uid(), "app", 0);
     n.events
-        .send(Event { id: p.uid(), kind: EventType::ContainerDied, container_id: None })
+        .send(Event {
+            id: p.uid(),
+            kind: EventType::ContainerDied,
+            container_id: None,
+        })
         .await
         .expect("send");
-    eventually(Duration::from_secs(30), "succeeded", || n.status.phase(&p.uid()).as_deref() == Some("Succeeded")).await;
+    eventually(Duration::from_secs(30), "succeeded", || {
+        n.status.phase(&p.uid()).as_deref() == Some("Succeeded")
+    })
+    .await;
     // Terminated but still desired: the exited container stays (exit code survives restarts).
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert_eq!(n.runtime.container_count(&p.uid()), 1);
@@ -180,7 +239,10 @@ async fn changed_spec_replaces_the_container() {
     let n = node();
     let p = pod("edit");
     n.send(Operation::Add, vec![p.clone()]).await;
-    eventually(Duration::from_secs(30), "running", || running(&n.runtime, &p.uid(), "app").is_some()).await;
+    eventually(Duration::from_secs(30), "running", || {
+        running(&n.runtime, &p.uid(), "app").is_some()
+    })
+    .await;
     let before = running(&n.runtime, &p.uid(), "app");
     let mut p2 = p.clone();
     if let Some(spec) = p2.spec.as_mut() {
@@ -200,15 +262,27 @@ async fn orphan_runtime_pod_is_killed_once_sources_ready() {
     let n = node();
     // Put a pod in the runtime directly, bypassing config.
     let orphan = pod("stray");
-    let helper: Arc<dyn crate::runtime::RuntimeHelper> = Arc::new(crate::testing::FakeRuntimeHelper);
+    let helper: Arc<dyn crate::runtime::RuntimeHelper> =
+        Arc::new(crate::testing::FakeRuntimeHelper);
     n.runtime
-        .sync_pod(&orphan, &Default::default(), helper, &Backoff::crash_loop_default())
+        .sync_pod(
+            &orphan,
+            &Default::default(),
+            helper,
+            &Backoff::crash_loop_default(),
+        )
         .await
         .expect("sync");
     tokio::time::sleep(Duration::from_secs(10)).await;
-    assert!(running(&n.runtime, &orphan.uid(), "app").is_some(), "killed before sources were ready");
+    assert!(
+        running(&n.runtime, &orphan.uid(), "app").is_some(),
+        "killed before sources were ready"
+    );
     n.ready.store(true, Ordering::SeqCst);
-    eventually(Duration::from_secs(30), "orphan removed", || n.runtime.running_pods().is_empty()).await;
+    eventually(Duration::from_secs(30), "orphan removed", || {
+        n.runtime.running_pods().is_empty()
+    })
+    .await;
     n.token.cancel();
 }
 
@@ -222,8 +296,15 @@ async fn runtime_outage_blocks_syncing_and_health_then_converges() {
     assert!(n.health.check().is_err());
     assert!(n.runtime.running_pods().is_empty());
     n.runtime.set_down(false);
-    n.runtime.set_runtime_status(RuntimeStatus { runtime_ready: true, network_ready: true, message: String::new() });
-    eventually(Duration::from_secs(60), "running after outage", || running(&n.runtime, &p.uid(), "app").is_some()).await;
+    n.runtime.set_runtime_status(RuntimeStatus {
+        runtime_ready: true,
+        network_ready: true,
+        message: String::new(),
+    });
+    eventually(Duration::from_secs(60), "running after outage", || {
+        running(&n.runtime, &p.uid(), "app").is_some()
+    })
+    .await;
     assert!(n.health.check().is_ok());
     // Exactly one sandbox: nothing was duplicated by retries.
     let pods = n.runtime.running_pods();

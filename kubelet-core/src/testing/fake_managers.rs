@@ -31,9 +31,17 @@ impl FakeStatusManager {
 }
 
 impl StatusManager for FakeStatusManager {
-    fn generate<'a>(&self, pod: &Pod, runtime: &PodStatus, _inputs: &StatusInputs<'a>) -> ApiPodStatus {
+    fn generate<'a>(
+        &self,
+        pod: &Pod,
+        runtime: &PodStatus,
+        _inputs: &StatusInputs<'a>,
+    ) -> ApiPodStatus {
         let specs = pod.containers();
-        let newest: Vec<_> = specs.iter().filter_map(|c| runtime.container(&c.name)).collect();
+        let newest: Vec<_> = specs
+            .iter()
+            .filter_map(|c| runtime.container(&c.name))
+            .collect();
         let phase = if newest.iter().any(|c| c.state == ContainerState::Running) {
             "Running"
         } else if newest.len() == specs.len()
@@ -41,11 +49,19 @@ impl StatusManager for FakeStatusManager {
             && newest.iter().all(|c| c.state == ContainerState::Exited)
             && pod.restart_policy() != "Always"
         {
-            if newest.iter().all(|c| c.exit_code == 0) { "Succeeded" } else { "Failed" }
+            if newest.iter().all(|c| c.exit_code == 0) {
+                "Succeeded"
+            } else {
+                "Failed"
+            }
         } else {
             "Pending"
         };
-        ApiPodStatus { phase: Some(phase.into()), pod_ips: None, ..Default::default() }
+        ApiPodStatus {
+            phase: Some(phase.into()),
+            pod_ips: None,
+            ..Default::default()
+        }
     }
 
     fn set_pod_status(&self, pod: &Pod, status: ApiPodStatus) {
@@ -77,7 +93,10 @@ pub struct FakeVolumeManager {
 impl FakeVolumeManager {
     /// Pods whose volumes were torn down.
     pub fn unmounted(&self) -> Vec<PodUid> {
-        self.unmounted.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.unmounted
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 }
 
@@ -90,7 +109,10 @@ impl VolumeManager for FakeVolumeManager {
         HashMap::new()
     }
     async fn unmount_pod(&self, uid: &PodUid) -> VolumeResult<()> {
-        self.unmounted.lock().unwrap_or_else(|e| e.into_inner()).push(uid.clone());
+        self.unmounted
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(uid.clone());
         Ok(())
     }
     async fn cleanup_orphaned(&self, _active: &HashSet<PodUid>) -> VolumeResult<()> {

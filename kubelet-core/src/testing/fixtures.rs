@@ -1,6 +1,5 @@
 //! Pod fixtures and a trivial [`RuntimeHelper`].
 
-use std::path::PathBuf;
 
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -60,9 +59,5 @@ impl RuntimeHelper for FakeRuntimeHelper {
             mounts: vec![],
             hostname: pod.metadata.name.clone().unwrap_or_default(),
         })
-    }
-
-    fn pod_log_dir(&self, _pod: &Pod) -> PathBuf {
-        PathBuf::from("/tmp/fake-logs")
     }
 }
