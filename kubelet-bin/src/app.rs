@@ -68,10 +68,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         status: status.clone(),
         pleg: pleg.clone(),
         cache: cache.clone(),
-        helper: Arc::new(KubeletRuntimeHelper::new(
-            volumes,
-            settings.pod_log_dir.clone(),
-        )),
+        helper: Arc::new(KubeletRuntimeHelper::new(volumes)),
     };
 
     let (mut pod_config, updates) = PodConfig::new();

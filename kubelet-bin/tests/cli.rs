@@ -1,0 +1,76 @@
+//! The binary's command line: bad flags or config exit with status 64 and a message naming
+//! what is wrong; `--help` documents upstream's flag names.
+
+use std::process::Command;
+
+fn kubelet(args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_kubelet"))
+        .args(args)
+        .output()
+        .expect("run kubelet");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap_or(-1), text)
+}
+
+#[test]
+fn bad_flags_exit_64_with_a_clear_message() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--no-such-flag"], "--no-such-flag"),
+        (&["--sync-frequency", "soon"], "sync-frequency"),
+        (&["--read-only-port", "70000"], "read-only-port"),
+        (
+            &["--container-runtime-endpoint", "tcp://10.0.0.1:1"],
+            "unix://",
+        ),
+        (
+            &["--config", "/does/not/exist.yaml"],
+            "/does/not/exist.yaml",
+        ),
+        (&["--file-check-frequency", "0s"], "file-check-frequency"),
+    ];
+    for (args, needle) in cases {
+        let (code, text) = kubelet(args);
+        assert_eq!(code, 64, "{args:?} exited {code}: {text}");
+        assert!(
+            text.contains(needle),
+            "{args:?}: message does not name {needle:?}: {text}"
+        );
+    }
+}
+
+#[test]
+fn bad_config_file_exits_64_naming_the_field() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("kubelet.yaml");
+    std::fs::write(&path, "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nsyncFrequency: often\n")
+        .expect("write");
+    let (code, text) = kubelet(&["--config", path.to_str().expect("utf8")]);
+    assert_eq!(code, 64, "{text}");
+    assert!(text.contains("syncFrequency"), "{text}");
+}
+
+#[test]
+fn help_lists_upstream_flag_names() {
+    let (code, text) = kubelet(&["--help"]);
+    assert_eq!(code, 0);
+    for flag in [
+        "--pod-manifest-path",
+        "--container-runtime-endpoint",
+        "--root-dir",
+        "--hostname-override",
+        "--node-ip",
+        "--read-only-port",
+        "--healthz-port",
+        "--healthz-bind-address",
+        "--sync-frequency",
+        "--file-check-frequency",
+        "--config",
+        "-v",
+    ] {
+        assert!(text.contains(flag), "--help lacks {flag}");
+    }
+}
