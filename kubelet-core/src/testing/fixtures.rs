@@ -1,6 +1,5 @@
 //! Pod fixtures and a trivial [`RuntimeHelper`].
 
-
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
