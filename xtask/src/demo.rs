@@ -5,9 +5,9 @@ use std::{
     env,
     fs::File,
     io::{Read, Write},
-    net::TcpStream,
+    net::{TcpListener, TcpStream},
     os::unix::process::CommandExt,
-    path::Path,
+    path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     sync::mpsc::RecvTimeoutError,
     thread,
@@ -22,10 +22,30 @@ use xtask::{project_root, target_dir, testbed};
 const READ_ONLY_PORT: u16 = 10255;
 const NODE_NAME: &str = "demo-node";
 
-pub(crate) fn run() -> Result<()> {
+/// Runs the demo with `kubelet`, or with a freshly built `kubelet-bin` when `None`.
+pub(crate) fn run(kubelet: Option<PathBuf>) -> Result<()> {
     let interrupted = crate::interrupts()?;
     let demo = target_dir().join("testbed").join("demo");
     let root = project_root();
+
+    if TcpListener::bind(("127.0.0.1", READ_ONLY_PORT)).is_err() {
+        bail!("port {READ_ONLY_PORT} is in use: is another kubelet (or demo) running?");
+    }
+    let kubelet_bin = match kubelet {
+        Some(path) => path,
+        None => {
+            println!("==> building the kubelet (package kubelet-bin)");
+            let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            let status = Command::new(cargo)
+                .args(["build", "--package", "kubelet-bin", "--bin", "kubelet"])
+                .current_dir(&root)
+                .status()?;
+            if !status.success() {
+                bail!("cannot build the kubelet ({status})");
+            }
+            target_dir().join("debug").join("kubelet")
+        }
+    };
 
     println!("==> starting a private containerd in {}", demo.display());
     let started = Instant::now();
@@ -36,20 +56,10 @@ pub(crate) fn run() -> Result<()> {
         testbed.endpoint()
     );
 
-    println!("==> building the kubelet (package kubelet-bin)");
-    let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = Command::new(cargo)
-        .args(["build", "--package", "kubelet-bin", "--bin", "kubelet"])
-        .current_dir(&root)
-        .status()?;
-    if !status.success() {
-        bail!("cannot build the kubelet ({status})");
-    }
-
     let log_path = demo.join("kubelet.log");
     let log = File::create(&log_path)?;
     let manifests = root.join("examples").join("manifests");
-    let mut command = Command::new(target_dir().join("debug").join("kubelet"));
+    let mut command = Command::new(&kubelet_bin);
     command
         .arg("--pod-manifest-path")
         .arg(&manifests)
@@ -57,6 +67,8 @@ pub(crate) fn run() -> Result<()> {
         .arg(testbed.endpoint())
         .arg("--root-dir")
         .arg(demo.join("root"))
+        .arg("--pod-log-dir")
+        .arg(demo.join("logs"))
         .args(["--hostname-override", NODE_NAME])
         .args(["--read-only-port", &READ_ONLY_PORT.to_string()])
         .env(
@@ -70,9 +82,11 @@ pub(crate) fn run() -> Result<()> {
     println!("==> {}", show(&command));
     let mut kubelet = Kubelet(command.spawn().context("cannot start the kubelet")?);
     println!(
-        "    logs: {}; pods: http://127.0.0.1:{READ_ONLY_PORT}/pods; Ctrl-C to stop",
-        log_path.display()
+        "    kubelet log: {}; container logs: {}",
+        log_path.display(),
+        demo.join("logs").display()
     );
+    println!("    pods: http://127.0.0.1:{READ_ONLY_PORT}/pods; Ctrl-C to stop");
 
     let started = Instant::now();
     let mut last = String::new();

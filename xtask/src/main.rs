@@ -3,11 +3,10 @@
 mod ci;
 mod demo;
 
-use std::{path::PathBuf, process::ExitCode, sync::mpsc, thread, time::Instant};
+use std::{path::PathBuf, process::ExitCode, sync::mpsc, time::Instant};
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
-use nix::sys::signal::{SigSet, Signal};
 use xtask::{images, target_dir, testbed};
 
 #[derive(Parser)]
@@ -32,7 +31,11 @@ enum Cmd {
         dir: Option<PathBuf>,
     },
     /// Run examples/manifests as static pods with the kubelet on a private containerd.
-    Demo,
+    Demo {
+        /// Use this kubelet binary instead of building package kubelet-bin.
+        #[arg(long)]
+        kubelet: Option<PathBuf>,
+    },
     /// What CI runs: packages, fmt, clippy, doc, tests; stops at the first failure.
     Ci,
 }
@@ -74,7 +77,7 @@ fn run(cmd: Cmd) -> Result<()> {
             );
             Ok(())
         }
-        Cmd::Demo => demo::run(),
+        Cmd::Demo { kubelet } => demo::run(kubelet),
         Cmd::Ci => ci::run(),
     }
 }
@@ -100,23 +103,15 @@ fn testbed_up(dir: Option<PathBuf>) -> Result<()> {
     testbed.shutdown()
 }
 
-/// Blocks SIGINT and SIGTERM for the whole process and returns a channel on which they arrive.
+/// Returns a channel that receives a message on each SIGINT (Ctrl-C) or SIGTERM.
 ///
-/// Call it before starting threads (the mask is inherited). Children get a clean mask from
-/// `std::process::Command`, and the testbed puts its own in separate process groups, so a Ctrl-C
-/// reaches only xtask, which then stops them in order.
-pub(crate) fn interrupts() -> Result<mpsc::Receiver<Signal>> {
-    let mut set = SigSet::empty();
-    set.add(Signal::SIGINT);
-    set.add(Signal::SIGTERM);
-    set.thread_block().context("cannot block SIGINT/SIGTERM")?;
+/// The testbed and the demo's kubelet run in their own process groups, so a Ctrl-C in the
+/// terminal reaches only xtask, which then stops them in order.
+pub(crate) fn interrupts() -> Result<mpsc::Receiver<()>> {
     let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
-        while let Ok(signal) = set.wait() {
-            if tx.send(signal).is_err() {
-                break;
-            }
-        }
-    });
+    ctrlc::set_handler(move || {
+        let _ = tx.send(());
+    })
+    .context("cannot handle Ctrl-C")?;
     Ok(rx)
 }
