@@ -27,7 +27,7 @@
 //!
 //! Several testbeds can run at once (one per directory). [`Testbed::start`] installs missing
 //! Debian packages ([`ensure_packages`]) and builds the images on first use
-//! ([`images::ensure_images`](crate::images::ensure_images), cached under
+//! ([`images::ensure_images`], cached under
 //! `target/testbed/images`). What it needs from the host: root, cgroup v1 or v2 with cgroupfs,
 //! overlayfs, and the CNI plugins in `/usr/lib/cni`.
 //!
