@@ -171,41 +171,35 @@ impl SyncHandler for Kubelet {
         self.status.remove_orphaned_statuses(&keep);
         self.crash_backoff.gc();
 
-        let running = self
+        let runtime_pods = self
             .runtime
-            .get_pods(false)
+            .get_pods(true)
             .await
             .map_err(|e| e.to_string())?;
-        for rp in running {
+        for rp in runtime_pods {
             if desired.contains(&rp.uid) {
+                continue;
+            }
+            if rp.is_empty_or_stopped() {
+                // Stopped and wanted by nobody (e.g. left over after a kubelet restart).
+                if !keep.contains(&rp.uid)
+                    && let Err(e) = self.runtime.remove_pod(&rp).await
+                {
+                    warn!(pod = %rp.uid, error = %e, "removing stopped runtime pod");
+                }
                 continue;
             }
             let terminating = known
                 .get(&rp.uid)
                 .is_some_and(|p| *p != WorkerPhase::Finished);
-            if terminating {
-                continue;
-            }
-            warn!(pod = %rp.uid, name = %rp.name, namespace = %rp.namespace, "killing runtime pod that no source wants");
-            self.workers.update_pod(UpdatePodOptions {
-                kind: SyncPodType::Kill,
-                pod: None,
-                running_pod: Some(rp),
-                grace_period_override: Some(ORPHAN_GRACE_PERIOD_SECONDS),
-            });
-        }
-        // Stopped runtime pods nobody wants (e.g. left over after a kubelet restart).
-        let all = self
-            .runtime
-            .get_pods(true)
-            .await
-            .map_err(|e| e.to_string())?;
-        for rp in all {
-            if !keep.contains(&rp.uid)
-                && rp.is_empty_or_stopped()
-                && let Err(e) = self.runtime.remove_pod(&rp).await
-            {
-                warn!(pod = %rp.uid, error = %e, "removing stopped runtime pod");
+            if !terminating {
+                warn!(pod = %rp.uid, name = %rp.name, namespace = %rp.namespace, "killing runtime pod that no source wants");
+                self.workers.update_pod(UpdatePodOptions {
+                    kind: SyncPodType::Kill,
+                    pod: None,
+                    running_pod: Some(rp),
+                    grace_period_override: Some(ORPHAN_GRACE_PERIOD_SECONDS),
+                });
             }
         }
         self.volumes
