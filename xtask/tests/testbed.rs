@@ -48,6 +48,24 @@ fn task_pid(testbed: &Testbed, id: &str) -> Result<u32> {
         .parse()?)
 }
 
+/// Starts a busybox `sleep` container the way CRI would (runc state under the testbed); its pid.
+fn run_container(testbed: &Testbed, id: &str) -> Result<u32> {
+    let runc_root = testbed.dir().join("runc");
+    testbed.ctr(&[
+        "run",
+        "--detach",
+        "--snapshotter",
+        "overlayfs",
+        "--runc-root",
+        &runc_root.to_string_lossy(),
+        images::BUSYBOX_REFS[1],
+        id,
+        "sleep",
+        "3600",
+    ])?;
+    task_pid(testbed, id)
+}
+
 #[test]
 fn testbed_starts_ready_survives_restart_and_cleans_up() -> Result<()> {
     if skip() {
@@ -77,17 +95,7 @@ fn testbed_starts_ready_survives_restart_and_cleans_up() -> Result<()> {
     ensure!(!log.contains("failed to load cni"), "CNI config not loaded");
 
     // A container (not a pod: xtask has no CRI client) that must survive a containerd outage.
-    testbed.ctr(&[
-        "run",
-        "--detach",
-        "--snapshotter",
-        "overlayfs",
-        images::BUSYBOX_REFS[1],
-        "xtask-check",
-        "sleep",
-        "3600",
-    ])?;
-    let pid = task_pid(&testbed, "xtask-check")?;
+    let pid = run_container(&testbed, "xtask-check")?;
     ensure!(alive(pid));
     let containerd = testbed.pid().context("containerd pid")?;
     testbed.kill()?;
@@ -143,5 +151,29 @@ fn testbeds_run_side_by_side() -> Result<()> {
     ensure!(Testbed::start(a.path()).is_err());
     first.shutdown()?;
     second.shutdown()?;
+    Ok(())
+}
+
+#[test]
+fn drop_during_an_outage_reaps_containers_and_mounts() -> Result<()> {
+    if skip() {
+        return Ok(());
+    }
+    let dir = tempfile::tempdir()?;
+    let mut testbed = Testbed::start(dir.path())?;
+    let pid = run_container(&testbed, "orphan")?;
+    testbed.kill()?;
+    ensure!(alive(pid));
+    drop(testbed);
+    ensure!(!alive(pid), "container process {pid} left running");
+    ensure!(
+        mounts_under(dir.path()) == 0,
+        "mounts left under the testbed"
+    );
+
+    // The same directory starts clean again: the old container is gone from containerd too.
+    let testbed = Testbed::start(dir.path())?;
+    let containers = testbed.ctr(&["containers", "ls", "-q"])?;
+    ensure!(containers.trim().is_empty(), "left over: {containers}");
     Ok(())
 }

@@ -60,16 +60,11 @@ fn kill_stale_containerd(layout: &Layout) -> Result<()> {
 /// Kills the init process of every container in runc's state under `runc_root`, removes the
 /// containers' (empty) cgroups and the state.
 fn kill_container_inits(runc_root: &Path) -> Result<()> {
-    let states: Vec<PathBuf> = fs::read_dir(runc_root)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .flat_map(|ns| fs::read_dir(ns.path()).into_iter().flatten().flatten())
-        .map(|c| c.path())
-        .collect();
+    let mut states = Vec::new();
+    find_states(runc_root, 3, &mut states);
     let mut cgroups = Vec::new();
     for state_dir in &states {
-        let Ok(text) = fs::read_to_string(state_dir.join("state.json")) else {
+        let Ok(text) = fs::read_to_string(state_dir.join(STATE)) else {
             continue;
         };
         let state: serde_json::Value = serde_json::from_str(&text)?;
@@ -94,6 +89,22 @@ fn kill_container_inits(runc_root: &Path) -> Result<()> {
         let _ = fs::remove_dir_all(state_dir);
     }
     Ok(())
+}
+
+const STATE: &str = "state.json";
+
+/// Directories below `dir` (at most `depth` levels) that hold a runc `state.json`: runc's root is
+/// `<root>/<namespace>/<id>`.
+fn find_states(dir: &Path, depth: u32, out: &mut Vec<PathBuf>) {
+    if dir.join(STATE).is_file() {
+        out.push(dir.to_path_buf());
+    } else if depth > 0 {
+        for entry in fs::read_dir(dir).into_iter().flatten().flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                find_states(&entry.path(), depth - 1, out);
+            }
+        }
+    }
 }
 
 /// Kills containerd shims started for the containerd at `socket`.
