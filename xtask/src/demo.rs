@@ -28,6 +28,8 @@ pub(crate) fn run(kubelet: Option<PathBuf>) -> Result<()> {
     let demo = target_dir().join("testbed").join("demo");
     let root = project_root();
 
+    // protoc before cargo builds k8s-cri; containerd and friends for the testbed.
+    testbed::ensure_packages()?;
     if TcpListener::bind(("127.0.0.1", READ_ONLY_PORT)).is_err() {
         bail!("port {READ_ONLY_PORT} is in use: is another kubelet (or demo) running?");
     }
