@@ -169,6 +169,7 @@ impl Testbed {
         let images = images::ensure_images(&images::default_dir())?;
         let slot = net::Slot::take(&dir)?;
         config::write(&layout, &slot)?;
+        fs::write(&layout.log, "")?; // a fresh log per start; restarts append
         let mut testbed = Testbed {
             layout,
             images,
