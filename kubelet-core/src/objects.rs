@@ -1,0 +1,132 @@
+//! Where the kubelet gets the API objects that volumes and env vars project into pods:
+//! configMaps, secrets and service-account tokens (upstream `pkg/kubelet/configmap`,
+//! `pkg/kubelet/secret` and `pkg/kubelet/token`).
+//!
+//! The API-server mode implements [`ObjectSource`] over a watch or TTL cache; standalone
+//! nodes and tests use [`InMemoryObjectSource`].
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+
+/// Errors from an [`ObjectSource`].
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The source cannot answer now (API server unreachable, cache not synced). Retryable.
+    #[error("object source unavailable: {0}")]
+    Unavailable(String),
+    /// The source refused (forbidden, token request rejected). Retryable on the next sync.
+    #[error("{0}")]
+    Other(String),
+}
+
+/// `Result` with this module's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A service-account token request (upstream `TokenRequest`, bound to the pod).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TokenRequest {
+    /// Namespace of the pod and of the service account.
+    pub namespace: String,
+    /// The service account.
+    pub service_account: String,
+    /// Audience; empty means the API server's.
+    pub audience: String,
+    /// Requested lifetime in seconds.
+    pub expiration_seconds: i64,
+    /// Name of the pod the token is bound to.
+    pub pod_name: String,
+    /// UID of the pod the token is bound to.
+    pub pod_uid: String,
+}
+
+/// Read access to configMaps, secrets and service-account tokens.
+///
+/// `Ok(None)` means the object does not exist (an `optional` volume then projects nothing).
+#[cfg_attr(any(test, feature = "test-util"), mockall::automock)]
+#[async_trait]
+pub trait ObjectSource: Send + Sync + 'static {
+    /// The configMap `namespace/name`.
+    async fn config_map(&self, namespace: &str, name: &str) -> Result<Option<ConfigMap>>;
+    /// The secret `namespace/name`.
+    async fn secret(&self, namespace: &str, name: &str) -> Result<Option<Secret>>;
+    /// A token for `request`, `None` when the service account does not exist.
+    async fn service_account_token(&self, request: &TokenRequest) -> Result<Option<String>>;
+}
+
+#[derive(Debug, Default)]
+struct Objects {
+    config_maps: HashMap<(String, String), ConfigMap>,
+    secrets: HashMap<(String, String), Secret>,
+    tokens: HashMap<(String, String), String>,
+}
+
+/// An [`ObjectSource`] held in memory: what a standalone node has (nothing, unless set) and
+/// what tests use. Cloning shares the objects.
+#[derive(Clone, Debug, Default)]
+pub struct InMemoryObjectSource {
+    inner: Arc<Mutex<Objects>>,
+}
+
+fn key(namespace: &str, name: &str) -> (String, String) {
+    (namespace.to_owned(), name.to_owned())
+}
+
+impl InMemoryObjectSource {
+    /// An empty source.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Objects> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Adds or replaces the configMap `namespace/name`.
+    pub fn set_config_map(&self, namespace: &str, name: &str, cm: ConfigMap) {
+        self.lock().config_maps.insert(key(namespace, name), cm);
+    }
+
+    /// Adds or replaces the secret `namespace/name`.
+    pub fn set_secret(&self, namespace: &str, name: &str, secret: Secret) {
+        self.lock().secrets.insert(key(namespace, name), secret);
+    }
+
+    /// Sets the token returned for any request for `namespace/service_account`.
+    pub fn set_token(&self, namespace: &str, service_account: &str, token: &str) {
+        self.lock()
+            .tokens
+            .insert(key(namespace, service_account), token.to_owned());
+    }
+
+    /// Removes the configMap `namespace/name`.
+    pub fn remove_config_map(&self, namespace: &str, name: &str) {
+        self.lock().config_maps.remove(&key(namespace, name));
+    }
+
+    /// Removes the secret `namespace/name`.
+    pub fn remove_secret(&self, namespace: &str, name: &str) {
+        self.lock().secrets.remove(&key(namespace, name));
+    }
+}
+
+#[async_trait]
+impl ObjectSource for InMemoryObjectSource {
+    async fn config_map(&self, namespace: &str, name: &str) -> Result<Option<ConfigMap>> {
+        Ok(self.lock().config_maps.get(&key(namespace, name)).cloned())
+    }
+
+    async fn secret(&self, namespace: &str, name: &str) -> Result<Option<Secret>> {
+        Ok(self.lock().secrets.get(&key(namespace, name)).cloned())
+    }
+
+    async fn service_account_token(&self, request: &TokenRequest) -> Result<Option<String>> {
+        Ok(self
+            .lock()
+            .tokens
+            .get(&key(&request.namespace, &request.service_account))
+            .cloned())
+    }
+}
