@@ -21,6 +21,7 @@ pub mod cache;
 pub mod config;
 pub mod container;
 pub mod kubelet;
+pub mod objects;
 pub mod pleg;
 pub mod pod;
 pub mod pod_manager;
