@@ -69,6 +69,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         pleg: pleg.clone(),
         cache: cache.clone(),
         helper: Arc::new(KubeletRuntimeHelper::new(volumes)),
+        probes: Arc::new(kubelet_core::probe::NoProbes),
     };
 
     let (mut pod_config, updates) = PodConfig::new();
@@ -138,8 +139,11 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     tracker.spawn(pod_config.run(token.child_token()));
     tracker.spawn(kubelet::sync_loop::run(
         kubelet,
-        updates,
-        pleg_events,
+        kubelet::sync_loop::Channels {
+            updates,
+            pleg_events,
+            probe_updates: kubelet_core::probe::Results::new().1,
+        },
         runtime_state,
         health.clone(),
         kubelet::sync_loop::Config {

@@ -26,6 +26,7 @@ pub mod pleg;
 pub mod pod;
 pub mod pod_manager;
 pub mod pod_workers;
+pub mod probe;
 pub mod runtime;
 pub mod status;
 pub mod sync;

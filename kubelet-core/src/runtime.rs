@@ -297,6 +297,19 @@ pub struct RunContainerOptions {
     pub hostname: String,
 }
 
+/// The outcome of [`Runtime::exec_sync`] (CRI `ExecSyncResponse`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ExecResult {
+    /// Exit code of the command; meaningless when `timed_out`.
+    pub exit_code: i32,
+    /// Standard output, truncated to the limit the caller asked for.
+    pub stdout: Vec<u8>,
+    /// Standard error, truncated to the limit the caller asked for.
+    pub stderr: Vec<u8>,
+    /// The command did not finish within the timeout (the runtime killed it).
+    pub timed_out: bool,
+}
+
 /// Callbacks from the runtime into the kubelet while it syncs a pod
 /// (upstream `kubecontainer.RuntimeHelper`).
 #[cfg_attr(any(test, feature = "test-util"), mockall::automock)]
@@ -363,6 +376,25 @@ pub trait Runtime: Send + Sync + 'static {
     /// Removes every (stopped) container and sandbox of a pod that is gone from the config
     /// (upstream's garbage collection of deleted pods). `NotFound` counts as success.
     async fn remove_pod(&self, running: &RunningPod) -> Result<()>;
+
+    /// Runs `cmd` in a running container and waits for it, at most `timeout` (zero: no
+    /// timeout), keeping at most `max_output` bytes of each of stdout and stderr
+    /// (upstream `ExecSync`, used by exec probes). A command that outlives the timeout gives
+    /// `Ok` with [`ExecResult::timed_out`]. The default implementation reports that the
+    /// runtime cannot exec.
+    async fn exec_sync(
+        &self,
+        container_id: &str,
+        cmd: &[String],
+        timeout: std::time::Duration,
+        max_output: usize,
+    ) -> Result<ExecResult> {
+        let _ = (container_id, cmd, timeout, max_output);
+        Err(Error::Runtime {
+            op: "ExecSync",
+            message: "this runtime does not support exec".into(),
+        })
+    }
 }
 
 /// Groups a flat container list by name, newest first; handy for implementations.

@@ -18,6 +18,7 @@ use crate::backoff::Backoff;
 use crate::pod::{PodExt, PodUid};
 use crate::pod_manager::PodManager;
 use crate::pod_workers::{PodWorkers, UpdatePodOptions, WorkerPhase};
+use crate::probe::{self, ProbeManager, ProbeResult};
 use crate::runtime::Runtime;
 use crate::status::StatusManager;
 use crate::sync::{SyncHandler, SyncPodType};
@@ -40,6 +41,7 @@ pub struct Kubelet {
     runtime: Arc<dyn Runtime>,
     status: Arc<dyn StatusManager>,
     volumes: Arc<dyn VolumeManager>,
+    probes: Arc<dyn ProbeManager>,
     crash_backoff: Arc<Backoff>,
     sources_ready: SourcesReady,
 }
@@ -65,6 +67,7 @@ impl Kubelet {
             runtime: managers.runtime.clone(),
             status: managers.status.clone(),
             volumes: managers.volumes.clone(),
+            probes: managers.probes.clone(),
             crash_backoff,
             sources_ready,
         }
@@ -116,6 +119,22 @@ impl Kubelet {
             }
         }
     }
+
+    /// Syncs the pod whose probe result changed (upstream `handleProbeSync`): a liveness or
+    /// startup failure makes the runtime restart the container, a readiness or startup change
+    /// is reflected in the regenerated status.
+    pub async fn handle_probe_update(&self, update: &probe::Update) {
+        if update.kind == probe::ProbeKind::Liveness && update.result != ProbeResult::Failure {
+            return;
+        }
+        match self.pod_manager.pod_by_uid(&update.pod_uid) {
+            Some(pod) => {
+                debug!(pod = %pod.full_name(), kind = %update.kind, result = ?update.result, container = %update.container_id, "probe result changed");
+                self.handle_pod_syncs(vec![pod]).await
+            }
+            None => debug!(pod = %update.pod_uid, "probe update for a pod with no config"),
+        }
+    }
 }
 
 #[async_trait]
@@ -145,6 +164,7 @@ impl SyncHandler for Kubelet {
         for pod in &pods {
             info!(pod = %pod.full_name(), uid = %pod.uid(), "pod removed");
             self.pod_manager.remove_pod(pod);
+            self.probes.remove_pod(pod);
         }
         self.dispatch(SyncPodType::Kill, pods);
     }
@@ -169,6 +189,7 @@ impl SyncHandler for Kubelet {
         let mut keep: HashSet<PodUid> = desired.clone();
         keep.extend(known.keys().cloned());
         self.status.remove_orphaned_statuses(&keep);
+        self.probes.cleanup_pods(&desired);
         self.crash_backoff.gc();
 
         let runtime_pods = self

@@ -1,6 +1,7 @@
 //! The sync loop (upstream `syncLoop` / `syncLoopIteration` in `pkg/kubelet/kubelet.go`).
 //!
-//! One task selects over: config updates (ADD/UPDATE/REMOVE/…), PLEG events, a 1 s tick that
+//! One task selects over: config updates (ADD/UPDATE/REMOVE/…), PLEG events, probe result
+//! changes (liveness failures, readiness and startup transitions), a 1 s tick that
 //! syncs pods whose resync or retry is due, and a 2 s housekeeping tick. While the runtime is
 //! unhealthy it syncs nothing and backs off from 100 ms to 5 s, as upstream does.
 
@@ -14,6 +15,7 @@ use tracing::{info, warn};
 
 use crate::config::{Operation, PodUpdate};
 use crate::pleg;
+use crate::probe;
 use crate::sync::SyncHandler;
 
 use super::Kubelet;
@@ -101,11 +103,21 @@ impl Health {
 const MIN_BACKOFF: Duration = Duration::from_millis(100);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
+/// The event channels the sync loop selects over (upstream `syncLoopIteration`'s channels).
+#[derive(Debug)]
+pub struct Channels {
+    /// Merged pod config updates.
+    pub updates: mpsc::Receiver<PodUpdate>,
+    /// PLEG events.
+    pub pleg_events: mpsc::Receiver<pleg::Event>,
+    /// Probe result changes (all three kinds).
+    pub probe_updates: probe::UpdateReceiver,
+}
+
 /// Runs the sync loop until `token` is cancelled or the config channel closes.
 pub async fn run(
     kubelet: Kubelet,
-    mut updates: mpsc::Receiver<PodUpdate>,
-    mut pleg_events: mpsc::Receiver<pleg::Event>,
+    channels: Channels,
     runtime_state: RuntimeState,
     health: Health,
     config: Config,
@@ -116,7 +128,13 @@ pub async fn run(
     let mut housekeeping = tokio::time::interval(config.housekeeping_period);
     housekeeping.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut backoff = MIN_BACKOFF;
+    let Channels {
+        mut updates,
+        mut pleg_events,
+        mut probe_updates,
+    } = channels;
     let mut pleg_open = true;
+    let mut probes_open = true;
     info!("starting the sync loop");
     loop {
         let errors = runtime_state.runtime_errors();
@@ -148,6 +166,10 @@ pub async fn run(
             event = pleg_events.recv(), if pleg_open => match event {
                 Some(event) => kubelet.handle_pleg_event(&event).await,
                 None => pleg_open = false,
+            },
+            update = probe_updates.recv(), if probes_open => match update {
+                Some(update) => kubelet.handle_probe_update(&update).await,
+                None => probes_open = false,
             },
             _ = sync_tick.tick() => kubelet.sync_due_pods().await,
             _ = housekeeping.tick() => {

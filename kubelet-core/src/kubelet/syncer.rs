@@ -14,6 +14,7 @@ use crate::cache::PodCache;
 use crate::pleg::Pleg;
 use crate::pod::{PodExt, PodUid};
 use crate::pod_manager::PodManager;
+use crate::probe::ProbeManager;
 use crate::runtime::{
     ContainerState, PodStatus, PodSyncResult, RunningPod, Runtime, RuntimeHelper,
 };
@@ -41,6 +42,8 @@ pub struct Managers {
     pub cache: PodCache,
     /// Callbacks for the runtime (env, mounts, log dir).
     pub helper: Arc<dyn RuntimeHelper>,
+    /// The probe manager (`probe::NoProbes` for none).
+    pub probes: Arc<dyn ProbeManager>,
 }
 
 /// The kubelet's pod syncer.
@@ -189,6 +192,7 @@ impl PodSyncer for KubeletPodSyncer {
             self.record_status(pod, status, &inputs);
             return Err(e.into());
         }
+        self.managers.probes.add_pod(pod);
         let result = self
             .managers
             .runtime
@@ -241,6 +245,7 @@ impl PodSyncer for KubeletPodSyncer {
             ..self.inputs(None)
         };
         self.record_status(pod, status, &inputs);
+        self.managers.probes.stop_liveness_and_startup(pod);
         self.managers
             .runtime
             .kill_pod(Some(pod), &running_pod_from_status(status), grace)
@@ -280,6 +285,7 @@ impl PodSyncer for KubeletPodSyncer {
 
     async fn sync_terminated_pod(&self, pod: &Pod, status: &PodStatus) -> Result<()> {
         let uid = pod.uid();
+        self.managers.probes.remove_pod(pod);
         self.managers.volumes.unmount_pod(&uid).await?;
         if !self.pod_manager.contains(&uid) {
             // Gone from the config: nothing will read its exit codes any more.

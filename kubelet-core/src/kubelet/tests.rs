@@ -43,6 +43,7 @@ fn node() -> Node {
         pleg: pleg.clone(),
         cache: cache.clone(),
         helper: Arc::new(KubeletRuntimeHelper::new(vm)),
+        probes: Arc::new(crate::probe::NoProbes),
     };
     let token = CancellationToken::new();
     let pod_manager = PodManager::new();
@@ -83,8 +84,11 @@ fn node() -> Node {
     );
     tokio::spawn(sync_loop::run(
         kubelet,
-        updates_rx,
-        events_rx,
+        sync_loop::Channels {
+            updates: updates_rx,
+            pleg_events: events_rx,
+            probe_updates: crate::probe::Results::new().1,
+        },
         runtime_state,
         health.clone(),
         sync_loop::Config::default(),

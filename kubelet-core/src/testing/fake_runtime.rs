@@ -14,9 +14,9 @@ use crate::backoff::Backoff;
 use crate::container::{hash_container, should_container_be_restarted};
 use crate::pod::{PodExt, PodUid};
 use crate::runtime::{
-    ContainerState, ContainerStatus, ContainerSummary, ContainerSyncError, Error, PodStatus,
-    PodSyncResult, Result, RunningPod, Runtime, RuntimeHelper, RuntimeStatus, SandboxState,
-    SandboxStatus, SandboxSummary, Version,
+    ContainerState, ContainerStatus, ContainerSummary, ContainerSyncError, Error, ExecResult,
+    PodStatus, PodSyncResult, Result, RunningPod, Runtime, RuntimeHelper, RuntimeStatus,
+    SandboxState, SandboxStatus, SandboxSummary, Version,
 };
 
 /// One call made to the fake, for assertions.
@@ -40,6 +40,8 @@ pub enum Call {
     StopSandbox(String),
     /// A pod's objects were removed.
     RemovePod(PodUid),
+    /// A command was run in a container (`exec_sync`): container ID and command.
+    ExecSync(String, Vec<String>),
 }
 
 #[derive(Clone, Debug, Default)]
@@ -58,6 +60,7 @@ struct State {
     down: bool,
     next_id: u64,
     runtime_status: RuntimeStatus,
+    exec: HashMap<String, ExecResult>,
 }
 
 /// A stateful fake runtime. Cheap to clone; clones share state.
@@ -167,6 +170,11 @@ impl FakeRuntime {
     /// Number of containers ever started for the pod (all instances, including exited).
     pub fn container_count(&self, uid: &PodUid) -> usize {
         self.lock().pods.get(uid).map_or(0, |p| p.containers.len())
+    }
+
+    /// Scripts what `exec_sync` in container `id` returns (default: exit code 0, no output).
+    pub fn set_exec_result(&self, id: &str, result: ExecResult) {
+        self.lock().exec.insert(id.to_owned(), result);
     }
 
     fn enter(&self, op: &'static str, call: Call) -> Result<std::sync::MutexGuard<'_, State>> {
@@ -441,6 +449,23 @@ impl Runtime for FakeRuntime {
             p.containers.retain(|c| c.id != id);
         }
         Ok(())
+    }
+
+    async fn exec_sync(
+        &self,
+        container_id: &str,
+        cmd: &[String],
+        _timeout: std::time::Duration,
+        max_output: usize,
+    ) -> Result<ExecResult> {
+        let st = self.enter(
+            "exec_sync",
+            Call::ExecSync(container_id.to_owned(), cmd.to_vec()),
+        )?;
+        let mut r = st.exec.get(container_id).cloned().unwrap_or_default();
+        r.stdout.truncate(max_output);
+        r.stderr.truncate(max_output);
+        Ok(r)
     }
 
     async fn remove_pod(&self, running: &RunningPod) -> Result<()> {
