@@ -47,6 +47,8 @@ pub struct MountedVolume {
     /// `true` when the plugin requires read-only mounts (e.g. secrets are not; a read-only
     /// hostPath source may be).
     pub read_only: bool,
+    /// An emptyDir's `sizeLimit` in bytes, for the eviction manager to enforce.
+    pub size_limit_bytes: Option<u64>,
 }
 
 /// Sets up and tears down pod volumes.
@@ -59,6 +61,25 @@ pub trait VolumeManager: Send + Sync + 'static {
 
     /// The volumes set up for the pod, by volume name (upstream `GetMountedVolumesForPod`).
     fn mounted_volumes(&self, uid: &PodUid) -> HashMap<String, MountedVolume>;
+
+    /// Makes `sub_path` of the pod's set-up volume `volume` safe to mount into `container`
+    /// (the `index`-th volumeMount) and returns the host path to mount (upstream
+    /// `subpath.PrepareSafeSubpath`). The path must stay inside the volume even through
+    /// symlinks. The default refuses subPaths.
+    fn prepare_sub_path(
+        &self,
+        pod: &Pod,
+        container: &str,
+        index: usize,
+        volume: &str,
+        sub_path: &str,
+    ) -> Result<PathBuf> {
+        let _ = (pod, container, index, sub_path);
+        Err(Error::Mount {
+            volume: volume.to_owned(),
+            reason: "subPath is not supported by this volume manager".into(),
+        })
+    }
 
     /// Tears down the volumes of a terminated pod (upstream `WaitForUnmount` + cleanup).
     async fn unmount_pod(&self, uid: &PodUid) -> Result<()>;

@@ -6,8 +6,11 @@
 //! `pkg/volume/hostpath`. Volumes live where upstream puts them:
 //! `<root-dir>/pods/<uid>/volumes/kubernetes.io~<plugin>/<name>`.
 //!
-//! Supported now: `emptyDir` (on disk) and `hostPath` with every `type` check. Other volume
-//! types are refused with a clear `FailedMount` reason until their plugins exist.
+//! Supported: `emptyDir` (disk, or `medium: Memory` as a sized tmpfs), `hostPath` with every
+//! `type` check, `configMap`, `secret`, `downwardAPI` and `projected` (configMap, secret,
+//! downwardAPI, serviceAccountToken sources) written by an [`atomic_writer`] from a
+//! [`kubelet_core::objects::ObjectSource`], and safe `subPath` mounts ([`subpath`]).
+//! Other volume types are refused with a clear `FailedMount` reason.
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -16,8 +19,12 @@
 //! let vm: Arc<dyn VolumeManager> = Arc::new(DefaultVolumeManager::new("/var/lib/kubelet".into()));
 //! ```
 
+pub mod atomic_writer;
 mod host_path;
 mod manager;
+pub mod mount;
+pub mod projection;
+pub mod subpath;
 
 pub use host_path::check_host_path;
 pub use manager::DefaultVolumeManager;

@@ -1,68 +1,190 @@
 //! The default [`VolumeManager`] (upstream `pkg/kubelet/volumemanager/volume_manager.go`).
+//!
+//! The desired state of world is the pod's `spec.volumes`; the actual state is what is set up
+//! under `<root>/pods/<uid>/volumes` (plus hostPaths), kept per pod in memory. Every sync of a
+//! pod reconciles the two: set-up is idempotent (an existing tmpfs is kept, an unchanged
+//! payload is not rewritten), so the periodic sync refreshes configMap, secret, downwardAPI
+//! and projected files, and a restarted kubelet adopts what is on disk without remounting
+//! (upstream's reconstruction).
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{Pod, Volume};
 use kubelet_core::PodExt;
+use kubelet_core::objects::{InMemoryObjectSource, ObjectSource};
 use kubelet_core::pod::PodUid;
 use kubelet_core::volume::{Error, MountedVolume, Result, VolumeManager};
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
+use crate::atomic_writer::{AtomicWriter, Payload};
 use crate::host_path::check_host_path;
+use crate::projection::{self, ObjectRef};
+use crate::{mount, subpath};
 
 /// Plugin directory name of emptyDir volumes.
 pub const EMPTY_DIR_PLUGIN: &str = "kubernetes.io~empty-dir";
+/// Plugin directory name of configMap volumes.
+pub const CONFIG_MAP_PLUGIN: &str = "kubernetes.io~configmap";
+/// Plugin directory name of secret volumes.
+pub const SECRET_PLUGIN: &str = "kubernetes.io~secret";
+/// Plugin directory name of downwardAPI volumes.
+pub const DOWNWARD_API_PLUGIN: &str = "kubernetes.io~downward-api";
+/// Plugin directory name of projected volumes.
+pub const PROJECTED_PLUGIN: &str = "kubernetes.io~projected";
 
-/// Sets up emptyDir and hostPath volumes under `<root>/pods/<uid>/volumes`.
-#[derive(Debug)]
+/// Upstream's `WaitForAttachAndMount` timeout (2m3s).
+pub const WAIT_FOR_ATTACH_AND_MOUNT_TIMEOUT: Duration = Duration::from_secs(123);
+
+/// Sets up pod volumes under `<root>/pods/<uid>/volumes`.
 pub struct DefaultVolumeManager {
     root_dir: PathBuf,
+    objects: Arc<dyn ObjectSource>,
+    /// (cpu cores, memory bytes) for Memory emptyDirs without sizeLimit and for
+    /// `resourceFieldRef` limits a container does not set.
+    node_allocatable: (f64, f64),
     mounted: Mutex<HashMap<PodUid, HashMap<String, MountedVolume>>>,
 }
 
+impl std::fmt::Debug for DefaultVolumeManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DefaultVolumeManager")
+            .field("root_dir", &self.root_dir)
+            .field("node_allocatable", &self.node_allocatable)
+            .finish_non_exhaustive()
+    }
+}
+
+fn node_memory_bytes() -> f64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        })
+        .map_or(0.0, |kb| kb * 1024.0)
+}
+
+/// How a volume type is stored.
+enum Backing {
+    Disk,
+    Tmpfs {
+        size: Option<u64>,
+        mode: &'static str,
+    },
+}
+
 impl DefaultVolumeManager {
-    /// A manager for the kubelet root directory `root_dir` (upstream `--root-dir`).
+    /// A manager for the kubelet root directory `root_dir` (upstream `--root-dir`), with no
+    /// configMaps, secrets or tokens (a standalone node).
     pub fn new(root_dir: PathBuf) -> Self {
+        let cpus = std::thread::available_parallelism().map_or(1, usize::from);
         Self {
             root_dir,
+            objects: Arc::new(InMemoryObjectSource::new()),
+            node_allocatable: (
+                f64::from(u32::try_from(cpus).unwrap_or(1)),
+                node_memory_bytes(),
+            ),
             mounted: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Reads configMaps, secrets and tokens from `objects`.
+    #[must_use]
+    pub fn with_object_source(mut self, objects: Arc<dyn ObjectSource>) -> Self {
+        self.objects = objects;
+        self
+    }
+
+    /// Overrides node allocatable (cpu cores, memory bytes).
+    #[must_use]
+    pub fn with_node_allocatable(mut self, cpu: f64, memory_bytes: f64) -> Self {
+        self.node_allocatable = (cpu, memory_bytes);
+        self
     }
 
     fn pods_dir(&self) -> PathBuf {
         self.root_dir.join("pods")
     }
 
+    fn pod_dir(&self, uid: &PodUid) -> PathBuf {
+        self.pods_dir().join(uid.as_str())
+    }
+
     fn volumes_dir(&self, uid: &PodUid) -> PathBuf {
-        self.pods_dir().join(uid.as_str()).join("volumes")
+        self.pod_dir(uid).join("volumes")
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PodUid, HashMap<String, MountedVolume>>> {
         self.mounted.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn set_up(&self, uid: &PodUid, volume: &Volume) -> Result<MountedVolume> {
+    /// Creates (or adopts) the volume directory, mounting a tmpfs when asked.
+    fn make_dir(&self, path: &Path, backing: &Backing) -> Result<()> {
+        if mount::is_mount_point(path) {
+            debug!(path = %path.display(), "volume already mounted; keeping it");
+            return Ok(());
+        }
+        match backing {
+            Backing::Disk => create_dir(path, 0o777),
+            Backing::Tmpfs { size, mode } => {
+                create_dir(path, 0o750)?;
+                let mut options = format!("mode={mode}");
+                if let Some(size) = size {
+                    options.push_str(&format!(",size={size}"));
+                }
+                mount::mount_tmpfs(path, &options).map_err(|reason| Error::Io {
+                    path: path.to_path_buf(),
+                    source: std::io::Error::other(reason),
+                })
+            }
+        }
+    }
+
+    async fn set_up(&self, pod: &Pod, volume: &Volume) -> Result<MountedVolume> {
+        let uid = pod.uid();
         let mount_err = |reason: String| Error::Mount {
             volume: volume.name.clone(),
             reason,
         };
+        let dir = |plugin: &str| self.volumes_dir(&uid).join(plugin).join(&volume.name);
+        let namespace = pod.namespace_or_default();
         if let Some(empty_dir) = &volume.empty_dir {
-            if empty_dir.medium.as_deref().is_some_and(|m| !m.is_empty()) {
-                return Err(mount_err(
-                    "emptyDir medium other than the node's disk is not supported yet".into(),
-                ));
+            let path = dir(EMPTY_DIR_PLUGIN);
+            let size_limit = empty_dir
+                .size_limit
+                .as_ref()
+                .map(|q| {
+                    projection::parse_quantity(&q.0)
+                        .filter(|v| *v >= 0.0)
+                        .map(|v| v.ceil() as u64)
+                        .ok_or_else(|| mount_err(format!("invalid sizeLimit {:?}", q.0)))
+                })
+                .transpose()?;
+            match empty_dir.medium.as_deref().unwrap_or("") {
+                "" => self.make_dir(&path, &Backing::Disk)?,
+                "Memory" => {
+                    // Upstream (SizeMemoryBackedVolumes): sizeLimit, else node allocatable.
+                    let size = size_limit.filter(|s| *s > 0).or_else(|| {
+                        (self.node_allocatable.1 > 0.0).then_some(self.node_allocatable.1 as u64)
+                    });
+                    self.make_dir(&path, &Backing::Tmpfs { size, mode: "1777" })?;
+                }
+                other => {
+                    return Err(mount_err(format!(
+                        "emptyDir medium {other:?} is not supported by this kubelet"
+                    )));
+                }
             }
-            let path = self
-                .volumes_dir(uid)
-                .join(EMPTY_DIR_PLUGIN)
-                .join(&volume.name);
-            create_dir(&path, 0o777)?;
             return Ok(MountedVolume {
                 host_path: path,
                 read_only: false,
+                size_limit_bytes: size_limit,
             });
         }
         if let Some(host_path) = &volume.host_path {
@@ -77,11 +199,169 @@ impl DefaultVolumeManager {
             return Ok(MountedVolume {
                 host_path: path,
                 read_only: false,
+                size_limit_bytes: None,
             });
         }
-        Err(mount_err(
-            "this volume type is not supported by this kubelet yet".into(),
-        ))
+        let secret_tmpfs = Backing::Tmpfs {
+            size: None,
+            mode: "0755",
+        };
+        let (path, backing, payload) = if let Some(cm) = &volume.config_map {
+            let mut payload = Payload::new();
+            projection::config_map(
+                self.objects.as_ref(),
+                namespace,
+                ObjectRef {
+                    name: &cm.name,
+                    items: cm.items.as_deref(),
+                    optional: cm.optional.unwrap_or(false),
+                },
+                cm.default_mode,
+                &mut payload,
+            )
+            .await
+            .map_err(mount_err)?;
+            (dir(CONFIG_MAP_PLUGIN), Backing::Disk, payload)
+        } else if let Some(s) = &volume.secret {
+            let mut payload = Payload::new();
+            let name = s.secret_name.as_deref().unwrap_or("");
+            projection::secret(
+                self.objects.as_ref(),
+                namespace,
+                ObjectRef {
+                    name,
+                    items: s.items.as_deref(),
+                    optional: s.optional.unwrap_or(false),
+                },
+                s.default_mode,
+                &mut payload,
+            )
+            .await
+            .map_err(mount_err)?;
+            (dir(SECRET_PLUGIN), secret_tmpfs, payload)
+        } else if let Some(d) = &volume.downward_api {
+            let mut payload = Payload::new();
+            projection::downward_api(
+                pod,
+                d.items.as_deref().unwrap_or(&[]),
+                d.default_mode,
+                self.node_allocatable,
+                &mut payload,
+            )
+            .map_err(mount_err)?;
+            (dir(DOWNWARD_API_PLUGIN), secret_tmpfs, payload)
+        } else if let Some(p) = &volume.projected {
+            let payload = self.projected_payload(pod, p).await.map_err(mount_err)?;
+            (dir(PROJECTED_PLUGIN), secret_tmpfs, payload)
+        } else {
+            return Err(mount_err(
+                "this volume type is not supported by this kubelet yet".into(),
+            ));
+        };
+        // Validate before anything is created on disk.
+        for key in payload.keys() {
+            crate::atomic_writer::validate_path(key).map_err(mount_err)?;
+        }
+        self.make_dir(&path, &backing)?;
+        let changed = AtomicWriter::new(path.clone())
+            .write(&payload)
+            .map_err(mount_err)?;
+        if changed {
+            info!(pod = %pod.full_name(), volume = %volume.name, files = payload.len(), "volume contents updated");
+        }
+        Ok(MountedVolume {
+            host_path: path,
+            read_only: true,
+            size_limit_bytes: None,
+        })
+    }
+
+    async fn projected_payload(
+        &self,
+        pod: &Pod,
+        p: &k8s_openapi::api::core::v1::ProjectedVolumeSource,
+    ) -> std::result::Result<Payload, String> {
+        let namespace = pod.namespace_or_default();
+        let mut payload = Payload::new();
+        for source in p.sources.iter().flatten() {
+            if let Some(cm) = &source.config_map {
+                projection::config_map(
+                    self.objects.as_ref(),
+                    namespace,
+                    ObjectRef {
+                        name: &cm.name,
+                        items: cm.items.as_deref(),
+                        optional: cm.optional.unwrap_or(false),
+                    },
+                    p.default_mode,
+                    &mut payload,
+                )
+                .await?;
+            } else if let Some(s) = &source.secret {
+                projection::secret(
+                    self.objects.as_ref(),
+                    namespace,
+                    ObjectRef {
+                        name: &s.name,
+                        items: s.items.as_deref(),
+                        optional: s.optional.unwrap_or(false),
+                    },
+                    p.default_mode,
+                    &mut payload,
+                )
+                .await?;
+            } else if let Some(d) = &source.downward_api {
+                projection::downward_api(
+                    pod,
+                    d.items.as_deref().unwrap_or(&[]),
+                    p.default_mode,
+                    self.node_allocatable,
+                    &mut payload,
+                )?;
+            } else if let Some(t) = &source.service_account_token {
+                projection::service_account_token(
+                    self.objects.as_ref(),
+                    pod,
+                    t.audience.as_deref(),
+                    t.expiration_seconds,
+                    &t.path,
+                    p.default_mode,
+                    &mut payload,
+                )
+                .await?;
+            } else {
+                return Err("unsupported projected volume source".into());
+            }
+        }
+        Ok(payload)
+    }
+
+    async fn set_up_all(&self, pod: &Pod) -> Result<()> {
+        let volumes = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.volumes.as_deref())
+            .unwrap_or(&[]);
+        let mut set_up = HashMap::new();
+        for volume in volumes {
+            set_up.insert(volume.name.clone(), self.set_up(pod, volume).await?);
+        }
+        self.lock().insert(pod.uid(), set_up);
+        Ok(())
+    }
+
+    fn tear_down(&self, uid: &PodUid) -> Result<()> {
+        let pod_dir = self.pod_dir(uid);
+        let io = |path: &Path, reason: String| Error::Io {
+            path: path.to_path_buf(),
+            source: std::io::Error::other(reason),
+        };
+        mount::unmount_all_under(&pod_dir).map_err(|r| io(&pod_dir, r))?;
+        for sub in ["volume-subpaths", "volumes"] {
+            let dir = pod_dir.join(sub);
+            mount::remove_all_one_fs(&dir).map_err(|r| io(&dir, r))?;
+        }
+        Ok(())
     }
 }
 
@@ -103,32 +383,53 @@ fn create_dir(path: &Path, mode: u32) -> Result<()> {
 #[async_trait]
 impl VolumeManager for DefaultVolumeManager {
     async fn wait_for_attach_and_mount(&self, pod: &Pod) -> Result<()> {
-        let uid = pod.uid();
-        let volumes = pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.volumes.as_deref())
-            .unwrap_or(&[]);
-        let mut set_up = HashMap::new();
-        for volume in volumes {
-            set_up.insert(volume.name.clone(), self.set_up(&uid, volume)?);
+        match tokio::time::timeout(WAIT_FOR_ATTACH_AND_MOUNT_TIMEOUT, self.set_up_all(pod)).await {
+            Ok(r) => r,
+            Err(_) => Err(Error::Timeout(
+                pod.spec
+                    .iter()
+                    .flat_map(|s| s.volumes.iter().flatten())
+                    .map(|v| v.name.clone())
+                    .collect(),
+            )),
         }
-        self.lock().insert(uid, set_up);
-        Ok(())
     }
 
     fn mounted_volumes(&self, uid: &PodUid) -> HashMap<String, MountedVolume> {
         self.lock().get(uid).cloned().unwrap_or_default()
     }
 
+    fn prepare_sub_path(
+        &self,
+        pod: &Pod,
+        container: &str,
+        index: usize,
+        volume: &str,
+        sub_path: &str,
+    ) -> Result<PathBuf> {
+        let uid = pod.uid();
+        let mount_err = |reason: String| Error::Mount {
+            volume: volume.to_owned(),
+            reason,
+        };
+        let mounted = self
+            .lock()
+            .get(&uid)
+            .and_then(|v| v.get(volume).cloned())
+            .ok_or_else(|| mount_err("volume is not set up".into()))?;
+        let target = self
+            .pod_dir(&uid)
+            .join("volume-subpaths")
+            .join(volume)
+            .join(container)
+            .join(index.to_string());
+        subpath::prepare(&mounted.host_path, sub_path, &target)
+            .map_err(|e| mount_err(format!("subPath {sub_path:?}: {e}")))
+    }
+
     async fn unmount_pod(&self, uid: &PodUid) -> Result<()> {
         self.lock().remove(uid);
-        let dir = self.volumes_dir(uid);
-        match std::fs::remove_dir_all(&dir) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(source) => Err(Error::Io { path: dir, source }),
-        }
+        self.tear_down(uid)
     }
 
     async fn cleanup_orphaned(&self, active: &HashSet<PodUid>) -> Result<()> {
@@ -148,20 +449,21 @@ impl VolumeManager for DefaultVolumeManager {
             if active.contains(&uid) {
                 continue;
             }
-            let path = entry.path();
             // Only directories we created; never follow a symlink out of the pods dir.
             if !entry.file_type().is_ok_and(|t| t.is_dir()) {
                 continue;
             }
             info!(pod = %uid, "removing orphaned pod directory");
-            if let Err(e) = std::fs::remove_dir_all(&path) {
+            let path = entry.path();
+            let result =
+                mount::unmount_all_under(&path).and_then(|()| mount::remove_all_one_fs(&path));
+            if let Err(e) = result {
                 warn!(path = %path.display(), error = %e, "removing orphaned pod directory");
             }
         }
         Ok(())
     }
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;

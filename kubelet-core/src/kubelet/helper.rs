@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Container, Pod};
+use std::collections::HashMap;
+
+use k8s_openapi::api::core::v1::{Container, Pod, VolumeMount};
 
 use crate::pod::PodExt;
 use crate::runtime::{Mount, RunContainerOptions, RuntimeHelper};
@@ -48,23 +50,33 @@ impl RuntimeHelper for KubeletRuntimeHelper {
         }
         let volumes = self.volumes.mounted_volumes(&pod.uid());
         let mut mounts = Vec::new();
-        for vm in container.volume_mounts.iter().flatten() {
+        for (index, vm) in container.volume_mounts.iter().flatten().enumerate() {
             let Some(volume) = volumes.get(&vm.name) else {
                 return Err(format!(
                     "cannot find volume {:?} to mount into container {:?}",
                     vm.name, container.name
                 ));
             };
-            if vm.sub_path.as_deref().is_some_and(|s| !s.is_empty())
-                || vm.sub_path_expr.as_deref().is_some_and(|s| !s.is_empty())
-            {
-                return Err(format!(
-                    "volume mount {:?} of container {:?}: subPath is not supported by this kubelet yet",
+            let sub_path = sub_path(vm, &envs).map_err(|e| {
+                format!(
+                    "volume mount {:?} of container {:?}: {e}",
                     vm.name, container.name
-                ));
-            }
+                )
+            })?;
+            let host_path = match sub_path {
+                None => volume.host_path.clone(),
+                Some(sub) => self
+                    .volumes
+                    .prepare_sub_path(pod, &container.name, index, &vm.name, &sub)
+                    .map_err(|e| {
+                        format!(
+                            "volume mount {:?} of container {:?}: {e}",
+                            vm.name, container.name
+                        )
+                    })?,
+            };
             mounts.push(Mount {
-                host_path: volume.host_path.clone(),
+                host_path,
                 container_path: vm.mount_path.clone(),
                 read_only: vm.read_only.unwrap_or(false) || volume.read_only,
             });
@@ -79,5 +91,109 @@ impl RuntimeHelper for KubeletRuntimeHelper {
             mounts,
             hostname,
         })
+    }
+}
+
+/// The mount's `subPath`, or its `subPathExpr` with `$(VAR)` expanded from the container's
+/// environment (upstream `ExpandContainerVolumeMounts`: a reference to a missing or empty
+/// variable is an error). `None` without either.
+fn sub_path(vm: &VolumeMount, envs: &[(String, String)]) -> Result<Option<String>, String> {
+    if let Some(p) = vm.sub_path.as_deref().filter(|s| !s.is_empty()) {
+        return Ok(Some(p.to_owned()));
+    }
+    let Some(expr) = vm.sub_path_expr.as_deref().filter(|s| !s.is_empty()) else {
+        return Ok(None);
+    };
+    let env: HashMap<&str, &str> = envs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let mut missing = Vec::new();
+    let expanded = expand(expr, |name| match env.get(name) {
+        Some(v) if !v.is_empty() => Some((*v).to_owned()),
+        _ => {
+            missing.push(name.to_owned());
+            None
+        }
+    });
+    if !missing.is_empty() {
+        missing.sort();
+        missing.dedup();
+        return Err(format!(
+            "subPathExpr: missing value for {}",
+            missing.join(", ")
+        ));
+    }
+    Ok(Some(expanded))
+}
+
+/// Upstream `third_party/forked/golang/expansion`: `$(VAR)` is replaced by `lookup`, `$$` is
+/// an escaped `$`, and an unresolved or malformed reference is kept as written.
+fn expand(input: &str, mut lookup: impl FnMut(&str) -> Option<String>) -> String {
+    let mut out = String::with_capacity(input.len());
+    let mut rest = input;
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        if let Some(tail) = after.strip_prefix('$') {
+            out.push('$');
+            rest = tail;
+        } else if let Some(inner) = after.strip_prefix('(')
+            && let Some(end) = inner.find(')')
+        {
+            let name = &inner[..end];
+            match lookup(name) {
+                Some(v) => out.push_str(&v),
+                None => {
+                    out.push_str("$(");
+                    out.push_str(name);
+                    out.push(')');
+                }
+            }
+            rest = &inner[end + 1..];
+        } else {
+            out.push('$');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mount(sub_path: Option<&str>, expr: Option<&str>) -> VolumeMount {
+        VolumeMount {
+            name: "v".into(),
+            mount_path: "/m".into(),
+            sub_path: sub_path.map(Into::into),
+            sub_path_expr: expr.map(Into::into),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn sub_path_expr_expands_env() {
+        let envs = vec![
+            ("POD".to_owned(), "web-0".to_owned()),
+            ("E".to_owned(), String::new()),
+        ];
+        assert_eq!(sub_path(&mount(None, None), &envs), Ok(None));
+        assert_eq!(
+            sub_path(&mount(Some("a/b"), None), &envs),
+            Ok(Some("a/b".into()))
+        );
+        assert_eq!(
+            sub_path(&mount(None, Some("logs/$(POD)/$$x")), &envs),
+            Ok(Some("logs/web-0/$x".into()))
+        );
+        let err = sub_path(&mount(None, Some("$(NOPE)/$(E)")), &envs).expect_err("missing");
+        assert!(err.contains("E, NOPE"), "{err}");
+    }
+
+    #[test]
+    fn expansion_keeps_malformed_references() {
+        assert_eq!(expand("$(A", |_| Some("x".into())), "$(A");
+        assert_eq!(expand("a$b", |_| None), "a$b");
+        assert_eq!(expand("$(A)$(A)", |_| Some("x".into())), "xx");
     }
 }
