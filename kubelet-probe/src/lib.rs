@@ -1,53 +1,37 @@
 //! Container probes for a Rust kubelet: liveness, readiness and startup.
 //!
-//! Mirrors upstream `pkg/kubelet/prober` (probe manager, one worker per container and probe
-//! type) and `pkg/kubelet/prober/results` (the results manager whose updates the sync loop
-//! consumes). This crate currently holds the shared result vocabulary; the probe manager and
-//! the exec/httpGet/tcpSocket/grpc probers are the subject of the probes issue.
+//! Mirrors upstream `pkg/kubelet/prober`: a [`Manager`] (`prober_manager.go`) keeps one worker
+//! task per container and probe type (`worker.go`), each running the container's probe on
+//! tokio time and recording transitions in core's results managers
+//! ([`kubelet_core::probe::Results`], upstream `prober/results`), whose update channel the
+//! sync loop consumes. The probers (`prober.go`, `pkg/probe/{exec,http,tcp,grpc}`) are in
+//! [`exec`], [`http`], [`tcp`] and [`grpc`].
 //!
+//! The manager implements core's [`ProbeManager`](kubelet_core::probe::ProbeManager) (driven by
+//! the pod syncer) and [`ProbeResults`](kubelet_core::probe::ProbeResults) (read by status
+//! generation); the runtime reads liveness and startup failures from the results managers.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use kubelet_core::cache::PodCache;
+//! use kubelet_core::probe::Results;
+//! use kubelet_core::runtime::Runtime;
+//! use tokio_util::sync::CancellationToken;
+//! # fn demo(runtime: Arc<dyn Runtime>) {
+//! let (results, updates) = Results::new(); // `updates` goes to the sync loop
+//! let manager = kubelet_probe::Manager::new(runtime, PodCache::new(), results, CancellationToken::new());
+//! # let _ = (manager, updates);
+//! # }
 //! ```
-//! use kubelet_probe::{ProbeKind, ProbeResult};
-//! assert_eq!(ProbeKind::Liveness.to_string(), "Liveness");
-//! assert!(ProbeResult::Success.is_success());
-//! ```
 
-use std::fmt;
+pub mod exec;
+pub mod grpc;
+pub mod http;
+mod manager;
+pub mod prober;
+pub mod tcp;
+mod worker;
 
-/// Which probe (upstream `probeType`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ProbeKind {
-    /// Restarts the container when it fails.
-    Liveness,
-    /// Gates the container's `ready` flag.
-    Readiness,
-    /// Gates liveness and readiness until it first succeeds.
-    Startup,
-}
-
-impl fmt::Display for ProbeKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            ProbeKind::Liveness => "Liveness",
-            ProbeKind::Readiness => "Readiness",
-            ProbeKind::Startup => "Startup",
-        })
-    }
-}
-
-/// The outcome of one probe (upstream `results.Result`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ProbeResult {
-    /// Not probed yet.
-    Unknown,
-    /// The probe passed.
-    Success,
-    /// The probe failed.
-    Failure,
-}
-
-impl ProbeResult {
-    /// `true` for [`ProbeResult::Success`].
-    pub fn is_success(self) -> bool {
-        self == ProbeResult::Success
-    }
-}
+pub use kubelet_core::probe::{ProbeKind, ProbeResult};
+pub use manager::Manager;
+pub use prober::Outcome;

@@ -1,0 +1,240 @@
+//! Running one probe of one container (upstream `pkg/kubelet/prober/prober.go`): picks the
+//! handler, resolves named ports and the default host (the pod IP), applies the timeout and
+//! retries errors up to three times.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Container, Probe};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kubelet_core::runtime::{PodStatus, Runtime};
+
+/// Tries of a probe that errors (upstream `maxProbeRetries`).
+pub const MAX_RETRIES: usize = 3;
+
+/// What a handler observed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    /// The probe passed.
+    pub success: bool,
+    /// Output or the reason of the failure, for logs and events.
+    pub output: String,
+}
+
+impl Outcome {
+    /// A success with `output`.
+    pub fn success(output: String) -> Self {
+        Self {
+            success: true,
+            output,
+        }
+    }
+
+    /// A failure with `output`.
+    pub fn failure(output: String) -> Self {
+        Self {
+            success: false,
+            output,
+        }
+    }
+}
+
+/// A probe's settings with upstream's defaults applied (`SetDefaults_Probe`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timing {
+    /// `initialDelaySeconds` (default 0).
+    pub initial_delay: Duration,
+    /// `periodSeconds` (default 10).
+    pub period: Duration,
+    /// `timeoutSeconds` (default 1).
+    pub timeout: Duration,
+    /// `successThreshold` (default 1).
+    pub success_threshold: u32,
+    /// `failureThreshold` (default 3).
+    pub failure_threshold: u32,
+}
+
+fn secs(v: Option<i32>, default: u64) -> Duration {
+    Duration::from_secs(
+        v.and_then(|v| u64::try_from(v).ok())
+            .filter(|v| *v > 0)
+            .unwrap_or(default),
+    )
+}
+
+impl Timing {
+    /// Settings of `probe`, defaults for unset or non-positive values.
+    pub fn of(probe: &Probe) -> Self {
+        let count = |v: Option<i32>, d: u32| {
+            v.and_then(|v| u32::try_from(v).ok())
+                .filter(|v| *v > 0)
+                .unwrap_or(d)
+        };
+        Self {
+            initial_delay: Duration::from_secs(
+                probe
+                    .initial_delay_seconds
+                    .and_then(|v| u64::try_from(v).ok())
+                    .unwrap_or(0),
+            ),
+            period: secs(probe.period_seconds, 10),
+            timeout: secs(probe.timeout_seconds, 1),
+            success_threshold: count(probe.success_threshold, 1),
+            failure_threshold: count(probe.failure_threshold, 3),
+        }
+    }
+}
+
+/// Resolves a probe port: a number, or the name of one of the container's ports.
+pub fn resolve_port(port: &IntOrString, container: &Container) -> Result<u16, String> {
+    match port {
+        IntOrString::Int(n) => u16::try_from(*n)
+            .ok()
+            .filter(|p| *p > 0)
+            .ok_or_else(|| format!("invalid port number: {n}")),
+        IntOrString::String(name) => {
+            if let Ok(n) = name.parse::<i32>() {
+                return resolve_port(&IntOrString::Int(n), container);
+            }
+            container
+                .ports
+                .iter()
+                .flatten()
+                .find(|p| p.name.as_deref() == Some(name.as_str()))
+                .and_then(|p| u16::try_from(p.container_port).ok())
+                .ok_or_else(|| {
+                    format!(
+                        "couldn't find port: {name:?} in container {:?}",
+                        container.name
+                    )
+                })
+        }
+    }
+}
+
+fn host_or_pod_ip(host: Option<&String>, status: &PodStatus) -> Result<String, String> {
+    match host.filter(|h| !h.is_empty()) {
+        Some(h) => Ok(h.clone()),
+        None => status
+            .ips
+            .first()
+            .cloned()
+            .ok_or_else(|| "the pod has no IP yet".to_owned()),
+    }
+}
+
+/// Runs `probe` once (with retries on errors). `Err` is a probe error: upstream throws the
+/// result away and keeps the previous one.
+pub async fn run(
+    runtime: &dyn Runtime,
+    probe: &Probe,
+    container: &Container,
+    container_id: &str,
+    status: &PodStatus,
+) -> Result<Outcome, String> {
+    let mut last = Err("no probe handler".to_owned());
+    for _ in 0..MAX_RETRIES {
+        last = run_once(runtime, probe, container, container_id, status).await;
+        if last.is_ok() {
+            break;
+        }
+    }
+    last
+}
+
+async fn run_once(
+    runtime: &dyn Runtime,
+    probe: &Probe,
+    container: &Container,
+    container_id: &str,
+    status: &PodStatus,
+) -> Result<Outcome, String> {
+    let timeout = Timing::of(probe).timeout;
+    if let Some(exec) = &probe.exec {
+        let command = exec.command.clone().unwrap_or_default();
+        return crate::exec::probe(runtime, container_id, &command, timeout).await;
+    }
+    if let Some(h) = &probe.http_get {
+        let port = resolve_port(&h.port, container)?;
+        let host = host_or_pod_ip(h.host.as_ref(), status)?;
+        let path = h.path.clone().unwrap_or_default();
+        let target = crate::http::Target {
+            https: h
+                .scheme
+                .as_deref()
+                .is_some_and(|s| s.eq_ignore_ascii_case("https")),
+            host,
+            port,
+            path: if path.starts_with('/') {
+                path
+            } else {
+                format!("/{path}")
+            },
+            headers: h
+                .http_headers
+                .iter()
+                .flatten()
+                .map(|hd| (hd.name.clone(), hd.value.clone()))
+                .collect(),
+        };
+        return Ok(crate::http::probe(&target, timeout).await);
+    }
+    if let Some(t) = &probe.tcp_socket {
+        let port = resolve_port(&t.port, container)?;
+        let host = host_or_pod_ip(t.host.as_ref(), status)?;
+        return Ok(crate::tcp::probe(&host, port, timeout).await);
+    }
+    if let Some(g) = &probe.grpc {
+        let port = u16::try_from(g.port)
+            .ok()
+            .filter(|p| *p > 0)
+            .ok_or_else(|| format!("invalid port number: {}", g.port))?;
+        let host = host_or_pod_ip(None, status)?;
+        let service = g.service.clone().unwrap_or_default();
+        return Ok(crate::grpc::probe(&host, port, &service, timeout).await);
+    }
+    Err("missing probe handler".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ContainerPort;
+
+    #[test]
+    fn defaults_and_named_ports() {
+        let t = Timing::of(&Probe::default());
+        assert_eq!(
+            (
+                t.initial_delay,
+                t.period,
+                t.timeout,
+                t.success_threshold,
+                t.failure_threshold
+            ),
+            (
+                Duration::ZERO,
+                Duration::from_secs(10),
+                Duration::from_secs(1),
+                1,
+                3
+            )
+        );
+        let c = Container {
+            name: "app".into(),
+            ports: Some(vec![ContainerPort {
+                name: Some("http".into()),
+                container_port: 8080,
+                ..Default::default()
+            }]),
+            ..Default::default()
+        };
+        assert_eq!(
+            resolve_port(&IntOrString::String("http".into()), &c),
+            Ok(8080)
+        );
+        assert_eq!(resolve_port(&IntOrString::String("81".into()), &c), Ok(81));
+        assert_eq!(resolve_port(&IntOrString::Int(80), &c), Ok(80));
+        assert!(resolve_port(&IntOrString::String("nope".into()), &c).is_err());
+        assert!(resolve_port(&IntOrString::Int(0), &c).is_err());
+    }
+}

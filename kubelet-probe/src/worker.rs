@@ -1,0 +1,223 @@
+//! One probe worker: a task probing one container with one probe type (upstream
+//! `pkg/kubelet/prober/worker.go`).
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Container, Probe};
+use kubelet_core::PodUid;
+use kubelet_core::cache::PodCache;
+use kubelet_core::probe::{ProbeKind, ProbeResult, ResultsManager};
+use kubelet_core::runtime::{ContainerState, Runtime};
+use tokio::time::{Instant, MissedTickBehavior};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info};
+
+use crate::prober::{self, Timing};
+
+/// What a worker needs besides its own state.
+pub(crate) struct Env {
+    pub runtime: Arc<dyn Runtime>,
+    pub cache: PodCache,
+    /// The startup results (liveness and readiness wait for the container to be started).
+    pub startup: ResultsManager,
+    /// When the manager was created: workers started within one period of it jitter their
+    /// first run (upstream `probeManager.start`).
+    pub manager_start: Instant,
+}
+
+pub(crate) struct Worker {
+    pub kind: ProbeKind,
+    pub pod_uid: PodUid,
+    pub pod_name: String,
+    pub restart_never: bool,
+    pub container: Container,
+    pub probe: Probe,
+    pub timing: Timing,
+    pub has_startup_probe: bool,
+    pub results: ResultsManager,
+    pub env: Arc<Env>,
+    /// The container instance being probed.
+    container_id: Option<String>,
+    /// When the current instance's initial delay is over.
+    eligible_at: Option<Instant>,
+    /// A liveness or startup failure was reported for this instance: wait for a new one.
+    on_hold: bool,
+    last_result: ProbeResult,
+    result_run: u32,
+}
+
+impl Worker {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        kind: ProbeKind,
+        pod_uid: PodUid,
+        pod_name: String,
+        restart_never: bool,
+        container: Container,
+        probe: Probe,
+        has_startup_probe: bool,
+        results: ResultsManager,
+        env: Arc<Env>,
+    ) -> Self {
+        Self {
+            timing: Timing::of(&probe),
+            kind,
+            pod_uid,
+            pod_name,
+            restart_never,
+            container,
+            probe,
+            has_startup_probe,
+            results,
+            env,
+            container_id: None,
+            eligible_at: None,
+            on_hold: false,
+            last_result: ProbeResult::Unknown,
+            result_run: 0,
+        }
+    }
+
+    /// The result a new container instance starts with (upstream `initialValue`).
+    fn initial_value(&self) -> ProbeResult {
+        match self.kind {
+            ProbeKind::Readiness => ProbeResult::Failure,
+            ProbeKind::Liveness => ProbeResult::Success,
+            ProbeKind::Startup => ProbeResult::Unknown,
+        }
+    }
+
+    /// Probes until `stop` is cancelled or the container is done for good (upstream
+    /// `worker.run`). Forgets the result of the last instance on the way out.
+    pub(crate) async fn run(mut self, stop: CancellationToken) {
+        let period = self.timing.period;
+        // After a kubelet (re)start, spread the first runs over one period.
+        if period > self.env.manager_start.elapsed() {
+            let jitter = period.mul_f64(rand::random::<f64>());
+            tokio::select! {
+                biased;
+                _ = stop.cancelled() => return self.finish(),
+                _ = tokio::time::sleep(jitter) => {}
+            }
+        }
+        let mut ticker = tokio::time::interval_at(Instant::now() + period, period);
+        ticker.set_missed_tick_behavior(MissedTickBehavior::Skip);
+        loop {
+            let keep_going = tokio::select! {
+                biased;
+                _ = stop.cancelled() => false,
+                more = self.do_probe() => more,
+            };
+            if !keep_going {
+                break;
+            }
+            tokio::select! {
+                biased;
+                _ = stop.cancelled() => break,
+                _ = ticker.tick() => {}
+            }
+        }
+        self.finish();
+    }
+
+    fn finish(&self) {
+        if let Some(id) = &self.container_id {
+            self.results.remove(id);
+        }
+    }
+
+    /// One probe (upstream `doProbe`); `false` stops the worker.
+    async fn do_probe(&mut self) -> bool {
+        let Some((status, _)) = self.env.cache.get(&self.pod_uid) else {
+            return true; // no status yet
+        };
+        let Some(c) = status.container(&self.container.name) else {
+            return true; // not created yet
+        };
+        if c.id.is_empty() {
+            return true;
+        }
+        if self.container_id.as_deref() != Some(c.id.as_str()) {
+            if let Some(old) = self.container_id.take() {
+                self.results.remove(&old);
+            }
+            self.container_id = Some(c.id.clone());
+            self.results.set(&c.id, self.initial_value(), &self.pod_uid);
+            self.on_hold = false;
+            self.last_result = ProbeResult::Unknown;
+            self.result_run = 0;
+            // The initial delay counts from the container's start (wall clock), measured
+            // from here on tokio time.
+            let since_start = c
+                .started_at
+                .map(|t| {
+                    let now = kubelet_core::time::now();
+                    std::time::Duration::try_from(now.duration_since(t)).unwrap_or_default()
+                })
+                .unwrap_or_default();
+            self.eligible_at =
+                Some(Instant::now() + self.timing.initial_delay.saturating_sub(since_start));
+        }
+        let id = c.id.clone();
+        if self.on_hold {
+            return true;
+        }
+        if c.state != ContainerState::Running {
+            self.results.set(&id, ProbeResult::Failure, &self.pod_uid);
+            return !(c.state == ContainerState::Exited && self.restart_never);
+        }
+        if self.eligible_at.is_some_and(|t| Instant::now() < t) {
+            return true;
+        }
+        let started =
+            !self.has_startup_probe || self.env.startup.get(&id) == Some(ProbeResult::Success);
+        if started == (self.kind == ProbeKind::Startup) {
+            // Startup probes stop once started; the others wait for it.
+            return true;
+        }
+        let outcome = match prober::run(
+            self.env.runtime.as_ref(),
+            &self.probe,
+            &self.container,
+            &id,
+            &status,
+        )
+        .await
+        {
+            Ok(o) => o,
+            Err(e) => {
+                debug!(pod = %self.pod_name, container = %self.container.name, kind = %self.kind, error = %e, "probe errored");
+                return true;
+            }
+        };
+        let result = if outcome.success {
+            ProbeResult::Success
+        } else {
+            debug!(pod = %self.pod_name, container = %self.container.name, kind = %self.kind, output = %outcome.output, "probe failed");
+            ProbeResult::Failure
+        };
+        if self.last_result == result {
+            self.result_run += 1;
+        } else {
+            self.last_result = result;
+            self.result_run = 1;
+        }
+        if (result == ProbeResult::Failure && self.result_run < self.timing.failure_threshold)
+            || (result == ProbeResult::Success && self.result_run < self.timing.success_threshold)
+        {
+            return true;
+        }
+        if result == ProbeResult::Failure && self.results.get(&id) != Some(result) {
+            info!(pod = %self.pod_name, container = %self.container.name, probe = %self.kind, output = %outcome.output, "probe failed");
+        }
+        self.results.set(&id, result, &self.pod_uid);
+        if matches!(self.kind, ProbeKind::Liveness | ProbeKind::Startup)
+            && result == ProbeResult::Failure
+        {
+            // The container will be restarted: stop probing this instance.
+            self.on_hold = true;
+            self.result_run = 0;
+        }
+        true
+    }
+}
