@@ -41,6 +41,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     let token = CancellationToken::new();
     let tracker = TaskTracker::new();
 
+    let (probe_results, probe_updates) = kubelet_core::probe::Results::new();
     let runtime: Arc<dyn Runtime> = Arc::new(
         kubelet_cri::RemoteRuntime::connect(
             &settings.runtime_endpoint,
@@ -48,7 +49,8 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
                 .with_pod_logs_dir(settings.pod_log_dir.clone())
                 .with_node_name(settings.node_name.clone()),
         )
-        .with_context(|| format!("--container-runtime-endpoint {}", settings.runtime_endpoint))?,
+        .with_context(|| format!("--container-runtime-endpoint {}", settings.runtime_endpoint))?
+        .with_probe_results(probe_results.clone()),
     );
     let cache = PodCache::new();
     let (generic_pleg, pleg_events) = kubelet_pleg::GenericPleg::new(
@@ -57,7 +59,16 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         kubelet_pleg::Config::default(),
     );
     let pleg: Arc<dyn Pleg> = Arc::new(generic_pleg.clone());
-    let status_manager = Arc::new(kubelet_status::LocalStatusManager::new());
+    let probe_manager = kubelet_probe::Manager::new(
+        runtime.clone(),
+        cache.clone(),
+        probe_results,
+        token.child_token(),
+    );
+    let status_manager = Arc::new(
+        kubelet_status::LocalStatusManager::new()
+            .with_probe_results(Arc::new(probe_manager.clone())),
+    );
     let status: Arc<dyn StatusManager> = status_manager.clone();
     let volumes: Arc<dyn VolumeManager> = Arc::new(kubelet_volumes::DefaultVolumeManager::new(
         settings.root_dir.clone(),
@@ -69,7 +80,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         pleg: pleg.clone(),
         cache: cache.clone(),
         helper: Arc::new(KubeletRuntimeHelper::new(volumes)),
-        probes: Arc::new(kubelet_core::probe::NoProbes),
+        probes: Arc::new(probe_manager),
     };
 
     let (mut pod_config, updates) = PodConfig::new();
@@ -142,7 +153,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         kubelet::sync_loop::Channels {
             updates,
             pleg_events,
-            probe_updates: kubelet_core::probe::Results::new().1,
+            probe_updates,
         },
         runtime_state,
         health.clone(),

@@ -11,10 +11,11 @@
 use std::time::Duration;
 
 use crate::reasons::CRASH_LOOP_BACK_OFF;
-use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::api::core::v1::{Container, Pod, Probe};
 use kubelet_core::backoff::Backoff;
 use kubelet_core::container::{hash_container, should_container_be_restarted};
 use kubelet_core::pod::PodExt;
+use kubelet_core::probe::{ProbeResult, Results};
 use kubelet_core::runtime::{
     ContainerState, ContainerStatus, ContainerSyncError, PodStatus, SandboxState,
 };
@@ -28,6 +29,9 @@ pub struct ContainerToKill {
     pub name: String,
     /// Why it is killed (for logs and events).
     pub message: String,
+    /// Grace period to use instead of the pod's (a failed probe's
+    /// `terminationGracePeriodSeconds`).
+    pub grace_period_seconds: Option<i64>,
 }
 
 /// The steps [`crate::RemoteRuntime`]'s `sync_pod` takes for a pod (upstream `podActions`).
@@ -189,6 +193,17 @@ fn container_succeeded(c: &Container, status: &PodStatus) -> bool {
 ///   killed. When nothing is left running and nothing will start, the pod is killed.
 #[doc(alias = "computePodActions")]
 pub fn compute_pod_actions(pod: &Pod, status: &PodStatus) -> PodActions {
+    compute_pod_actions_with_probes(pod, status, None)
+}
+
+/// [`compute_pod_actions`] that also kills running containers whose liveness or startup probe
+/// failed, restarting them unless `restartPolicy` is `Never` (upstream: "Container … failed
+/// liveness probe, will be restarted"), with the probe's `terminationGracePeriodSeconds`.
+pub fn compute_pod_actions_with_probes(
+    pod: &Pod,
+    status: &PodStatus,
+    probes: Option<&Results>,
+) -> PodActions {
     let (create, attempt, sandbox_id) = pod_sandbox_changed(pod, status);
     let mut actions = PodActions {
         kill_pod: create,
@@ -241,6 +256,7 @@ pub fn compute_pod_actions(pod: &Pod, status: &PodStatus) -> PodActions {
                         message:
                             "Init container is in \"Unknown\" state, try killing it before restart"
                                 .into(),
+                        grace_period_seconds: None,
                     });
                 }
                 actions.next_init_container_to_start = Some(next);
@@ -263,6 +279,20 @@ pub fn compute_pod_actions(pod: &Pod, status: &PodStatus) -> PodActions {
                             "Container {} definition changed, will be restarted",
                             c.name
                         ),
+                        grace_period_seconds: None,
+                    });
+                } else if let Some((probe, what)) = failed_probe(c, &s.id, probes) {
+                    let mut message = format!("Container {} failed {what} probe", c.name);
+                    if restarts_on_failure(pod) {
+                        message.push_str(", will be restarted");
+                        actions.containers_to_start.push(idx);
+                    }
+                    actions.containers_to_kill.push(ContainerToKill {
+                        id: s.id.clone(),
+                        name: c.name.clone(),
+                        message,
+                        grace_period_seconds: probe
+                            .and_then(|p| p.termination_grace_period_seconds),
                     });
                 } else {
                     keep += 1;
@@ -278,6 +308,7 @@ pub fn compute_pod_actions(pod: &Pod, status: &PodStatus) -> PodActions {
                             message:
                                 "Container is in \"Unknown\" state, try killing it before restart"
                                     .into(),
+                            grace_period_seconds: None,
                         });
                     }
                 }
@@ -297,6 +328,7 @@ pub fn compute_pod_actions(pod: &Pod, status: &PodStatus) -> PodActions {
                 id: s.id.clone(),
                 name: s.name.clone(),
                 message: format!("Container {} is not in the pod spec", s.name),
+                grace_period_seconds: None,
             });
         }
     }
@@ -305,6 +337,22 @@ pub fn compute_pod_actions(pod: &Pod, status: &PodStatus) -> PodActions {
         actions.kill_pod = true;
     }
     actions
+}
+
+/// The failed liveness or startup probe of a running container instance, if any.
+fn failed_probe<'a>(
+    c: &'a Container,
+    id: &str,
+    probes: Option<&Results>,
+) -> Option<(Option<&'a Probe>, &'static str)> {
+    let probes = probes?;
+    if probes.liveness.get(id) == Some(ProbeResult::Failure) {
+        return Some((c.liveness_probe.as_ref(), "liveness"));
+    }
+    if probes.startup.get(id) == Some(ProbeResult::Failure) {
+        return Some((c.startup_probe.as_ref(), "startup"));
+    }
+    None
 }
 
 /// The crash-loop backoff key of a container (upstream `GetStableKey`):
@@ -428,6 +476,58 @@ mod tests {
             sandboxes: sandbox.into_iter().collect(),
             containers,
             ..Default::default()
+        }
+    }
+
+    #[test]
+    fn failed_liveness_or_startup_kills_and_restarts() {
+        use k8s_openapi::api::core::v1::Probe;
+        use kubelet_core::probe::{ProbeResult, Results};
+        for (policy, restart) in [("Always", true), ("OnFailure", true), ("Never", false)] {
+            let mut p = pod_with("web", policy, &["app", "side"]);
+            let spec = p.spec.as_mut().expect("spec");
+            spec.containers[0].liveness_probe = Some(Probe {
+                termination_grace_period_seconds: Some(3),
+                ..Default::default()
+            });
+            let st = status(
+                Some(ready_sandbox()),
+                vec![
+                    cs(&p, "app", ContainerState::Running, 0),
+                    cs(&p, "side", ContainerState::Running, 0),
+                ],
+            );
+            let (results, _rx) = Results::new();
+            let uid = p.uid();
+            let healthy = compute_pod_actions_with_probes(&p, &st, Some(&results));
+            assert!(healthy.containers_to_kill.is_empty());
+            results.liveness.set("id-app", ProbeResult::Failure, &uid);
+            results.startup.set("id-side", ProbeResult::Failure, &uid);
+            let a = compute_pod_actions_with_probes(&p, &st, Some(&results));
+            let suffix = if restart { ", will be restarted" } else { "" };
+            assert_eq!(
+                a.containers_to_kill,
+                vec![
+                    ContainerToKill {
+                        id: "id-app".into(),
+                        name: "app".into(),
+                        message: format!("Container app failed liveness probe{suffix}"),
+                        grace_period_seconds: Some(3),
+                    },
+                    ContainerToKill {
+                        id: "id-side".into(),
+                        name: "side".into(),
+                        message: format!("Container side failed startup probe{suffix}"),
+                        grace_period_seconds: None,
+                    },
+                ],
+                "{policy}"
+            );
+            assert_eq!(
+                a.containers_to_start,
+                if restart { vec![0, 1] } else { vec![] }
+            );
+            assert_eq!(a.kill_pod, !restart, "{policy}");
         }
     }
 

@@ -128,6 +128,30 @@ impl CriClient {
         unary("Version", self.t(), c.version(request(msg, self.t()))).await
     }
 
+    /// `ExecSync` with the command's own `timeout` (zero: none). The call's deadline is the
+    /// request timeout plus `timeout`, as upstream; `Ok(None)` when the command timed out
+    /// (the runtime answers `DeadlineExceeded`, or the deadline passes).
+    pub(crate) async fn exec_sync(
+        &self,
+        id: &str,
+        cmd: &[String],
+        timeout: Duration,
+    ) -> Result<Option<cri::ExecSyncResponse>> {
+        let msg = cri::ExecSyncRequest {
+            container_id: id.into(),
+            cmd: cmd.to_vec(),
+            timeout: i64::try_from(timeout.as_secs()).unwrap_or(i64::MAX),
+        };
+        let deadline = self.timeout + timeout;
+        let mut c = self.runtime.clone();
+        match tokio::time::timeout(deadline, c.exec_sync(request(msg, Some(deadline)))).await {
+            Err(_) => Ok(None),
+            Ok(Ok(resp)) => Ok(Some(resp.into_inner())),
+            Ok(Err(s)) if s.code() == tonic::Code::DeadlineExceeded => Ok(None),
+            Ok(Err(s)) => Err(from_status("ExecSync", &s)),
+        }
+    }
+
     pub(crate) async fn status(&self) -> Result<cri::StatusResponse> {
         let msg = cri::StatusRequest { verbose: false };
         let mut c = self.runtime.clone();

@@ -16,8 +16,8 @@ use k8s_openapi::api::core::v1::Pod;
 use kubelet_core::backoff::Backoff;
 use kubelet_core::pod::PodUid;
 use kubelet_core::runtime::{
-    Error, PodStatus, PodSyncResult, Result, RunningPod, Runtime, RuntimeHelper, RuntimeStatus,
-    Version,
+    Error, ExecResult, PodStatus, PodSyncResult, Result, RunningPod, Runtime, RuntimeHelper,
+    RuntimeStatus, Version,
 };
 
 use crate::client::{CriClient, socket_path};
@@ -105,6 +105,8 @@ impl Options {
 pub struct RemoteRuntime {
     pub(crate) client: CriClient,
     pub(crate) opts: Arc<Options>,
+    /// Liveness and startup results: a failed container is killed and restarted.
+    pub(crate) probes: Option<kubelet_core::probe::Results>,
 }
 
 impl RemoteRuntime {
@@ -118,7 +120,16 @@ impl RemoteRuntime {
         Ok(Self {
             client,
             opts: Arc::new(opts),
+            probes: None,
         })
+    }
+
+    /// Makes `sync_pod` restart containers whose liveness or startup probe failed (the
+    /// probe manager writes these results).
+    #[must_use]
+    pub fn with_probe_results(mut self, results: kubelet_core::probe::Results) -> Self {
+        self.probes = Some(results);
+        self
     }
 
     /// The options this runtime was built with.
@@ -243,6 +254,34 @@ impl Runtime for RemoteRuntime {
 
     async fn delete_container(&self, id: &str) -> Result<()> {
         self.remove_container_and_log(id).await
+    }
+
+    async fn exec_sync(
+        &self,
+        container_id: &str,
+        cmd: &[String],
+        timeout: Duration,
+        max_output: usize,
+    ) -> Result<ExecResult> {
+        Ok(
+            match self.client.exec_sync(container_id, cmd, timeout).await? {
+                None => ExecResult {
+                    exit_code: -1,
+                    timed_out: true,
+                    ..Default::default()
+                },
+                Some(mut r) => {
+                    r.stdout.truncate(max_output);
+                    r.stderr.truncate(max_output);
+                    ExecResult {
+                        exit_code: r.exit_code,
+                        stdout: r.stdout,
+                        stderr: r.stderr,
+                        timed_out: false,
+                    }
+                }
+            },
+        )
     }
 
     async fn remove_pod(&self, running: &RunningPod) -> Result<()> {

@@ -19,7 +19,7 @@ use kubelet_core::runtime::{
     RunningPod, RuntimeHelper, SandboxSummary,
 };
 
-use crate::actions::{PodActions, check_backoff, compute_pod_actions};
+use crate::actions::{PodActions, check_backoff, compute_pod_actions_with_probes};
 use crate::container::{
     ContainerConfigInput, container_logs_dir, generate_container_config, restart_count_from_log_dir,
 };
@@ -107,7 +107,7 @@ impl RemoteRuntime {
         helper: &dyn RuntimeHelper,
         backoff: &Backoff,
     ) -> Result<PodSyncResult> {
-        let actions = compute_pod_actions(pod, status);
+        let actions = compute_pod_actions_with_probes(pod, status, self.probes.as_ref());
         tracing::debug!(pod = %pod.full_name(), ?actions, "computed pod actions");
         let mut result = PodSyncResult::default();
 
@@ -124,7 +124,13 @@ impl RemoteRuntime {
         } else {
             for k in &actions.containers_to_kill {
                 if let Err(e) = self
-                    .kill_container(Some(pod), &k.id, &k.name, None, &k.message)
+                    .kill_container(
+                        Some(pod),
+                        &k.id,
+                        &k.name,
+                        k.grace_period_seconds,
+                        &k.message,
+                    )
                     .await
                 {
                     return fail_pod(result, &format!("failed to kill container {:?}", k.name), e);
