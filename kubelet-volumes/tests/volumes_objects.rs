@@ -638,3 +638,75 @@ async fn sub_paths_stay_inside_the_volume_and_teardown_spares_host_data() {
     );
     assert!(outside.path().join("secret").exists());
 }
+
+#[tokio::test]
+async fn downward_api_updates_are_atomic_for_a_reader_loop() {
+    if !root() {
+        return;
+    }
+    let s = setup();
+    let item = |path: &str, field: &str| DownwardAPIVolumeFile {
+        path: path.into(),
+        field_ref: Some(ObjectFieldSelector {
+            field_path: field.into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let mut p = with_volumes(
+        "dapi-loop",
+        vec![Volume {
+            name: "podinfo".into(),
+            downward_api: Some(DownwardAPIVolumeSource {
+                items: Some(vec![
+                    item("labels", "metadata.labels['gen']"),
+                    item("annotations", "metadata.annotations['gen']"),
+                ]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }],
+    );
+    let set_gen = |p: &mut Pod, n: usize| {
+        p.metadata.labels = Some(BTreeMap::from([("gen".to_owned(), n.to_string())]));
+        p.metadata.annotations = Some(BTreeMap::from([("gen".to_owned(), n.to_string())]));
+    };
+    set_gen(&mut p, 0);
+    s.vm.wait_for_attach_and_mount(&p).await.expect("mount");
+    let dir = s.vm.mounted_volumes(&p.uid())["podinfo"].host_path.clone();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let (stop, dir) = (stop.clone(), dir.clone());
+        std::thread::spawn(move || {
+            let mut generations = HashSet::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                // A reader that opens the directory once (as `..data`) sees one generation.
+                let Ok(t) = std::fs::read_link(dir.join("..data")) else {
+                    continue;
+                };
+                let l = std::fs::read_to_string(dir.join(&t).join("labels"));
+                let a = std::fs::read_to_string(dir.join(&t).join("annotations"));
+                if let (Ok(l), Ok(a)) = (l, a) {
+                    assert_eq!(l, a, "mixed generations");
+                    generations.insert(l);
+                }
+            }
+            generations
+        })
+    };
+    for n in 1..=100 {
+        set_gen(&mut p, n);
+        s.vm.wait_for_attach_and_mount(&p).await.expect("resync");
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let generations = reader.join().expect("reader");
+    assert!(
+        generations.len() > 1,
+        "the reader saw updates: {generations:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("annotations")).expect("read"),
+        "100"
+    );
+    s.vm.unmount_pod(&p.uid()).await.expect("unmount");
+}
