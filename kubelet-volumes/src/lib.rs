@@ -25,6 +25,7 @@ mod manager;
 pub mod mount;
 pub mod projection;
 pub mod subpath;
+pub mod token;
 
 pub use host_path::check_host_path;
 pub use manager::DefaultVolumeManager;

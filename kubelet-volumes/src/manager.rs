@@ -23,6 +23,7 @@ use tracing::{debug, info, warn};
 use crate::atomic_writer::{AtomicWriter, Payload};
 use crate::host_path::check_host_path;
 use crate::projection::{self, ObjectRef};
+use crate::token::TokenCache;
 use crate::{mount, subpath};
 
 /// Plugin directory name of emptyDir volumes.
@@ -47,6 +48,7 @@ pub struct DefaultVolumeManager {
     /// `resourceFieldRef` limits a container does not set.
     node_allocatable: (f64, f64),
     mounted: Mutex<HashMap<PodUid, HashMap<String, MountedVolume>>>,
+    tokens: TokenCache,
 }
 
 impl std::fmt::Debug for DefaultVolumeManager {
@@ -91,6 +93,7 @@ impl DefaultVolumeManager {
                 node_memory_bytes(),
             ),
             mounted: Mutex::new(HashMap::new()),
+            tokens: TokenCache::default(),
         }
     }
 
@@ -321,6 +324,7 @@ impl DefaultVolumeManager {
             } else if let Some(t) = &source.service_account_token {
                 projection::service_account_token(
                     self.objects.as_ref(),
+                    &self.tokens,
                     pod,
                     t.audience.as_deref(),
                     t.expiration_seconds,
@@ -429,11 +433,24 @@ impl VolumeManager for DefaultVolumeManager {
 
     async fn unmount_pod(&self, uid: &PodUid) -> Result<()> {
         self.lock().remove(uid);
+        self.tokens.forget_pod(uid.as_str());
         self.tear_down(uid)
     }
 
     async fn cleanup_orphaned(&self, active: &HashSet<PodUid>) -> Result<()> {
         self.lock().retain(|uid, _| active.contains(uid));
+        let mut gone = Vec::new();
+        {
+            let tokens = self.tokens.pod_uids();
+            gone.extend(
+                tokens
+                    .into_iter()
+                    .filter(|u| !active.contains(&PodUid(u.clone()))),
+            );
+        }
+        for uid in gone {
+            self.tokens.forget_pod(&uid);
+        }
         let entries = match std::fs::read_dir(self.pods_dir()) {
             Ok(entries) => entries,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),

@@ -164,9 +164,11 @@ pub async fn secret(
     }
 }
 
-/// Adds a bound service-account token at `path`.
+/// Adds a bound service-account token at `path`, from `tokens` (refreshed as upstream).
+#[allow(clippy::too_many_arguments)]
 pub async fn service_account_token(
     objects: &dyn ObjectSource,
+    tokens: &crate::token::TokenCache,
     pod: &Pod,
     audience: Option<&str>,
     expiration_seconds: Option<i64>,
@@ -190,8 +192,8 @@ pub async fn service_account_token(
         pod_name: meta.name.clone().unwrap_or_default(),
         pod_uid: meta.uid.clone().unwrap_or_default(),
     };
-    let token = objects
-        .service_account_token(&request)
+    let token = tokens
+        .get(objects, &request)
         .await
         .map_err(|e| format!("fetching token for service account {service_account:?}: {e}"))?
         .ok_or_else(|| format!("service account {service_account:?} has no token"))?;
