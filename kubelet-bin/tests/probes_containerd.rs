@@ -1,0 +1,223 @@
+//! Probe acceptance against a real containerd: exec liveness restarts, httpGet and tcpSocket
+//! readiness, startup gating. Each test runs its own containerd and kubelet; probes use a 1 s
+//! period so each test takes well under a minute.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use support::{Node, container_status};
+
+const IMAGE: &str = "docker.io/library/busybox:1.36";
+
+fn manifest(name: &str, containers: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  terminationGracePeriodSeconds: 2\n  containers:\n{containers}"
+    )
+}
+
+fn cs(node: &Node, pod: &str, container: &str) -> Option<Value> {
+    container_status(&node.pod(pod)?, container).cloned()
+}
+
+fn running(c: &Value) -> bool {
+    c["state"]["running"].is_object()
+}
+
+fn restarts(c: &Value) -> i64 {
+    c["restartCount"].as_i64().unwrap_or(0)
+}
+
+fn condition(pod: &Value, kind: &str) -> String {
+    pod["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == kind))
+        .and_then(|c| c["status"].as_str())
+        .unwrap_or("")
+        .to_owned()
+}
+
+/// Runs `cmd` in the container (`ctr tasks exec`), by its `containerID` from `/pods`.
+fn exec(node: &Node, c: &Value, cmd: &[&str]) {
+    let id = c["containerID"]
+        .as_str()
+        .and_then(|s| s.split_once("://"))
+        .map(|(_, id)| id.to_owned())
+        .expect("containerID");
+    let exec_id = format!("t{}", rand_suffix());
+    let mut args = vec!["tasks", "exec", "--exec-id", &exec_id, &id];
+    args.extend_from_slice(cmd);
+    node.testbed.ctr(&args).expect("ctr tasks exec");
+}
+
+fn rand_suffix() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default()
+}
+
+#[test]
+fn failing_exec_liveness_restarts_the_container() {
+    let node = Node::start("probe-live");
+    node.write_manifest(
+        "live.yaml",
+        &manifest(
+            "live",
+            &format!(
+                "  - name: app\n    image: {IMAGE}\n    imagePullPolicy: IfNotPresent\n    command: [sh, -c, 'touch /tmp/healthy; exec sleep 3600']\n    livenessProbe:\n      exec:\n        command: [cat, /tmp/healthy]\n      periodSeconds: 1\n      failureThreshold: 2\n      terminationGracePeriodSeconds: 1\n"
+            ),
+        ),
+    );
+    node.wait_for(Duration::from_secs(15), "app running", |n| {
+        cs(n, "live", "app").filter(running)
+    });
+    // Healthy for a while: no restart.
+    std::thread::sleep(Duration::from_secs(3));
+    let c = cs(&node, "live", "app").expect("status");
+    assert_eq!(restarts(&c), 0, "{c}");
+    exec(&node, &c, &["rm", "/tmp/healthy"]);
+    let removed = Instant::now();
+    node.wait_for(Duration::from_secs(10), "restartCount 1", |n| {
+        cs(n, "live", "app").filter(|c| restarts(c) == 1 && running(c))
+    });
+    let took = removed.elapsed();
+    eprintln!("liveness: restarted {took:?} after the file was removed");
+    // period × failureThreshold (2 s) ± one period, plus the kill (grace 1 s, sleep exits on
+    // SIGTERM at once) and the next relist (1 s).
+    assert!(
+        took >= Duration::from_secs(1) && took <= Duration::from_secs(5),
+        "restart took {took:?}"
+    );
+    assert!(
+        node.log()
+            .contains("failed liveness probe, will be restarted"),
+        "{}",
+        node.log()
+    );
+    // The new instance is healthy again (its command recreated the file).
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(restarts(&cs(&node, "live", "app").expect("status")), 1);
+}
+
+#[test]
+fn http_readiness_follows_the_served_file_without_restarts() {
+    let node = Node::start("probe-http");
+    node.write_manifest(
+        "web.yaml",
+        &manifest(
+            "web",
+            &format!(
+                "  - name: httpd\n    image: {IMAGE}\n    imagePullPolicy: IfNotPresent\n    command: [sh, -c, 'mkdir -p /www && echo ok > /www/index.html && exec httpd -f -p 8080 -h /www']\n    ports:\n    - name: http\n      containerPort: 8080\n    readinessProbe:\n      httpGet:\n        path: /index.html\n        port: http\n        httpHeaders:\n        - name: X-Probe\n          value: yes\n      periodSeconds: 1\n      failureThreshold: 2\n"
+            ),
+        ),
+    );
+    let pod = node.wait_for(Duration::from_secs(20), "web Ready", |n| {
+        n.pod("web").filter(|p| condition(p, "Ready") == "True")
+    });
+    assert_eq!(condition(&pod, "ContainersReady"), "True");
+    let c = container_status(&pod, "httpd").expect("status").clone();
+    assert_eq!(c["ready"], true);
+    exec(&node, &c, &["rm", "/www/index.html"]);
+    let removed = Instant::now();
+    let pod = node.wait_for(Duration::from_secs(10), "web NotReady", |n| {
+        n.pod("web").filter(|p| condition(p, "Ready") == "False")
+    });
+    let took = removed.elapsed();
+    eprintln!("readiness: NotReady {took:?} after the file was removed");
+    // period × failureThreshold + 1 s, plus one second for /pods to show it.
+    assert!(took <= Duration::from_secs(4), "NotReady after {took:?}");
+    let c2 = container_status(&pod, "httpd").expect("status");
+    assert_eq!(c2["ready"], false);
+    assert_eq!(condition(&pod, "ContainersReady"), "False");
+    assert_eq!(restarts(c2), 0);
+    assert!(running(c2));
+    exec(&node, &c, &["sh", "-c", "echo ok > /www/index.html"]);
+    let pod = node.wait_for(Duration::from_secs(5), "web Ready again", |n| {
+        n.pod("web").filter(|p| condition(p, "Ready") == "True")
+    });
+    assert_eq!(
+        restarts(container_status(&pod, "httpd").expect("status")),
+        0
+    );
+}
+
+#[test]
+fn tcp_readiness_open_and_closed_ports() {
+    let node = Node::start("probe-tcp");
+    node.write_manifest(
+        "tcp.yaml",
+        &manifest(
+            "tcp",
+            &format!(
+                "  - name: open\n    image: {IMAGE}\n    imagePullPolicy: IfNotPresent\n    command: [httpd, -f, -p, '8080']\n    readinessProbe:\n      tcpSocket:\n        port: 8080\n      periodSeconds: 1\n  - name: closed\n    image: {IMAGE}\n    imagePullPolicy: IfNotPresent\n    command: [sleep, '3600']\n    readinessProbe:\n      tcpSocket:\n        port: 9999\n      periodSeconds: 1\n      failureThreshold: 1\n"
+            ),
+        ),
+    );
+    let pod = node.wait_for(Duration::from_secs(20), "open ready", |n| {
+        n.pod("tcp").filter(|p| {
+            container_status(p, "open").is_some_and(|c| c["ready"] == true)
+                && container_status(p, "closed").is_some_and(running)
+        })
+    });
+    // Give the closed port's probe a few periods: it must stay not ready.
+    std::thread::sleep(Duration::from_secs(3));
+    let pod2 = node.pod("tcp").expect("pod");
+    for p in [&pod, &pod2] {
+        assert_eq!(
+            container_status(p, "closed").expect("closed")["ready"],
+            false
+        );
+        assert_eq!(condition(p, "Ready"), "False");
+        assert_eq!(condition(p, "ContainersReady"), "False");
+    }
+    assert_eq!(
+        container_status(&pod2, "open").expect("open")["ready"],
+        true
+    );
+    assert_eq!(
+        restarts(container_status(&pod2, "closed").expect("closed")),
+        0
+    );
+}
+
+#[test]
+fn startup_probe_holds_liveness_until_it_succeeds() {
+    let node = Node::start("probe-startup");
+    // Liveness would fail at once (no /tmp/live): it must not run before startup succeeds
+    // (after ~5 s), and must restart the container soon after.
+    node.write_manifest(
+        "slow.yaml",
+        &manifest(
+            "slow",
+            &format!(
+                "  - name: app\n    image: {IMAGE}\n    imagePullPolicy: IfNotPresent\n    command: [sh, -c, 'sleep 5; touch /tmp/started; exec sleep 3600']\n    startupProbe:\n      exec:\n        command: [cat, /tmp/started]\n      periodSeconds: 1\n      failureThreshold: 30\n    livenessProbe:\n      exec:\n        command: [cat, /tmp/live]\n      periodSeconds: 1\n      failureThreshold: 3\n      terminationGracePeriodSeconds: 1\n"
+            ),
+        ),
+    );
+    node.wait_for(Duration::from_secs(15), "app running", |n| {
+        cs(n, "slow", "app").filter(running)
+    });
+    let seen_running = Instant::now();
+    let c = node.wait_for(Duration::from_secs(10), "app started", |n| {
+        let c = cs(n, "slow", "app")?;
+        assert_eq!(restarts(&c), 0, "restarted before startup succeeded: {c}");
+        (c["started"] == true).then_some(c)
+    });
+    let took = seen_running.elapsed();
+    eprintln!("startup: started {took:?} after the container was seen running");
+    assert!(
+        took >= Duration::from_secs(3),
+        "started after {took:?}: {c}"
+    );
+    assert_eq!(c["ready"], true);
+    // Now liveness runs and fails: a restart follows.
+    node.wait_for(Duration::from_secs(10), "restart by liveness", |n| {
+        cs(n, "slow", "app").filter(|c| restarts(c) >= 1)
+    });
+    assert!(
+        node.log()
+            .contains("failed liveness probe, will be restarted")
+    );
+}
