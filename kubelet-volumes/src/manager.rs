@@ -85,6 +85,7 @@ impl DefaultVolumeManager {
     /// configMaps, secrets or tokens (a standalone node).
     pub fn new(root_dir: PathBuf) -> Self {
         let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+        let mounted = reconstruct(&root_dir.join("pods"));
         Self {
             root_dir,
             objects: Arc::new(InMemoryObjectSource::new()),
@@ -92,7 +93,7 @@ impl DefaultVolumeManager {
                 f64::from(u32::try_from(cpus).unwrap_or(1)),
                 node_memory_bytes(),
             ),
-            mounted: Mutex::new(HashMap::new()),
+            mounted: Mutex::new(mounted),
             tokens: TokenCache::default(),
         }
     }
@@ -367,6 +368,51 @@ impl DefaultVolumeManager {
         }
         Ok(())
     }
+}
+
+/// The actual state of world rebuilt from disk after a restart (upstream
+/// `reconciler/reconstruct.go`): every `<pods>/<uid>/volumes/<plugin>/<name>` the kubelet set
+/// up, so running pods keep their volumes without a remount. hostPath volumes leave nothing on
+/// disk; they are re-checked on the pod's next sync.
+fn reconstruct(pods_dir: &Path) -> HashMap<PodUid, HashMap<String, MountedVolume>> {
+    let mut out: HashMap<PodUid, HashMap<String, MountedVolume>> = HashMap::new();
+    let dirs = |p: &Path| -> Vec<std::fs::DirEntry> {
+        std::fs::read_dir(p)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .collect()
+    };
+    for pod in dirs(pods_dir) {
+        let uid = PodUid(pod.file_name().to_string_lossy().into_owned());
+        for plugin in dirs(&pod.path().join("volumes")) {
+            let plugin_name = plugin.file_name().to_string_lossy().into_owned();
+            let read_only = match plugin_name.as_str() {
+                EMPTY_DIR_PLUGIN => false,
+                CONFIG_MAP_PLUGIN | SECRET_PLUGIN | DOWNWARD_API_PLUGIN | PROJECTED_PLUGIN => true,
+                _ => continue,
+            };
+            for volume in dirs(&plugin.path()) {
+                out.entry(uid.clone()).or_default().insert(
+                    volume.file_name().to_string_lossy().into_owned(),
+                    MountedVolume {
+                        host_path: volume.path(),
+                        read_only,
+                        size_limit_bytes: None,
+                    },
+                );
+            }
+        }
+    }
+    if !out.is_empty() {
+        info!(
+            pods = out.len(),
+            volumes = out.values().map(HashMap::len).sum::<usize>(),
+            "reconstructed volumes from disk"
+        );
+    }
+    out
 }
 
 fn create_dir(path: &Path, mode: u32) -> Result<()> {

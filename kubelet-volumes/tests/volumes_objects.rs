@@ -568,6 +568,10 @@ async fn memory_empty_dir_is_a_sized_tmpfs_that_survives_a_restart() {
     );
     std::fs::write(cache.join("data"), b"keep me").expect("write");
     let vm2 = s.restart();
+    // The actual state is rebuilt from disk before the pod's first sync.
+    let rebuilt = vm2.mounted_volumes(&p.uid());
+    assert_eq!(rebuilt.len(), 3, "{rebuilt:?}");
+    assert_eq!(rebuilt["cache"].host_path, *cache);
     vm2.wait_for_attach_and_mount(&p).await.expect("adopt");
     assert_eq!(
         std::fs::read_to_string(cache.join("data")).expect("data"),
