@@ -64,7 +64,8 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         cache.clone(),
         probe_results,
         token.child_token(),
-    );
+    )
+    .with_host_ips(settings.node_ips.clone());
     let status_manager = Arc::new(
         kubelet_status::LocalStatusManager::new()
             .with_probe_results(Arc::new(probe_manager.clone())),

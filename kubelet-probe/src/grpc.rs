@@ -93,6 +93,39 @@ mod tests {
     use super::*;
 
     #[tokio::test]
+    async fn serving_and_not_serving() {
+        let (reporter, service) = tonic_health::server::health_reporter();
+        reporter
+            .set_service_status("shop", tonic_health::ServingStatus::Serving)
+            .await;
+        reporter
+            .set_service_status("cart", tonic_health::ServingStatus::NotServing)
+            .await;
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let port = l.local_addr().expect("addr").port();
+        tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(service)
+                .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(l)),
+        );
+        let t = Duration::from_secs(2);
+        let o = probe("127.0.0.1", port, "shop", t).await;
+        assert!(o.success, "{o:?}");
+        // The empty service is the server as a whole (SERVING by default).
+        assert!(probe("127.0.0.1", port, "", t).await.success);
+        let o = probe("127.0.0.1", port, "cart", t).await;
+        assert!(!o.success && o.output.contains("NOT_SERVING"), "{o:?}");
+        let o = probe("127.0.0.1", port, "nope", t).await;
+        assert!(!o.success, "{o:?}");
+        reporter
+            .set_service_status("cart", tonic_health::ServingStatus::Serving)
+            .await;
+        assert!(probe("127.0.0.1", port, "cart", t).await.success);
+    }
+
+    #[tokio::test]
     async fn refused_is_failure() {
         let l = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await

@@ -77,12 +77,28 @@ impl Manager {
                     cache,
                     startup: results.startup.clone(),
                     manager_start: Instant::now(),
+                    host_ips: Vec::new(),
                 }),
                 results,
                 token,
                 workers: Mutex::new((0, HashMap::new())),
             }),
         }
+    }
+
+    /// Sets the node's IPs, the default probe host of `hostNetwork` pods (upstream probes the
+    /// pod IP, which is the node's IP for them). Call before adding pods.
+    #[must_use]
+    pub fn with_host_ips(mut self, ips: Vec<String>) -> Self {
+        match Arc::get_mut(&mut self.inner) {
+            Some(inner) => {
+                let mut env = (*inner.env).clone();
+                env.host_ips = ips;
+                inner.env = Arc::new(env);
+            }
+            None => tracing::warn!("probe manager already shared: host IPs ignored"),
+        }
+        self
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, (u64, HashMap<Key, Handle>)> {
@@ -129,6 +145,7 @@ impl Manager {
             key.pod.clone(),
             pod.full_name(),
             pod.restart_policy() == "Never",
+            pod.host_network(),
             container.clone(),
             probe.clone(),
             container.startup_probe.is_some(),

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Container, Probe};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kubelet_core::runtime::{PodStatus, Runtime};
+use kubelet_core::runtime::Runtime;
 
 /// Tries of a probe that errors (upstream `maxProbeRetries`).
 pub const MAX_RETRIES: usize = 3;
@@ -111,29 +111,28 @@ pub fn resolve_port(port: &IntOrString, container: &Container) -> Result<u16, St
     }
 }
 
-fn host_or_pod_ip(host: Option<&String>, status: &PodStatus) -> Result<String, String> {
+fn host_or_pod_ip(host: Option<&String>, pod_ip: Option<&str>) -> Result<String, String> {
     match host.filter(|h| !h.is_empty()) {
         Some(h) => Ok(h.clone()),
-        None => status
-            .ips
-            .first()
-            .cloned()
+        None => pod_ip
+            .map(str::to_owned)
             .ok_or_else(|| "the pod has no IP yet".to_owned()),
     }
 }
 
-/// Runs `probe` once (with retries on errors). `Err` is a probe error: upstream throws the
+/// Runs `probe` once (with retries on errors). `pod_ip` is the default host of network
+/// probes (the node's IP for `hostNetwork` pods). `Err` is a probe error: upstream throws the
 /// result away and keeps the previous one.
 pub async fn run(
     runtime: &dyn Runtime,
     probe: &Probe,
     container: &Container,
     container_id: &str,
-    status: &PodStatus,
+    pod_ip: Option<&str>,
 ) -> Result<Outcome, String> {
     let mut last = Err("no probe handler".to_owned());
     for _ in 0..MAX_RETRIES {
-        last = run_once(runtime, probe, container, container_id, status).await;
+        last = run_once(runtime, probe, container, container_id, pod_ip).await;
         if last.is_ok() {
             break;
         }
@@ -146,7 +145,7 @@ async fn run_once(
     probe: &Probe,
     container: &Container,
     container_id: &str,
-    status: &PodStatus,
+    pod_ip: Option<&str>,
 ) -> Result<Outcome, String> {
     let timeout = Timing::of(probe).timeout;
     if let Some(exec) = &probe.exec {
@@ -155,7 +154,7 @@ async fn run_once(
     }
     if let Some(h) = &probe.http_get {
         let port = resolve_port(&h.port, container)?;
-        let host = host_or_pod_ip(h.host.as_ref(), status)?;
+        let host = host_or_pod_ip(h.host.as_ref(), pod_ip)?;
         let path = h.path.clone().unwrap_or_default();
         let target = crate::http::Target {
             https: h
@@ -180,7 +179,7 @@ async fn run_once(
     }
     if let Some(t) = &probe.tcp_socket {
         let port = resolve_port(&t.port, container)?;
-        let host = host_or_pod_ip(t.host.as_ref(), status)?;
+        let host = host_or_pod_ip(t.host.as_ref(), pod_ip)?;
         return Ok(crate::tcp::probe(&host, port, timeout).await);
     }
     if let Some(g) = &probe.grpc {
@@ -188,7 +187,7 @@ async fn run_once(
             .ok()
             .filter(|p| *p > 0)
             .ok_or_else(|| format!("invalid port number: {}", g.port))?;
-        let host = host_or_pod_ip(None, status)?;
+        let host = host_or_pod_ip(None, pod_ip)?;
         let service = g.service.clone().unwrap_or_default();
         return Ok(crate::grpc::probe(&host, port, &service, timeout).await);
     }

@@ -15,6 +15,7 @@ use tracing::{debug, info};
 use crate::prober::{self, Timing};
 
 /// What a worker needs besides its own state.
+#[derive(Clone)]
 pub(crate) struct Env {
     pub runtime: Arc<dyn Runtime>,
     pub cache: PodCache,
@@ -23,6 +24,8 @@ pub(crate) struct Env {
     /// When the manager was created: workers started within one period of it jitter their
     /// first run (upstream `probeManager.start`).
     pub manager_start: Instant,
+    /// The node's IPs: the pod IP of `hostNetwork` pods.
+    pub host_ips: Vec<String>,
 }
 
 pub(crate) struct Worker {
@@ -30,6 +33,7 @@ pub(crate) struct Worker {
     pub pod_uid: PodUid,
     pub pod_name: String,
     pub restart_never: bool,
+    pub host_network: bool,
     pub container: Container,
     pub probe: Probe,
     pub timing: Timing,
@@ -53,6 +57,7 @@ impl Worker {
         pod_uid: PodUid,
         pod_name: String,
         restart_never: bool,
+        host_network: bool,
         container: Container,
         probe: Probe,
         has_startup_probe: bool,
@@ -65,6 +70,7 @@ impl Worker {
             pod_uid,
             pod_name,
             restart_never,
+            host_network,
             container,
             probe,
             has_startup_probe,
@@ -175,12 +181,17 @@ impl Worker {
             // Startup probes stop once started; the others wait for it.
             return true;
         }
+        let pod_ip = status.ips.first().or_else(|| {
+            self.host_network
+                .then(|| self.env.host_ips.first())
+                .flatten()
+        });
         let outcome = match prober::run(
             self.env.runtime.as_ref(),
             &self.probe,
             &self.container,
             &id,
-            &status,
+            pod_ip.map(String::as_str),
         )
         .await
         {
