@@ -221,3 +221,55 @@ fn startup_probe_holds_liveness_until_it_succeeds() {
             .contains("failed liveness probe, will be restarted")
     );
 }
+
+/// `VmHWM` (peak RSS) of the kubelet serving `node`, in KiB, found by its `--root-dir`.
+fn kubelet_peak_rss_kib(node: &Node) -> u64 {
+    let root = node.dir.join("kubelet").join("root");
+    let root = root.to_string_lossy();
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline);
+        if cmdline.contains("--root-dir") && cmdline.split('\0').any(|a| a == root) {
+            let status = std::fs::read_to_string(entry.path().join("status")).unwrap_or_default();
+            return status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+                .expect("VmHWM");
+        }
+    }
+    panic!("kubelet process not found");
+}
+
+#[test]
+fn exec_probe_with_100_mib_of_output_keeps_kubelet_memory_flat() {
+    let node = Node::start("probe-mem");
+    node.write_manifest(
+        "big.yaml",
+        &manifest(
+            "big",
+            &format!(
+                "  - name: app\n    image: {IMAGE}\n    imagePullPolicy: IfNotPresent\n    command: [sleep, '3600']\n    readinessProbe:\n      exec:\n        command: [sh, -c, 'head -c 104857600 /dev/zero']\n      initialDelaySeconds: 4\n      periodSeconds: 1\n      timeoutSeconds: 10\n"
+            ),
+        ),
+    );
+    node.wait_for(Duration::from_secs(15), "app running", |n| {
+        cs(n, "big", "app").filter(running)
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    let before = kubelet_peak_rss_kib(&node);
+    // At least five probe runs, each printing 100 MiB.
+    std::thread::sleep(Duration::from_secs(10));
+    let after = kubelet_peak_rss_kib(&node);
+    let c = cs(&node, "big", "app").expect("status");
+    eprintln!(
+        "100 MiB exec probe: kubelet peak RSS {before} KiB -> {after} KiB (+{} KiB), ready={}",
+        after.saturating_sub(before),
+        c["ready"]
+    );
+    assert!(
+        after.saturating_sub(before) < 8 * 1024,
+        "kubelet peak RSS grew from {before} KiB to {after} KiB"
+    );
+    assert_eq!(restarts(&c), 0);
+}
