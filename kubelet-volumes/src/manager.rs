@@ -185,6 +185,9 @@ impl DefaultVolumeManager {
                     )));
                 }
             }
+            if let Some(gid) = fs_group(pod) {
+                set_dir_group(&path, gid, 0o770)?;
+            }
             return Ok(MountedVolume {
                 host_path: path,
                 read_only: false,
@@ -266,10 +269,24 @@ impl DefaultVolumeManager {
         for key in payload.keys() {
             crate::atomic_writer::validate_path(key).map_err(mount_err)?;
         }
+        let group = fs_group(pod);
+        let mut payload = payload;
+        if group.is_some() {
+            // Upstream `SetVolumeOwnership` for read-only volumes: files also readable by the
+            // group.
+            for file in payload.values_mut() {
+                file.mode |= 0o440;
+            }
+        }
         self.make_dir(&path, &backing)?;
         let changed = AtomicWriter::new(path.clone())
             .write(&payload)
             .map_err(mount_err)?;
+        if let Some(gid) = group
+            && changed
+        {
+            set_tree_group(&path, gid)?;
+        }
         if changed {
             info!(pod = %pod.full_name(), volume = %volume.name, files = payload.len(), "volume contents updated");
         }
@@ -413,6 +430,57 @@ fn reconstruct(pods_dir: &Path) -> HashMap<PodUid, HashMap<String, MountedVolume
         );
     }
     out
+}
+
+/// The pod's `securityContext.fsGroup`.
+fn fs_group(pod: &Pod) -> Option<u32> {
+    pod.spec
+        .as_ref()?
+        .security_context
+        .as_ref()?
+        .fs_group
+        .and_then(|g| u32::try_from(g).ok())
+}
+
+fn io_error(path: &Path, source: std::io::Error) -> Error {
+    Error::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Gives a directory to `gid` with setgid and `mask` added (upstream `SetVolumeOwnership`).
+fn set_dir_group(path: &Path, gid: u32, mask: u32) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::os::unix::fs::lchown(path, None, Some(gid)).map_err(|e| io_error(path, e))?;
+    let mode = std::fs::symlink_metadata(path)
+        .map_err(|e| io_error(path, e))?
+        .permissions()
+        .mode();
+    std::fs::set_permissions(
+        path,
+        std::fs::Permissions::from_mode((mode & 0o7777) | mask | 0o2000),
+    )
+    .map_err(|e| io_error(path, e))
+}
+
+/// Gives every entry under `dir` to `gid` without following symlinks; directories get
+/// setgid and group read/exec (upstream `SetVolumeOwnership` for read-only volumes).
+fn set_tree_group(dir: &Path, gid: u32) -> Result<()> {
+    set_dir_group(dir, gid, 0o550)?;
+    let entries = std::fs::read_dir(dir).map_err(|e| io_error(dir, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| io_error(dir, e))?;
+        let path = entry.path();
+        let kind = entry.file_type().map_err(|e| io_error(&path, e))?;
+        if kind.is_dir() {
+            set_tree_group(&path, gid)?;
+        } else {
+            // Symlinks are lchowned; their targets are handled where they live.
+            std::os::unix::fs::lchown(&path, None, Some(gid)).map_err(|e| io_error(&path, e))?;
+        }
+    }
+    Ok(())
 }
 
 fn create_dir(path: &Path, mode: u32) -> Result<()> {

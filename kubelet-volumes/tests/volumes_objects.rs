@@ -714,3 +714,65 @@ async fn downward_api_updates_are_atomic_for_a_reader_loop() {
     );
     s.vm.unmount_pod(&p.uid()).await.expect("unmount");
 }
+
+#[tokio::test]
+async fn fs_group_owns_projected_files_and_empty_dirs() {
+    use std::os::unix::fs::MetadataExt;
+    if !root() {
+        return;
+    }
+    let s = setup();
+    s.objects.set_secret(
+        "default",
+        "creds",
+        Secret {
+            data: Some(BTreeMap::from([(
+                "key".to_owned(),
+                ByteString(b"v".to_vec()),
+            )])),
+            ..Default::default()
+        },
+    );
+    let mut p = with_volumes(
+        "fsgroup",
+        vec![
+            Volume {
+                name: "secret".into(),
+                secret: Some(SecretVolumeSource {
+                    secret_name: Some("creds".into()),
+                    default_mode: Some(0o400),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            Volume {
+                name: "scratch".into(),
+                empty_dir: Some(EmptyDirVolumeSource::default()),
+                ..Default::default()
+            },
+        ],
+    );
+    if let Some(spec) = p.spec.as_mut() {
+        spec.security_context = Some(k8s_openapi::api::core::v1::PodSecurityContext {
+            fs_group: Some(4242),
+            ..Default::default()
+        });
+    }
+    s.vm.wait_for_attach_and_mount(&p).await.expect("mount");
+    let m = s.vm.mounted_volumes(&p.uid());
+    let key = m["secret"].host_path.join("key");
+    let meta = std::fs::metadata(&key).expect("meta");
+    assert_eq!(meta.gid(), 4242);
+    assert_eq!(meta.mode() & 0o777, 0o440, "defaultMode plus group read");
+    let scratch = std::fs::metadata(&m["scratch"].host_path).expect("meta");
+    assert_eq!(scratch.gid(), 4242);
+    assert_eq!(scratch.mode() & 0o7777, 0o2777);
+    // The next sync does not rewrite an unchanged payload.
+    let data = std::fs::read_link(m["secret"].host_path.join("..data")).expect("..data");
+    s.vm.wait_for_attach_and_mount(&p).await.expect("resync");
+    assert_eq!(
+        std::fs::read_link(m["secret"].host_path.join("..data")).expect("..data"),
+        data
+    );
+    s.vm.unmount_pod(&p.uid()).await.expect("unmount");
+}
