@@ -141,7 +141,17 @@ impl AtomicWriter {
         let entries = std::fs::read_dir(&self.target).map_err(|e| io_err(&self.target, e))?;
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
-            if name.starts_with("..") || top.contains(name.as_str()) {
+            if name.starts_with("..") {
+                // A payload directory left by an interrupted write.
+                if name != ts_name
+                    && name != DATA_DIR
+                    && entry.file_type().is_ok_and(|t| t.is_dir())
+                {
+                    let _ = std::fs::remove_dir_all(entry.path());
+                }
+                continue;
+            }
+            if top.contains(name.as_str()) {
                 continue;
             }
             // Only our own `<key> -> ..data/<key>` symlinks are ever removed.
@@ -150,9 +160,6 @@ impl AtomicWriter {
             {
                 let _ = std::fs::remove_file(entry.path());
             }
-        }
-        if let Some(old) = old {
-            let _ = std::fs::remove_dir_all(self.target.join(old));
         }
         Ok(true)
     }
@@ -394,6 +401,18 @@ mod tests {
         stop.store(true, Ordering::Relaxed);
         let reads = reader.join().expect("reader");
         assert!(reads > 0);
+    }
+
+    #[test]
+    fn leftovers_of_an_interrupted_write_are_removed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir(dir.path().join("..2020_01_01_00_00_00.1")).expect("mkdir");
+        let w = AtomicWriter::new(dir.path().to_path_buf());
+        let mut p = Payload::new();
+        p.insert("a".into(), file("1", 0o644));
+        w.write(&p).expect("write");
+        assert!(!dir.path().join("..2020_01_01_00_00_00.1").exists());
+        assert_eq!(std::fs::read_dir(dir.path()).expect("ls").count(), 3);
     }
 
     #[test]
