@@ -6,7 +6,7 @@
 //!   on drop, and [`testbed::ensure_packages`] for the Debian packages it needs;
 //! - [`images`]: busybox and pause images built as OCI layout tarballs, no registry needed.
 //!
-//! The `cargo xtask` binary (`testbed up`, `images`, `demo`, `ci`) is built on these.
+//! The `cargo xtask` binary (`testbed up`, `images`, `demo`, `ci`, `bench`) is built on these.
 //!
 //! ```no_run
 //! # fn main() -> anyhow::Result<()> {

@@ -1,5 +1,6 @@
 //! `cargo xtask`: the project's automation commands (`cargo xtask --help`).
 
+mod bench;
 mod ci;
 mod demo;
 
@@ -38,6 +39,9 @@ enum Cmd {
     },
     /// What CI runs: packages, fmt, clippy, doc, tests; stops at the first failure.
     Ci,
+    /// Pod start latency and memory of the release kubelet against a raw-CRI baseline from the
+    /// same run; writes target/bench/bench.md and bench.json.
+    Bench(bench::Args),
 }
 
 #[derive(Subcommand)]
@@ -79,6 +83,7 @@ fn run(cmd: Cmd) -> Result<()> {
         }
         Cmd::Demo { kubelet } => demo::run(kubelet),
         Cmd::Ci => ci::run(),
+        Cmd::Bench(args) => bench::run(args),
     }
 }
 

@@ -1,0 +1,300 @@
+//! `cargo xtask bench`: pod start latency and memory of the kubelet against baselines measured
+//! in the same run (goals G1, G2 and G4 of `performance.md`, §3.1 ground rules).
+//!
+//! One private containerd (pod network on the testbed's CNI bridge) serves both arms:
+//!
+//! - **A, the kubelet**: the release `kubelet`, started once on an empty manifest directory.
+//!   The agent writes manifests atomically (hidden temporary file, then rename) and times
+//!   from the rename until CRI `ListContainers` shows each pod's container `RUNNING`; it then
+//!   deletes them and waits until the kubelet has removed the pods from the runtime.
+//! - **B, raw CRI**: the same long-lived agent replays, on its own connection, the requests
+//!   the kubelet's `sync_pod` sends for the same manifest (captured from the kubelet's own
+//!   code, see `kubelet-cri/examples/cri_replay`), timed from the first call until the same
+//!   poller sees the container running; then `StopPodSandbox` + `RemovePodSandbox`. The
+//!   kubelet is frozen (SIGSTOP) meanwhile: B's pods carry its labels, and it would otherwise
+//!   kill them as pods no source wants.
+//!
+//! Scenarios, each alternating A and B (ABAB…) after a warm-up: G1, single pods in sequence;
+//! G2, batches of 30 pods at once (B at the same parallelism: one task per pod). G4 samples the
+//! kubelet's and containerd's `VmRSS` and `Pss` idle and with the batch running. The table
+//! goes to stdout and, with every sample, to `bench.md` and `bench.json`.
+
+mod agent;
+mod kubelet;
+mod report;
+mod rss;
+mod scenario;
+mod stats;
+
+use std::{
+    env, fs,
+    path::PathBuf,
+    process::Command,
+    sync::mpsc::Receiver,
+    thread,
+    time::{Duration, Instant, SystemTime},
+};
+
+use anyhow::{Context, Result, bail};
+use serde_json::{Value, json};
+use xtask::{project_root, target_dir, testbed};
+
+use self::{
+    agent::Agent,
+    kubelet::{Dirs, Kubelet},
+    report::Memory,
+    scenario::Runs,
+};
+
+/// How long the kubelet settles before a memory sample.
+const SETTLE: Duration = Duration::from_secs(5);
+
+/// Options of `cargo xtask bench`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct Args {
+    /// A short run (10 single-pod rounds and 2 batch blocks per arm), a few minutes.
+    #[arg(long)]
+    quick: bool,
+    /// Where bench.md and bench.json go [default: target/bench].
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Single-pod rounds per arm [default: 10 with --quick, else 30].
+    #[arg(long)]
+    rounds: Option<usize>,
+    /// Batch blocks per arm [default: 2 with --quick, else 5].
+    #[arg(long)]
+    blocks: Option<usize>,
+    /// Pods per batch.
+    #[arg(long, default_value_t = 30)]
+    batch: usize,
+    /// Use this kubelet binary instead of building package kubelet-bin in release.
+    #[arg(long)]
+    kubelet: Option<PathBuf>,
+}
+
+/// Runs the benchmark and writes the report.
+pub(crate) fn run(args: Args) -> Result<()> {
+    let interrupted = crate::interrupts()?;
+    let began = Instant::now();
+    let rounds = args.rounds.unwrap_or(if args.quick { 10 } else { 30 });
+    let blocks = args.blocks.unwrap_or(if args.quick { 2 } else { 5 });
+    let batch = args.batch.max(1);
+    let out = args.out.unwrap_or_else(|| target_dir().join("bench"));
+
+    // protoc before cargo builds k8s-cri; containerd and friends for the testbed.
+    testbed::ensure_packages()?;
+    let (kubelet_bin, agent_bin) = build(args.kubelet)?;
+
+    let work = target_dir().join("testbed").join("bench");
+    let dirs = Dirs::fresh(&work)?;
+    println!("==> starting a private containerd in {}", work.display());
+    let testbed = testbed::Testbed::start(&work.join("containerd"))?;
+    let containerd = testbed.pid().context("containerd is not running")?;
+    let endpoint = testbed.endpoint();
+
+    println!("==> starting the kubelet ({})", kubelet_bin.display());
+    let mut kubelet = Kubelet::start(&kubelet_bin, &endpoint, &dirs, scenario::NODE)?;
+    let mut agent = Agent::spawn(
+        &agent_bin,
+        &endpoint,
+        scenario::NODE,
+        &dirs.pod_logs,
+        &dirs.logs.join("cri_replay.log"),
+    )?;
+    println!(
+        "    runtime {}; kubelet log {}",
+        agent.runtime,
+        kubelet.log().display()
+    );
+
+    let mut mem = Memory::default();
+    thread::sleep(SETTLE);
+    (mem.kubelet_idle, mem.containerd_idle) =
+        (rss::sample(kubelet.pid())?, rss::sample(containerd)?);
+
+    println!("==> G1: single pod, {rounds} rounds per arm (A = kubelet, B = raw CRI)");
+    let g1 = scenario::single_pod(&mut agent, &kubelet, &dirs.manifests, rounds, &interrupted)?;
+    check(&interrupted, &mut kubelet)?;
+
+    println!("==> G2: batches of {batch} pods, {blocks} blocks per arm");
+    let kubelet_pid = kubelet.pid();
+    let mut busy = Vec::new();
+    let g2 = scenario::batch(
+        &mut agent,
+        &kubelet,
+        &dirs.manifests,
+        batch,
+        blocks,
+        &interrupted,
+        |_| {
+            thread::sleep(SETTLE);
+            busy.push((rss::sample(kubelet_pid)?, rss::sample(containerd)?));
+            Ok(())
+        },
+    )?;
+    (mem.kubelet_busy, mem.containerd_busy) = busy.last().copied().unwrap_or_default();
+    check(&interrupted, &mut kubelet)?;
+
+    thread::sleep(SETTLE);
+    (mem.kubelet_after, mem.containerd_after) =
+        (rss::sample(kubelet.pid())?, rss::sample(containerd)?);
+    check(&interrupted, &mut kubelet)?;
+
+    let rows = report::rows(&g1, &g2, batch, &mem);
+    let table = report::text(&rows);
+    println!("\n{table}\n");
+    println!("{}", notes(&g1));
+
+    fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
+    let params = json!({
+        "quick": args.quick, "rounds": rounds, "blocks": blocks, "batch": batch,
+        "kubelet": kubelet_bin, "seconds": began.elapsed().as_secs_f64(),
+    });
+    let env = environment(&agent.runtime);
+    fs::write(
+        out.join("bench.md"),
+        markdown(&report::markdown(&rows), &notes(&g1), &params, &env),
+    )?;
+    let data = json!({
+        "params": params,
+        "env": env,
+        "rows": report::json(&rows),
+        "g1": runs_json(&g1),
+        "g2": runs_json(&g2),
+        "memory_kib": {
+            "kubelet_idle": mem.kubelet_idle.to_json(),
+            "containerd_idle": mem.containerd_idle.to_json(),
+            "kubelet_busy": busy.iter().map(|(k, _)| k.to_json()).collect::<Vec<_>>(),
+            "containerd_busy": busy.iter().map(|(_, c)| c.to_json()).collect::<Vec<_>>(),
+            "kubelet_after": mem.kubelet_after.to_json(),
+            "containerd_after": mem.containerd_after.to_json(),
+        },
+        "kubelet_sync_calls": g1.b.first().map(|s| s.calls.clone()).unwrap_or_default(),
+    });
+    fs::write(out.join("bench.json"), serde_json::to_string_pretty(&data)?)?;
+    println!(
+        "==> wrote {} and bench.json in {:.0?}",
+        out.join("bench.md").display(),
+        began.elapsed()
+    );
+
+    drop(agent);
+    kubelet.stop();
+    testbed.shutdown()
+}
+
+/// Builds the release kubelet (unless given) and the agent; returns both paths.
+fn build(kubelet: Option<PathBuf>) -> Result<(PathBuf, PathBuf)> {
+    let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let release = target_dir().join("release");
+    let mut builds = vec![vec!["-p", "kubelet-cri", "--example", "cri_replay"]];
+    if kubelet.is_none() {
+        builds.insert(0, vec!["-p", "kubelet-bin", "--bin", "kubelet"]);
+    }
+    for args in builds {
+        println!("==> cargo build --release {}", args.join(" "));
+        let status = Command::new(&cargo)
+            .arg("build")
+            .arg("--release")
+            .args(&args)
+            .current_dir(project_root())
+            .status()?;
+        if !status.success() {
+            bail!("cannot build {} ({status})", args[1]);
+        }
+    }
+    Ok((
+        kubelet.unwrap_or_else(|| release.join("kubelet")),
+        release.join("examples").join("cri_replay"),
+    ))
+}
+
+/// Fails on Ctrl-C or when the kubelet has died.
+fn check(interrupted: &Receiver<()>, kubelet: &mut Kubelet) -> Result<()> {
+    if interrupted.try_recv().is_ok() {
+        bail!("interrupted");
+    }
+    kubelet.check_alive()
+}
+
+fn runs_json(runs: &Runs) -> Value {
+    json!({
+        "kubelet_total_ms": runs.a_totals(),
+        "raw_total_ms": runs.b_totals(),
+        "kubelet_pod_ms": runs.a.iter().map(|s| &s.running_ms).collect::<Vec<_>>(),
+        "raw_pod_ms": runs.b.iter().map(|s| &s.running_ms).collect::<Vec<_>>(),
+        "kubelet_reported_pod_ms": runs.a.iter().map(|s| &s.reported_ms).collect::<Vec<_>>(),
+        "raw_start_container_returned_ms": runs.b.iter().map(|s| &s.started_ms).collect::<Vec<_>>(),
+    })
+}
+
+/// What the table does not say: how B is built and how much of B is the poller.
+fn notes(g1: &Runs) -> String {
+    let returned: Vec<f64> = g1.b.iter().flat_map(|s| s.started_ms.clone()).collect();
+    let calls =
+        g1.b.first()
+            .map(|s| s.calls.join(" → "))
+            .unwrap_or_default();
+    let lag: Vec<f64> =
+        g1.a.iter()
+            .flat_map(|s| s.reported_ms.iter().zip(&s.running_ms).map(|(r, c)| r - c))
+            .collect();
+    format!(
+        "B replays the kubelet's sync_pod sequence: {calls} (the kubelet frozen meanwhile).\n\
+         Both arms end when ListContainers(RUNNING), polled every 2 ms, shows the container; \
+         B's StartContainer returned at p50 {:.1} ms (running seen at p50 {:.1} ms).\n\
+         The kubelet's /pods said Running p50 {:.1} ms (p99 {:.1} ms) after CRI did (polled \
+         only after that, every 2 ms).",
+        stats::median(&returned),
+        stats::median(&g1.b_totals()),
+        stats::median(&lag),
+        stats::percentile(&lag, 99.0),
+    )
+}
+
+fn environment(runtime: &str) -> Value {
+    let read = |p: &str| fs::read_to_string(p).unwrap_or_default().trim().to_owned();
+    let git = Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .current_dir(project_root())
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default();
+    json!({
+        "unix_time": SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+        "kernel": read("/proc/sys/kernel/osrelease"),
+        "cpus": thread::available_parallelism().map_or(0, usize::from),
+        "loadavg": read("/proc/loadavg"),
+        "runtime": runtime,
+        "git": git,
+    })
+}
+
+fn markdown(table: &str, notes: &str, params: &Value, env: &Value) -> String {
+    let s = |v: &Value| v.as_str().map_or_else(|| v.to_string(), str::to_owned);
+    format!(
+        "# cargo xtask bench\n\n\
+         Commit {}, kubelet `{}`, {}, kernel {}, {} CPUs, load at the end {}. Mode: {}, {} \
+         single-pod rounds and {} batch blocks of {} pods per arm, {:.0} s.\n\n\
+         A = the kubelet (manifest written → container running per CRI); B = a long-lived raw \
+         CRI client sending the same requests, in the same run, interleaved ABAB. Ratios are \
+         A/B with a 95 % bootstrap interval; goals are from `performance.md` §3.2.\n\n\
+         {table}\n\n{}\n",
+        s(&env["git"]),
+        s(&params["kubelet"]),
+        s(&env["runtime"]),
+        s(&env["kernel"]),
+        env["cpus"],
+        s(&env["loadavg"]),
+        if params["quick"] == json!(true) {
+            "quick"
+        } else {
+            "full"
+        },
+        params["rounds"],
+        params["blocks"],
+        params["batch"],
+        params["seconds"].as_f64().unwrap_or(0.0),
+        notes.replace('\n', "\n\n"),
+    )
+}

@@ -1,0 +1,61 @@
+//! Memory of a process: `VmRSS` from `/proc/PID/status` and `Pss` from
+//! `/proc/PID/smaps_rollup`.
+
+use std::fs;
+
+use anyhow::{Context, Result};
+use serde_json::{Value, json};
+
+/// One memory sample, in KiB.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Mem {
+    /// Resident set size (`VmRSS`).
+    pub(crate) rss_kib: u64,
+    /// Proportional set size (`Pss` of `smaps_rollup`): shared pages divided among sharers.
+    pub(crate) pss_kib: u64,
+}
+
+impl Mem {
+    /// As JSON, in KiB.
+    pub(crate) fn to_json(self) -> Value {
+        json!({ "rss_kib": self.rss_kib, "pss_kib": self.pss_kib })
+    }
+}
+
+/// The `<key>: <n> kB` value in a `/proc` file's text.
+fn field_kib(text: &str, key: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+}
+
+/// Samples `pid`'s memory now.
+pub(crate) fn sample(pid: u32) -> Result<Mem> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status"))
+        .with_context(|| format!("process {pid} is gone"))?;
+    let rollup = fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
+        .with_context(|| format!("cannot read /proc/{pid}/smaps_rollup"))?;
+    Ok(Mem {
+        rss_kib: field_kib(&status, "VmRSS").context("no VmRSS")?,
+        pss_kib: field_kib(&rollup, "Pss").context("no Pss")?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_proc_fields() {
+        let text = "Rss:                5000 kB\nPss:                4096 kB\nPss_Anon:   10 kB\n";
+        assert_eq!(field_kib(text, "Pss"), Some(4096));
+        assert_eq!(field_kib(text, "Rss"), Some(5000));
+        assert_eq!(field_kib(text, "VmRSS"), None);
+    }
+
+    #[test]
+    fn samples_this_process() {
+        let mem = sample(std::process::id()).expect("own memory");
+        assert!(mem.rss_kib > 0 && mem.pss_kib > 0);
+    }
+}
