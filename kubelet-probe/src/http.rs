@@ -1,13 +1,16 @@
-//! HTTP GET probes (upstream `pkg/probe/http`): status 200–399 is success; the body is read up to
-//! 10 KiB; redirects are followed only to the same host (at most 10), a redirect elsewhere is
-//! itself the answer.
+//! HTTP GET probes (upstream `pkg/probe/http`): HTTP or HTTPS (certificates are not checked, as
+//! upstream's `InsecureSkipVerify`); status 200–399 is success; the body is read up to 10 KiB;
+//! redirects are followed only to the same host (at most 10), a redirect elsewhere is itself the
+//! answer.
 
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
 use hyper::{Request, StatusCode, Uri};
 use hyper_util::rt::TokioIo;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use tokio::net::TcpStream;
 
 use crate::prober::Outcome;
@@ -45,26 +48,27 @@ pub fn join_host_port(host: &str, port: u16) -> String {
 
 /// Runs the probe with `timeout` for the whole exchange (redirects included).
 pub async fn probe(target: &Target, timeout: Duration) -> Outcome {
-    if target.https {
-        return Outcome::failure("HTTPS probes are not supported by this kubelet".into());
-    }
     match tokio::time::timeout(timeout, follow(target.clone())).await {
         Ok(o) => o,
         Err(_) => Outcome::failure(format!(
-            "Get \"http://{}{}\": context deadline exceeded",
-            join_host_port(&target.host, target.port),
-            target.path
+            "Get \"{}\": context deadline exceeded",
+            url(target)
         )),
     }
 }
 
+fn url(target: &Target) -> String {
+    format!(
+        "{}://{}{}",
+        if target.https { "https" } else { "http" },
+        join_host_port(&target.host, target.port),
+        target.path
+    )
+}
+
 async fn follow(mut target: Target) -> Outcome {
     for _ in 0..=MAX_REDIRECTS {
-        let url = format!(
-            "http://{}{}",
-            join_host_port(&target.host, target.port),
-            target.path
-        );
+        let url = url(&target);
         let (status, location, body) = match get(&target).await {
             Ok(r) => r,
             Err(e) => return Outcome::failure(format!("Get \"{url}\": {e}")),
@@ -116,11 +120,97 @@ fn redirect(from: &Target, location: &str) -> Option<Target> {
     Some(next)
 }
 
+/// A TLS client that accepts any server certificate, as upstream's probes do
+/// (`InsecureSkipVerify`).
+fn tls() -> &'static tokio_rustls::TlsConnector {
+    static TLS: OnceLock<tokio_rustls::TlsConnector> = OnceLock::new();
+    TLS.get_or_init(|| {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .map(|b| {
+                b.dangerous()
+                    .with_custom_certificate_verifier(Arc::new(AnyCert(provider)))
+                    .with_no_client_auth()
+            });
+        match config {
+            Ok(c) => tokio_rustls::TlsConnector::from(Arc::new(c)),
+            // The ring provider supports the default versions; unreachable in practice.
+            Err(e) => panic!("building the probe TLS config: {e}"),
+        }
+    })
+}
+
+#[derive(Debug)]
+struct AnyCert(Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for AnyCert {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp: &[u8],
+        _now: UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
 async fn get(target: &Target) -> Result<(StatusCode, Option<String>, String), String> {
     let stream = TcpStream::connect(join_host_port(&target.host, target.port))
         .await
         .map_err(|e| format!("dial tcp: {e}"))?;
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+    if target.https {
+        let name = ServerName::try_from(target.host.clone())
+            .map_err(|e| format!("invalid TLS server name {:?}: {e}", target.host))?;
+        let tls = tls()
+            .connect(name, stream)
+            .await
+            .map_err(|e| format!("tls: {e}"))?;
+        exchange(tls, target).await
+    } else {
+        exchange(stream, target).await
+    }
+}
+
+async fn exchange<S>(io: S, target: &Target) -> Result<(StatusCode, Option<String>, String), String>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io))
         .await
         .map_err(|e| e.to_string())?;
     let conn = tokio::spawn(conn);
@@ -263,6 +353,94 @@ mod tests {
         );
         let o = probe(&target(port, "/loop"), t).await;
         assert!(!o.success && o.output.contains("redirects"), "{o:?}");
+    }
+
+    /// A self-signed certificate and PKCS#8 key (DER) made with the openssl CLI.
+    fn self_signed() -> (Vec<u8>, Vec<u8>) {
+        let dir = std::env::temp_dir().join(format!("probe-tls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let run = |args: &[&str]| {
+            let st = std::process::Command::new("openssl")
+                .args(args)
+                .current_dir(&dir)
+                .stderr(std::process::Stdio::null())
+                .status()
+                .expect("openssl");
+            assert!(st.success(), "openssl {args:?}");
+        };
+        run(&[
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            "key.pem",
+            "-out",
+            "cert.der",
+            "-outform",
+            "DER",
+            "-subj",
+            "/CN=probe",
+            "-days",
+            "1",
+        ]);
+        run(&[
+            "pkcs8", "-topk8", "-nocrypt", "-in", "key.pem", "-outform", "DER", "-out", "key.der",
+        ]);
+        let out = (
+            std::fs::read(dir.join("cert.der")).expect("cert"),
+            std::fs::read(dir.join("key.der")).expect("key"),
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+        out
+    }
+
+    #[tokio::test]
+    async fn https_skips_certificate_checks() {
+        use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
+        let (cert, key) = self_signed();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("versions")
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![CertificateDer::from(cert)],
+                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key)),
+            )
+            .expect("server config");
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let port = l.local_addr().expect("addr").port();
+        tokio::spawn(async move {
+            while let Ok((s, _)) = l.accept().await {
+                let acceptor = acceptor.clone();
+                tokio::spawn(async move {
+                    let Ok(mut s) = acceptor.accept(s).await else {
+                        return;
+                    };
+                    let mut buf = vec![0u8; 4096];
+                    let n = s.read(&mut buf).await.unwrap_or(0);
+                    let req = String::from_utf8_lossy(&buf[..n]).into_owned();
+                    let path = req.split_whitespace().nth(1).unwrap_or("/").to_owned();
+                    let _ = s.write_all(respond(&path).as_bytes()).await;
+                    let _ = s.shutdown().await;
+                });
+            }
+        });
+        let t = Duration::from_secs(2);
+        let https = |path: &str| Target {
+            https: true,
+            ..target(port, path)
+        };
+        let o = probe(&https("/ok"), t).await;
+        assert!(o.success && o.output == "fine", "{o:?}");
+        assert!(!probe(&https("/missing"), t).await.success);
+        // Plain HTTP against the TLS port fails.
+        assert!(!probe(&target(port, "/ok"), t).await.success);
     }
 
     #[tokio::test]
