@@ -71,7 +71,7 @@ spec:
   - name: main
     image: {IMAGE}
     imagePullPolicy: IfNotPresent
-    command: ["sh", "-c", "echo main >> /scratch/order; cp /scratch/order /out/order; grep ' /mem ' /proc/mounts > /out/mem-mount; cp /podinfo/labels /podinfo/annotations /podinfo/name /out/; if touch /podinfo/x 2>/dev/null; then echo rw; else echo ro; fi > /out/podinfo-ro; echo done > /out/done"]
+    command: ["sh", "-c", "echo main >> /scratch/order; cp /scratch/order /out/order; grep ' /mem ' /proc/mounts > /out/mem-mount; grep ' /podinfo ' /proc/mounts > /out/podinfo-mount; cp /podinfo/labels /podinfo/annotations /podinfo/name /out/; if touch /podinfo/x 2>/dev/null; then echo rw; else echo ro; fi > /out/podinfo-ro; echo done > /out/done"]
     volumeMounts:
     - {{name: scratch, mountPath: /scratch}}
     - {{name: mem, mountPath: /mem}}
@@ -113,6 +113,11 @@ spec:
     );
     assert_eq!(read(&out.join("name")).as_deref(), Some("vols-it-node"));
     assert_eq!(read(&out.join("podinfo-ro")).as_deref(), Some("ro\n"));
+    let podinfo = read(&out.join("podinfo-mount")).unwrap_or_default();
+    assert!(
+        podinfo.starts_with("tmpfs /podinfo tmpfs ro,"),
+        "downwardAPI files are on a read-only tmpfs: {podinfo:?}"
+    );
     // The pod succeeds and, once the manifest is gone, nothing is left under its directory.
     let pod = node.wait_for(Duration::from_secs(10), "vols Succeeded", |n| {
         n.pod("vols").filter(|p| phase(p) == "Succeeded")
