@@ -143,7 +143,7 @@ pub(crate) fn run(args: Args) -> Result<()> {
     let rows = report::rows(&g1, &g2, batch, &mem);
     let table = report::text(&rows);
     println!("\n{table}\n");
-    println!("{}", notes(&g1));
+    println!("{}", notes(&g1, &busy));
 
     fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
     let params = json!({
@@ -153,7 +153,7 @@ pub(crate) fn run(args: Args) -> Result<()> {
     let env = environment(&agent.runtime);
     fs::write(
         out.join("bench.md"),
-        markdown(&report::markdown(&rows), &notes(&g1), &params, &env),
+        markdown(&report::markdown(&rows), &notes(&g1, &busy), &params, &env),
     )?;
     let data = json!({
         "params": params,
@@ -228,8 +228,9 @@ fn runs_json(runs: &Runs) -> Value {
     })
 }
 
-/// What the table does not say: how B is built and how much of B is the poller.
-fn notes(g1: &Runs) -> String {
+/// What the table does not say: how B is built, how much of B is the poller, the status lag
+/// and the kubelet's memory after each batch.
+fn notes(g1: &Runs, busy: &[(rss::Mem, rss::Mem)]) -> String {
     let returned: Vec<f64> = g1.b.iter().flat_map(|s| s.started_ms.clone()).collect();
     let calls =
         g1.b.first()
@@ -244,11 +245,16 @@ fn notes(g1: &Runs) -> String {
          Both arms end when ListContainers(RUNNING), polled every 2 ms, shows the container; \
          B's StartContainer returned at p50 {:.1} ms (running seen at p50 {:.1} ms).\n\
          The kubelet's /pods said Running p50 {:.1} ms (p99 {:.1} ms) after CRI did (polled \
-         only after that, every 2 ms).",
+         only after that, every 2 ms).\n\
+         Kubelet VmRSS with the batch running, per block: {} MiB.",
         stats::median(&returned),
         stats::median(&g1.b_totals()),
         stats::median(&lag),
         stats::percentile(&lag, 99.0),
+        busy.iter()
+            .map(|(k, _)| format!("{:.1}", k.rss_kib as f64 / 1024.0))
+            .collect::<Vec<_>>()
+            .join(", "),
     )
 }
 
