@@ -120,6 +120,51 @@ fn host_or_pod_ip(host: Option<&String>, pod_ip: Option<&str>) -> Result<String,
     }
 }
 
+/// Expands `$(VAR)` in an exec probe's command with the container's literal `env` values
+/// (upstream `ExpandContainerCommandOnlyStatic`): `$$` is a literal `$`, unknown variables and
+/// unterminated references stay as written.
+pub fn expand_command(command: &[String], container: &Container) -> Vec<String> {
+    let env: std::collections::HashMap<&str, &str> = container
+        .env
+        .iter()
+        .flatten()
+        .filter(|e| e.value_from.is_none())
+        .map(|e| (e.name.as_str(), e.value.as_deref().unwrap_or("")))
+        .collect();
+    command.iter().map(|arg| expand(arg, &env)).collect()
+}
+
+fn expand(arg: &str, env: &std::collections::HashMap<&str, &str>) -> String {
+    let mut out = String::with_capacity(arg.len());
+    let mut rest = arg;
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        if let Some(tail) = after.strip_prefix('$') {
+            out.push('$');
+            rest = tail;
+        } else if let Some(inner) = after.strip_prefix('(')
+            && let Some(end) = inner.find(')')
+        {
+            let name = &inner[..end];
+            match env.get(name) {
+                Some(v) => out.push_str(v),
+                None => {
+                    out.push_str("$(");
+                    out.push_str(name);
+                    out.push(')');
+                }
+            }
+            rest = &inner[end + 1..];
+        } else {
+            out.push('$');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Runs `probe` once (with retries on errors). `pod_ip` is the default host of network
 /// probes (the node's IP for `hostNetwork` pods). `Err` is a probe error: upstream throws the
 /// result away and keeps the previous one.
@@ -149,7 +194,7 @@ async fn run_once(
 ) -> Result<Outcome, String> {
     let timeout = Timing::of(probe).timeout;
     if let Some(exec) = &probe.exec {
-        let command = exec.command.clone().unwrap_or_default();
+        let command = expand_command(exec.command.as_deref().unwrap_or_default(), container);
         return crate::exec::probe(runtime, container_id, &command, timeout).await;
     }
     if let Some(h) = &probe.http_get {
@@ -198,6 +243,49 @@ async fn run_once(
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::ContainerPort;
+
+    #[test]
+    fn exec_command_expansion() {
+        use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, ObjectFieldSelector};
+        let c = Container {
+            env: Some(vec![
+                EnvVar {
+                    name: "FILE".into(),
+                    value: Some("/tmp/healthy".into()),
+                    ..Default::default()
+                },
+                EnvVar {
+                    name: "DYN".into(),
+                    value_from: Some(EnvVarSource {
+                        field_ref: Some(ObjectFieldSelector {
+                            field_path: "metadata.name".into(),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                },
+            ]),
+            ..Default::default()
+        };
+        let cmd: Vec<String> = [
+            "cat", "$(FILE)", "$$(FILE)", "$(DYN)", "$(NOPE)x", "a$b", "$(open",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(
+            expand_command(&cmd, &c),
+            [
+                "cat",
+                "/tmp/healthy",
+                "$(FILE)",
+                "$(DYN)",
+                "$(NOPE)x",
+                "a$b",
+                "$(open"
+            ]
+        );
+    }
 
     #[test]
     fn defaults_and_named_ports() {

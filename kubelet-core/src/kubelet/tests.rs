@@ -24,10 +24,51 @@ struct Node {
     ready: Arc<AtomicBool>,
     health: sync_loop::Health,
     token: CancellationToken,
+    probe_results: crate::probe::Results,
     _root: tempfile::TempDir,
 }
 
+/// Records the probe manager calls of the syncer and housekeeping.
+#[derive(Default)]
+struct CountingProbes {
+    calls: std::sync::Mutex<Vec<&'static str>>,
+}
+
+impl CountingProbes {
+    fn count(&self, what: &str) -> usize {
+        self.calls
+            .lock()
+            .map(|c| c.iter().filter(|c| **c == what).count())
+            .unwrap_or_default()
+    }
+
+    fn push(&self, what: &'static str) {
+        if let Ok(mut c) = self.calls.lock() {
+            c.push(what);
+        }
+    }
+}
+
+impl ProbeManager for CountingProbes {
+    fn add_pod(&self, _pod: &Pod) {
+        self.push("add");
+    }
+    fn stop_liveness_and_startup(&self, _pod: &Pod) {
+        self.push("stop");
+    }
+    fn remove_pod(&self, _pod: &Pod) {
+        self.push("remove");
+    }
+    fn cleanup_pods(&self, _desired: &HashSet<PodUid>) {
+        self.push("cleanup");
+    }
+}
+
 fn node() -> Node {
+    node_with_probes(Arc::new(crate::probe::NoProbes))
+}
+
+fn node_with_probes(probes: Arc<dyn ProbeManager>) -> Node {
     let root = tempfile::tempdir().expect("tempdir");
     let runtime = FakeRuntime::new();
     let status = FakeStatusManager::default();
@@ -43,8 +84,9 @@ fn node() -> Node {
         pleg: pleg.clone(),
         cache: cache.clone(),
         helper: Arc::new(KubeletRuntimeHelper::new(vm)),
-        probes: Arc::new(crate::probe::NoProbes),
+        probes,
     };
+    let (probe_results, probe_updates) = crate::probe::Results::new();
     let token = CancellationToken::new();
     let pod_manager = PodManager::new();
     let runtime_state = RuntimeState::new(pleg.clone());
@@ -87,7 +129,7 @@ fn node() -> Node {
         sync_loop::Channels {
             updates: updates_rx,
             pleg_events: events_rx,
-            probe_updates: crate::probe::Results::new().1,
+            probe_updates,
         },
         runtime_state,
         health.clone(),
@@ -103,6 +145,7 @@ fn node() -> Node {
         ready,
         health,
         token,
+        probe_results,
         _root: root,
     }
 }
@@ -141,6 +184,46 @@ fn running(rt: &FakeRuntime, uid: &PodUid, name: &str) -> Option<(String, u32)> 
         .filter(|c| c.name == name && c.state == ContainerState::Running)
         .map(|c| (c.id, 0))
         .next()
+}
+
+#[tokio::test(start_paused = true)]
+async fn probe_manager_follows_the_pod_and_probe_updates_sync_it() {
+    let probes = Arc::new(CountingProbes::default());
+    let n = node_with_probes(probes.clone());
+    let p = pod("probed");
+    n.send(Operation::Add, vec![p.clone()]).await;
+    eventually(Duration::from_secs(30), "running", || {
+        running(&n.runtime, &p.uid(), "app").is_some()
+    })
+    .await;
+    assert!(probes.count("add") >= 1);
+    // Let the pod settle, then a readiness change triggers a sync (add_pod runs on each sync)
+    // long before the 10 s resync.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = probes.count("add");
+    let (id, _) = running(&n.runtime, &p.uid(), "app").expect("running");
+    n.probe_results
+        .readiness
+        .set(&id, crate::probe::ProbeResult::Success, &p.uid());
+    eventually(
+        Duration::from_millis(100),
+        "a sync after the probe update",
+        || probes.count("add") > before,
+    )
+    .await;
+    // A liveness success is no reason to sync.
+    let before = probes.count("add");
+    n.probe_results
+        .liveness
+        .set(&id, crate::probe::ProbeResult::Success, &p.uid());
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(probes.count("add"), before);
+    n.send(Operation::Remove, vec![p.clone()]).await;
+    eventually(Duration::from_secs(30), "probes removed", || {
+        probes.count("remove") >= 1 && probes.count("stop") >= 1
+    })
+    .await;
+    n.token.cancel();
 }
 
 #[tokio::test(start_paused = true)]
