@@ -22,9 +22,12 @@
 //!   keeps the old pod in that case, and never marks the source ready if the file is invalid
 //!   from the start).
 //! - Changes are noticed through inotify on the directory (for a single file or a missing
-//!   path, on its parent directory), acted on at once after a short quiet period that absorbs
-//!   the burst of events of one write; and by a rescan every `check_frequency` (default 20 s),
-//!   which is the only mechanism if inotify is unavailable or disabled.
+//!   path, on its parent directory) and acted on at once, with no timer on the start path:
+//!   events already queued are coalesced into one rescan, and only events that mark a file as
+//!   complete count (`CLOSE_WRITE`, `MOVED_TO`, deletes; not `MODIFY`, nor the `CREATE` of a
+//!   regular file, which its `CLOSE_WRITE` follows), so a file being written is not read half
+//!   way. A rescan every `check_frequency` (default 20 s) catches the rest, and is the only
+//!   mechanism if inotify is unavailable or disabled.
 //! - Reading happens on the blocking thread pool. Only regular files are opened, so a FIFO in
 //!   the directory cannot block the scan (barring a swap between the check and the open).
 //!
@@ -39,7 +42,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use inotify::{EventMask, EventOwned, EventStream, Inotify, WatchMask};
 use k8s_openapi::api::core::v1::Pod;
 use tokio::sync::mpsc;
@@ -53,11 +56,6 @@ use crate::pod::{PodExt, PodUid};
 
 /// Default period of the full rescan (upstream `fileCheckFrequency`, 20 s).
 pub const DEFAULT_CHECK_FREQUENCY: Duration = Duration::from_secs(20);
-
-/// After an inotify event, wait until no event arrived for this long before rescanning.
-const QUIET_PERIOD: Duration = Duration::from_millis(50);
-/// ... but never longer than this after the first event.
-const MAX_DEBOUNCE: Duration = Duration::from_millis(500);
 
 /// Static pods from a manifest directory or file (upstream `sourceFile`); a [`PodSource`]
 /// named [`FILE_SOURCE`].
@@ -182,6 +180,8 @@ struct Watcher {
     dir_mode: bool,
     /// In parent mode, the name of the watched file.
     file_name: Option<OsString>,
+    /// The directory the watch is on.
+    watched_dir: PathBuf,
 }
 
 impl Watcher {
@@ -194,6 +194,14 @@ impl Watcher {
             .intersects(EventMask::IGNORED | EventMask::DELETE_SELF | EventMask::MOVE_SELF)
         {
             return Relevance::WatchLost;
+        }
+        if event.mask.contains(EventMask::CREATE)
+            && !event.mask.contains(EventMask::ISDIR)
+            && let Some(name) = &event.name
+            && fs::symlink_metadata(self.watched_dir.join(name)).is_ok_and(|m| m.is_file())
+        {
+            // A new regular file is empty or being written: its CLOSE_WRITE follows.
+            return Relevance::Ignore;
         }
         match (&event.name, self.dir_mode) {
             (None, _) => Relevance::Rescan,
@@ -213,8 +221,8 @@ async fn next_event(watcher: &mut Option<Watcher>) -> Option<io::Result<EventOwn
     }
 }
 
-/// Handles one inotify event; returns `true` if the path must be rescanned. Relevant events
-/// are debounced: further events are drained until [`QUIET_PERIOD`] passes without one.
+/// Handles one inotify event; returns `true` if the path must be rescanned. Events already
+/// queued behind a relevant one are drained without waiting, so one rescan covers them.
 async fn handle_event(
     watcher: &mut Option<Watcher>,
     event: Option<io::Result<EventOwned>>,
@@ -249,27 +257,25 @@ async fn handle_event(
         }
         Relevance::Rescan => debug!(?event, "manifest change"),
     }
-    let deadline = Instant::now() + MAX_DEBOUNCE;
-    loop {
-        let until = (Instant::now() + QUIET_PERIOD).min(deadline);
-        match tokio::time::timeout_at(until, w.stream.next()).await {
-            Err(_elapsed) => return true,
-            Ok(Some(Ok(event))) => {
+    while let Some(next) = w.stream.next().now_or_never() {
+        match next {
+            Some(Ok(event)) => {
                 if w.classify(&event) == Relevance::WatchLost {
                     *watcher = None;
                     return true;
                 }
             }
-            Ok(Some(Err(e))) => {
+            Some(Err(e)) => {
                 lost(watcher, &e);
                 return true;
             }
-            Ok(None) => {
+            None => {
                 lost(watcher, &"event stream closed");
                 return true;
             }
         }
     }
+    true
 }
 
 fn is_hidden(name: &OsStr) -> bool {
@@ -312,12 +318,13 @@ impl State {
         let path = self.path.clone();
         let setup = tokio::task::spawn_blocking(move || setup_watch(&path)).await;
         let result = match setup {
-            Ok(Ok((inotify, dir_mode, file_name))) => inotify
+            Ok(Ok((inotify, dir_mode, file_name, watched_dir))) => inotify
                 .into_event_stream(vec![0u8; 4096])
                 .map(|stream| Watcher {
                     stream,
                     dir_mode,
                     file_name,
+                    watched_dir,
                 }),
             Ok(Err(e)) => Err(e),
             Err(e) => Err(io::Error::other(e)),
@@ -441,7 +448,7 @@ impl State {
 /// Creates an inotify instance watching the manifest directory, or for a file or missing
 /// path its parent directory. Returns the instance, whether it watches the directory itself,
 /// and in parent mode the file name to look for.
-fn setup_watch(path: &Path) -> io::Result<(Inotify, bool, Option<OsString>)> {
+fn setup_watch(path: &Path) -> io::Result<(Inotify, bool, Option<OsString>, PathBuf)> {
     let dir_mode = fs::metadata(path).is_ok_and(|m| m.is_dir());
     let (target, file_name) = if dir_mode {
         (path.to_owned(), None)
@@ -454,7 +461,6 @@ fn setup_watch(path: &Path) -> io::Result<(Inotify, bool, Option<OsString>)> {
     };
     let inotify = Inotify::init()?;
     let mask = WatchMask::CREATE
-        | WatchMask::MODIFY
         | WatchMask::CLOSE_WRITE
         | WatchMask::MOVED_TO
         | WatchMask::MOVED_FROM
@@ -463,7 +469,7 @@ fn setup_watch(path: &Path) -> io::Result<(Inotify, bool, Option<OsString>)> {
         | WatchMask::DELETE_SELF
         | WatchMask::MOVE_SELF;
     inotify.watches().add(&target, mask)?;
-    Ok((inotify, dir_mode, file_name))
+    Ok((inotify, dir_mode, file_name, target))
 }
 
 /// The outcome of reading a manifest path once.
