@@ -48,6 +48,8 @@ pub(crate) struct Worker {
     on_hold: bool,
     last_result: ProbeResult,
     result_run: u32,
+    /// The last probe error, to log each new one once.
+    last_error: Option<String>,
 }
 
 impl Worker {
@@ -81,6 +83,7 @@ impl Worker {
             on_hold: false,
             last_result: ProbeResult::Unknown,
             result_run: 0,
+            last_error: None,
         }
     }
 
@@ -197,10 +200,17 @@ impl Worker {
         {
             Ok(o) => o,
             Err(e) => {
-                debug!(pod = %self.pod_name, container = %self.container.name, kind = %self.kind, error = %e, "probe errored");
+                // Upstream records a warning event each time; log each new error once.
+                if self.last_error.as_deref() != Some(e.as_str()) {
+                    info!(pod = %self.pod_name, container = %self.container.name, probe = %self.kind, error = %e, "probe errored");
+                } else {
+                    debug!(pod = %self.pod_name, container = %self.container.name, probe = %self.kind, error = %e, "probe errored");
+                }
+                self.last_error = Some(e);
                 return true;
             }
         };
+        self.last_error = None;
         let result = if outcome.success {
             ProbeResult::Success
         } else {
