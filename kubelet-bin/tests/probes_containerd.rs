@@ -273,3 +273,108 @@ fn exec_probe_with_100_mib_of_output_keeps_kubelet_memory_flat() {
     );
     assert_eq!(restarts(&c), 0);
 }
+
+/// Not a test: the gRPC health server [`grpc_readiness_follows_the_health_status`] runs inside
+/// a pod's network namespace (re-executing this test binary under `nsenter`). Serves
+/// `grpc.health.v1` on `GRPC_HELPER_PORT`; the status of service `probe` is read from the file
+/// `GRPC_HELPER_STATE` (`SERVING` or anything else) every 100 ms.
+#[test]
+#[ignore = "helper process, started by grpc_readiness_follows_the_health_status"]
+fn grpc_health_server_helper() {
+    let (Ok(port), Ok(state)) = (
+        std::env::var("GRPC_HELPER_PORT"),
+        std::env::var("GRPC_HELPER_STATE"),
+    ) else {
+        return;
+    };
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(async move {
+        let (reporter, service) = tonic_health::server::health_reporter();
+        tokio::spawn(async move {
+            loop {
+                let serving = std::fs::read_to_string(&state).unwrap_or_default();
+                let status = if serving.trim() == "SERVING" {
+                    tonic_health::ServingStatus::Serving
+                } else {
+                    tonic_health::ServingStatus::NotServing
+                };
+                reporter.set_service_status("probe", status).await;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        });
+        let l = tokio::net::TcpListener::bind(format!("0.0.0.0:{port}"))
+            .await
+            .expect("bind");
+        tonic::transport::Server::builder()
+            .add_service(service)
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(l))
+            .await
+            .expect("serve");
+    });
+}
+
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn grpc_readiness_follows_the_health_status() {
+    let node = Node::start("probe-grpc");
+    node.write_manifest(
+        "grpc.yaml",
+        &manifest(
+            "grpc",
+            &format!(
+                "  - name: app\n    image: {IMAGE}\n    imagePullPolicy: IfNotPresent\n    command: [sleep, '3600']\n    readinessProbe:\n      grpc:\n        port: 9555\n        service: probe\n      periodSeconds: 1\n      failureThreshold: 1\n"
+            ),
+        ),
+    );
+    let c = node.wait_for(Duration::from_secs(15), "app running", |n| {
+        cs(n, "grpc", "app").filter(running)
+    });
+    let id = c["containerID"]
+        .as_str()
+        .and_then(|s| s.split_once("://"))
+        .map(|(_, id)| id.to_owned())
+        .expect("containerID");
+    let tasks = node.testbed.ctr(&["tasks", "ls"]).expect("ctr tasks ls");
+    let pid = tasks
+        .lines()
+        .find(|l| l.starts_with(&id))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .expect("task pid")
+        .to_owned();
+    let state = node.dir.join("grpc-state");
+    std::fs::write(&state, "SERVING").expect("state");
+    // The server runs in the pod's network namespace, so the probe reaches it on the pod IP.
+    let _server = KillOnDrop(
+        std::process::Command::new("nsenter")
+            .arg(format!("--net=/proc/{pid}/ns/net"))
+            .arg(std::env::current_exe().expect("test binary"))
+            .args(["grpc_health_server_helper", "--exact", "--ignored"])
+            .env("GRPC_HELPER_PORT", "9555")
+            .env("GRPC_HELPER_STATE", &state)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("nsenter"),
+    );
+    node.wait_for(Duration::from_secs(10), "grpc Ready (SERVING)", |n| {
+        n.pod("grpc").filter(|p| condition(p, "Ready") == "True")
+    });
+    std::fs::write(&state, "NOT_SERVING").expect("state");
+    let pod = node.wait_for(
+        Duration::from_secs(10),
+        "grpc NotReady (NOT_SERVING)",
+        |n| n.pod("grpc").filter(|p| condition(p, "Ready") == "False"),
+    );
+    assert_eq!(restarts(container_status(&pod, "app").expect("status")), 0);
+    std::fs::write(&state, "SERVING").expect("state");
+    node.wait_for(Duration::from_secs(10), "grpc Ready again", |n| {
+        n.pod("grpc").filter(|p| condition(p, "Ready") == "True")
+    });
+}
