@@ -236,6 +236,40 @@ impl PodStatus {
             .max_by_key(|c| (c.restart_count, c.created_at))
     }
 
+    /// The pod as a runtime listing would show it: every sandbox and every container
+    /// (upstream `ConvertPodStatusToRunningPod` keeps only running containers; filter the
+    /// result for that).
+    pub fn to_running_pod(&self) -> RunningPod {
+        RunningPod {
+            uid: self.uid.clone(),
+            name: self.name.clone(),
+            namespace: self.namespace.clone(),
+            sandboxes: self
+                .sandboxes
+                .iter()
+                .map(|s| SandboxSummary {
+                    id: s.id.clone(),
+                    state: s.state,
+                    attempt: s.attempt,
+                    created_at: s.created_at,
+                })
+                .collect(),
+            containers: self
+                .containers
+                .iter()
+                .map(|c| ContainerSummary {
+                    id: c.id.clone(),
+                    name: c.name.clone(),
+                    image: c.image.clone(),
+                    hash: c.hash,
+                    state: c.state,
+                    sandbox_id: String::new(),
+                    created_at: c.created_at,
+                })
+                .collect(),
+        }
+    }
+
     /// `true` when at least one container of the pod is running.
     pub fn has_running_containers(&self) -> bool {
         self.containers

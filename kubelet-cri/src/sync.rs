@@ -15,8 +15,8 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 use kubelet_core::backoff::Backoff;
 use kubelet_core::pod::PodExt;
 use kubelet_core::runtime::{
-    ContainerState, ContainerSummary, ContainerSyncError, Error, PodStatus, PodSyncResult, Result,
-    RunningPod, RuntimeHelper, SandboxSummary,
+    ContainerState, ContainerSyncError, Error, PodStatus, PodSyncResult, Result, RunningPod,
+    RuntimeHelper,
 };
 
 use crate::actions::{PodActions, check_backoff, compute_pod_actions_with_probes};
@@ -57,35 +57,11 @@ fn classify(container: &Container, reason: &str, e: Error) -> StartError {
 /// The running part of a pod status (upstream `ConvertPodStatusToRunningPod`): running
 /// containers and every sandbox.
 fn running_pod_from_status(status: &PodStatus) -> RunningPod {
-    RunningPod {
-        uid: status.uid.clone(),
-        name: status.name.clone(),
-        namespace: status.namespace.clone(),
-        sandboxes: status
-            .sandboxes
-            .iter()
-            .map(|s| SandboxSummary {
-                id: s.id.clone(),
-                state: s.state,
-                attempt: s.attempt,
-                created_at: s.created_at,
-            })
-            .collect(),
-        containers: status
-            .containers
-            .iter()
-            .filter(|c| c.state == ContainerState::Running)
-            .map(|c| ContainerSummary {
-                id: c.id.clone(),
-                name: c.name.clone(),
-                image: c.image.clone(),
-                hash: c.hash,
-                state: c.state,
-                sandbox_id: String::new(),
-                created_at: c.created_at,
-            })
-            .collect(),
-    }
+    let mut running = status.to_running_pod();
+    running
+        .containers
+        .retain(|c| c.state == ContainerState::Running);
+    running
 }
 
 /// What every container start of one sync shares.

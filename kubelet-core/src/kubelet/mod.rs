@@ -26,9 +26,7 @@ use crate::volume::VolumeManager;
 
 pub use helper::KubeletRuntimeHelper;
 pub use runtime_state::RuntimeState;
-pub use syncer::{
-    KubeletPodSyncer, Managers, ORPHAN_GRACE_PERIOD_SECONDS, running_pod_from_status,
-};
+pub use syncer::{KubeletPodSyncer, Managers, ORPHAN_GRACE_PERIOD_SECONDS};
 
 /// Whether every pod source has delivered its first snapshot (gates housekeeping).
 pub type SourcesReady = Arc<dyn Fn() -> bool + Send + Sync>;
@@ -210,6 +208,9 @@ impl SyncHandler for Kubelet {
                 }
                 continue;
             }
+            // Its volumes stay until its containers are gone (upstream skips running pods in
+            // cleanupOrphanedPodDirs).
+            keep.insert(rp.uid.clone());
             let terminating = known
                 .get(&rp.uid)
                 .is_some_and(|p| *p != WorkerPhase::Finished);

@@ -137,38 +137,6 @@ impl KubeletPodSyncer {
     }
 }
 
-/// The runtime pod of a status (for `kill_pod`/`remove_pod`).
-pub fn running_pod_from_status(status: &PodStatus) -> RunningPod {
-    RunningPod {
-        uid: status.uid.clone(),
-        name: status.name.clone(),
-        namespace: status.namespace.clone(),
-        sandboxes: status
-            .sandboxes
-            .iter()
-            .map(|s| crate::runtime::SandboxSummary {
-                id: s.id.clone(),
-                state: s.state,
-                attempt: s.attempt,
-                created_at: s.created_at,
-            })
-            .collect(),
-        containers: status
-            .containers
-            .iter()
-            .map(|c| crate::runtime::ContainerSummary {
-                id: c.id.clone(),
-                name: c.name.clone(),
-                image: c.image.clone(),
-                hash: c.hash,
-                state: c.state,
-                sandbox_id: String::new(),
-                created_at: c.created_at,
-            })
-            .collect(),
-    }
-}
-
 #[async_trait]
 impl PodSyncer for KubeletPodSyncer {
     async fn sync_pod(&self, kind: SyncPodType, pod: &Pod, status: &PodStatus) -> Result<bool> {
@@ -248,7 +216,7 @@ impl PodSyncer for KubeletPodSyncer {
         self.managers.probes.stop_liveness_and_startup(pod);
         self.managers
             .runtime
-            .kill_pod(Some(pod), &running_pod_from_status(status), grace)
+            .kill_pod(Some(pod), &status.to_running_pod(), grace)
             .await?;
         let fresh = self
             .refresh(
@@ -291,7 +259,7 @@ impl PodSyncer for KubeletPodSyncer {
             // Gone from the config: nothing will read its exit codes any more.
             self.managers
                 .runtime
-                .remove_pod(&running_pod_from_status(status))
+                .remove_pod(&status.to_running_pod())
                 .await?;
             self.managers.cache.delete(&uid);
             let dir = self.root_dir.join("pods").join(uid.as_str());

@@ -365,8 +365,23 @@ async fn orphan_runtime_pod_is_killed_once_sources_ready() {
         running(&n.runtime, &orphan.uid(), "app").is_some(),
         "killed before sources were ready"
     );
+    // Make the kill fail for a while so housekeeping sees the orphan still running.
+    n.runtime.fail(
+        "kill_pod",
+        crate::runtime::Error::Unavailable("slow".into()),
+    );
     n.ready.store(true, Ordering::SeqCst);
-    eventually(Duration::from_secs(30), "orphan removed", || {
+    eventually(Duration::from_secs(30), "a housekeeping pass", || {
+        n.volumes.last_active().is_some()
+    })
+    .await;
+    let active = n.volumes.last_active().expect("pass");
+    assert!(
+        active.contains(&orphan.uid()),
+        "a running orphan's volumes are kept until it is stopped"
+    );
+    n.runtime.clear_failure("kill_pod");
+    eventually(Duration::from_secs(60), "orphan removed", || {
         n.runtime.running_pods().is_empty()
     })
     .await;

@@ -88,12 +88,21 @@ impl StatusManager for FakeStatusManager {
 #[derive(Clone, Debug, Default)]
 pub struct FakeVolumeManager {
     unmounted: Arc<Mutex<Vec<PodUid>>>,
+    last_active: Arc<Mutex<Option<HashSet<PodUid>>>>,
 }
 
 impl FakeVolumeManager {
     /// Pods whose volumes were torn down.
     pub fn unmounted(&self) -> Vec<PodUid> {
         self.unmounted
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The pods housekeeping last asked to keep volumes for (`None` before the first pass).
+    pub fn last_active(&self) -> Option<HashSet<PodUid>> {
+        self.last_active
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
@@ -115,7 +124,8 @@ impl VolumeManager for FakeVolumeManager {
             .push(uid.clone());
         Ok(())
     }
-    async fn cleanup_orphaned(&self, _active: &HashSet<PodUid>) -> VolumeResult<()> {
+    async fn cleanup_orphaned(&self, active: &HashSet<PodUid>) -> VolumeResult<()> {
+        *self.last_active.lock().unwrap_or_else(|e| e.into_inner()) = Some(active.clone());
         Ok(())
     }
 }
