@@ -20,6 +20,7 @@ pub mod backoff;
 pub mod cache;
 pub mod config;
 pub mod container;
+pub mod expansion;
 pub mod kubelet;
 pub mod objects;
 pub mod pleg;

@@ -65,47 +65,7 @@ pub fn restart_count_from_log_dir(dir: &Path) -> u32 {
 /// `MappingFuncFor`): `$$` is an escaped `$`, unknown or unterminated references are kept
 /// verbatim.
 pub fn expand(input: &str, env: &HashMap<&str, &str>) -> String {
-    let mut out = String::with_capacity(input.len());
-    let mut rest = input;
-    while let Some(i) = rest.find('$') {
-        out.push_str(&rest[..i]);
-        let after = &rest[i + 1..];
-        match after.chars().next() {
-            None => {
-                out.push('$');
-                rest = after;
-            }
-            Some('$') => {
-                out.push('$');
-                rest = &after[1..];
-            }
-            Some('(') => match after.find(')') {
-                Some(close) => {
-                    let name = &after[1..close];
-                    match env.get(name) {
-                        Some(v) => out.push_str(v),
-                        None => {
-                            out.push_str("$(");
-                            out.push_str(name);
-                            out.push(')');
-                        }
-                    }
-                    rest = &after[close + 1..];
-                }
-                None => {
-                    out.push_str("$(");
-                    rest = &after[1..];
-                }
-            },
-            Some(c) => {
-                out.push('$');
-                out.push(c);
-                rest = &after[c.len_utf8()..];
-            }
-        }
-    }
-    out.push_str(rest);
-    out
+    kubelet_core::expansion::expand(input, |name| env.get(name).map(|v| (*v).to_owned()))
 }
 
 /// The CRI command and args of a container (upstream `ExpandContainerCommandAndArgs`):

@@ -131,38 +131,12 @@ pub fn expand_command(command: &[String], container: &Container) -> Vec<String> 
         .filter(|e| e.value_from.is_none())
         .map(|e| (e.name.as_str(), e.value.as_deref().unwrap_or("")))
         .collect();
-    command.iter().map(|arg| expand(arg, &env)).collect()
-}
-
-fn expand(arg: &str, env: &std::collections::HashMap<&str, &str>) -> String {
-    let mut out = String::with_capacity(arg.len());
-    let mut rest = arg;
-    while let Some(i) = rest.find('$') {
-        out.push_str(&rest[..i]);
-        let after = &rest[i + 1..];
-        if let Some(tail) = after.strip_prefix('$') {
-            out.push('$');
-            rest = tail;
-        } else if let Some(inner) = after.strip_prefix('(')
-            && let Some(end) = inner.find(')')
-        {
-            let name = &inner[..end];
-            match env.get(name) {
-                Some(v) => out.push_str(v),
-                None => {
-                    out.push_str("$(");
-                    out.push_str(name);
-                    out.push(')');
-                }
-            }
-            rest = &inner[end + 1..];
-        } else {
-            out.push('$');
-            rest = after;
-        }
-    }
-    out.push_str(rest);
-    out
+    command
+        .iter()
+        .map(|arg| {
+            kubelet_core::expansion::expand(arg, |name| env.get(name).map(|v| (*v).to_owned()))
+        })
+        .collect()
 }
 
 /// Runs `probe` once (with retries on errors). `pod_ip` is the default host of network

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 
 use k8s_openapi::api::core::v1::{Container, Pod, VolumeMount};
 
+use crate::expansion::expand;
 use crate::pod::PodExt;
 use crate::runtime::{Mount, RunContainerOptions, RuntimeHelper};
 use crate::volume::VolumeManager;
@@ -122,39 +123,6 @@ fn sub_path(vm: &VolumeMount, envs: &[(String, String)]) -> Result<Option<String
         ));
     }
     Ok(Some(expanded))
-}
-
-/// Upstream `third_party/forked/golang/expansion`: `$(VAR)` is replaced by `lookup`, `$$` is
-/// an escaped `$`, and an unresolved or malformed reference is kept as written.
-fn expand(input: &str, mut lookup: impl FnMut(&str) -> Option<String>) -> String {
-    let mut out = String::with_capacity(input.len());
-    let mut rest = input;
-    while let Some(i) = rest.find('$') {
-        out.push_str(&rest[..i]);
-        let after = &rest[i + 1..];
-        if let Some(tail) = after.strip_prefix('$') {
-            out.push('$');
-            rest = tail;
-        } else if let Some(inner) = after.strip_prefix('(')
-            && let Some(end) = inner.find(')')
-        {
-            let name = &inner[..end];
-            match lookup(name) {
-                Some(v) => out.push_str(&v),
-                None => {
-                    out.push_str("$(");
-                    out.push_str(name);
-                    out.push(')');
-                }
-            }
-            rest = &inner[end + 1..];
-        } else {
-            out.push('$');
-            rest = after;
-        }
-    }
-    out.push_str(rest);
-    out
 }
 
 #[cfg(test)]
