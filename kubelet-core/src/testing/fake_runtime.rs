@@ -14,9 +14,9 @@ use crate::backoff::Backoff;
 use crate::container::{hash_container, should_container_be_restarted};
 use crate::pod::{PodExt, PodUid};
 use crate::runtime::{
-    ContainerState, ContainerStatus, ContainerSummary, ContainerSyncError, Error, ExecResult,
-    PodStatus, PodSyncResult, Result, RunningPod, Runtime, RuntimeHelper, RuntimeStatus,
-    SandboxState, SandboxStatus, SandboxSummary, Version,
+    ContainerState, ContainerStatus, ContainerSyncError, Error, ExecResult, PodStatus,
+    PodSyncResult, Result, RunningPod, Runtime, RuntimeHelper, RuntimeStatus, SandboxState,
+    SandboxStatus, Version,
 };
 
 /// One call made to the fake, for assertions.
@@ -191,38 +191,16 @@ impl FakeRuntime {
 }
 
 fn to_running(uid: &PodUid, p: &FakePod) -> RunningPod {
-    RunningPod {
-        uid: uid.clone(),
-        name: p.name.clone(),
-        namespace: p.namespace.clone(),
-        sandboxes: p
-            .sandboxes
-            .iter()
-            .map(|s| SandboxSummary {
-                id: s.id.clone(),
-                state: s.state,
-                attempt: s.attempt,
-                created_at: s.created_at,
-            })
-            .collect(),
-        containers: p
-            .containers
-            .iter()
-            .map(|c| ContainerSummary {
-                id: c.id.clone(),
-                name: c.name.clone(),
-                image: c.image.clone(),
-                hash: c.hash,
-                state: c.state,
-                sandbox_id: p
-                    .sandboxes
-                    .first()
-                    .map(|s| s.id.clone())
-                    .unwrap_or_default(),
-                created_at: c.created_at,
-            })
-            .collect(),
+    let mut running = to_status(uid, p).to_running_pod();
+    let sandbox = p
+        .sandboxes
+        .first()
+        .map(|s| s.id.clone())
+        .unwrap_or_default();
+    for c in &mut running.containers {
+        c.sandbox_id = sandbox.clone();
     }
+    running
 }
 
 fn to_status(uid: &PodUid, p: &FakePod) -> PodStatus {
