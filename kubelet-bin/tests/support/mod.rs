@@ -25,6 +25,15 @@ pub struct Node {
     starts: u32,
 }
 
+/// Four hex digits from this checkout's path, so test runs in two checkouts (git worktrees)
+/// never share a testbed directory, while reruns in one checkout reuse (and clean) theirs.
+fn checkout_tag() -> String {
+    use std::hash::{DefaultHasher, Hash, Hasher};
+    let mut hasher = DefaultHasher::new();
+    env!("CARGO_MANIFEST_DIR").hash(&mut hasher);
+    format!("{:04x}", hasher.finish() & 0xffff)
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -35,7 +44,7 @@ fn free_port() -> u16 {
 impl Node {
     /// Starts containerd; the kubelet is started with [`Node::start_kubelet`].
     pub fn new(name: &str) -> Node {
-        let dir = std::env::temp_dir().join(format!("rk-it-{name}"));
+        let dir = std::env::temp_dir().join(format!("rk-it-{}-{name}", checkout_tag()));
         let _ = std::fs::remove_dir_all(dir.join("kubelet"));
         let testbed = Testbed::start(&dir.join("cd")).expect("containerd testbed");
         let manifests = dir.join("kubelet").join("manifests");
