@@ -35,7 +35,9 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     for field in &settings.ignored_config_fields {
         warn!(field = %field, "KubeletConfiguration field is not supported by this kubelet; ignoring it");
     }
-    std::fs::create_dir_all(settings.root_dir.join("pods"))
+    // Upstream `setupDataDirs`: the root and pods directories are 0750.
+    std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o750)
+        .create(settings.root_dir.join("pods"))
         .with_context(|| format!("creating --root-dir {}", settings.root_dir.display()))?;
 
     let token = CancellationToken::new();

@@ -317,6 +317,22 @@ pub struct Mount {
     pub container_path: String,
     /// Mounted read-only.
     pub read_only: bool,
+    /// How mounts made below this one propagate between host and container.
+    pub propagation: MountPropagation,
+}
+
+/// Mount propagation of a container mount (upstream `runtimeapi.MountPropagation`, translated
+/// from `volumeMounts[].mountPropagation` by `translateMountPropagation`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[doc(alias = "MountPropagationMode")]
+pub enum MountPropagation {
+    /// No propagation either way (`None` in the pod spec; the default).
+    #[default]
+    Private,
+    /// Mounts made on the host below the source appear in the container (`rslave`).
+    HostToContainer,
+    /// Mounts propagate both ways (`rshared`); privileged containers only.
+    Bidirectional,
 }
 
 /// Per-container inputs the runtime cannot compute by itself

@@ -225,7 +225,7 @@ pub fn grace_period_seconds(
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::EnvVar;
-    use kubelet_core::runtime::Mount;
+    use kubelet_core::runtime::{Mount, MountPropagation};
     use kubelet_core::testing::pod;
 
     #[test]
@@ -305,11 +305,26 @@ mod tests {
         };
         let opts = RunContainerOptions {
             envs: vec![("X".into(), "1".into())],
-            mounts: vec![Mount {
-                host_path: "/var/lib/kubelet/pods/uid-web/volumes/data".into(),
-                container_path: "/data".into(),
-                read_only: true,
-            }],
+            mounts: vec![
+                Mount {
+                    host_path: "/var/lib/kubelet/pods/uid-web/volumes/data".into(),
+                    container_path: "/data".into(),
+                    read_only: true,
+                    ..Default::default()
+                },
+                Mount {
+                    host_path: "/mnt/shared".into(),
+                    container_path: "/shared".into(),
+                    read_only: false,
+                    propagation: MountPropagation::Bidirectional,
+                },
+                Mount {
+                    host_path: "/mnt/slave".into(),
+                    container_path: "/slave".into(),
+                    read_only: false,
+                    propagation: MountPropagation::HostToContainer,
+                },
+            ],
             hostname: "web".into(),
         };
         let cfg = generate_container_config(&ContainerConfigInput {
@@ -327,6 +342,15 @@ mod tests {
         assert!(cfg.tty);
         assert_eq!(cfg.mounts[0].container_path, "/data");
         assert!(cfg.mounts[0].readonly);
+        let propagation: Vec<_> = cfg.mounts.iter().map(|m| m.propagation()).collect();
+        assert_eq!(
+            propagation,
+            [
+                cri::MountPropagation::PropagationPrivate,
+                cri::MountPropagation::PropagationBidirectional,
+                cri::MountPropagation::PropagationHostToContainer
+            ]
+        );
         assert_eq!(cfg.envs[0].key, "X");
         let img = cfg.image.as_ref().expect("image");
         assert_eq!(

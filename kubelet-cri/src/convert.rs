@@ -12,8 +12,8 @@ use k8s_cri::v1 as cri;
 use k8s_openapi::jiff::Timestamp;
 use kubelet_core::pod::PodUid;
 use kubelet_core::runtime::{
-    ContainerState, ContainerStatus, ContainerSummary, Mount, RunningPod, RuntimeStatus,
-    SandboxState, SandboxStatus, SandboxSummary, Version,
+    ContainerState, ContainerStatus, ContainerSummary, Mount, MountPropagation, RunningPod,
+    RuntimeStatus, SandboxState, SandboxStatus, SandboxSummary, Version,
 };
 use kubelet_core::time::from_cri_nanos;
 
@@ -259,7 +259,17 @@ pub fn mount(m: &Mount) -> cri::Mount {
         container_path: m.container_path.clone(),
         host_path: m.host_path.to_string_lossy().into_owned(),
         readonly: m.read_only,
+        propagation: mount_propagation(m.propagation) as i32,
         ..Default::default()
+    }
+}
+
+/// A core mount propagation → CRI `MountPropagation`.
+pub fn mount_propagation(p: MountPropagation) -> cri::MountPropagation {
+    match p {
+        MountPropagation::Private => cri::MountPropagation::PropagationPrivate,
+        MountPropagation::HostToContainer => cri::MountPropagation::PropagationHostToContainer,
+        MountPropagation::Bidirectional => cri::MountPropagation::PropagationBidirectional,
     }
 }
 

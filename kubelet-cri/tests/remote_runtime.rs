@@ -54,6 +54,7 @@ impl RuntimeHelper for TestHelper {
                 )),
                 container_path: "/data".into(),
                 read_only: true,
+                ..Default::default()
             }],
             hostname: pod.name_or_empty().into(),
         })

@@ -13,7 +13,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -32,6 +32,9 @@ pub struct FileProjection {
     pub data: Vec<u8>,
     /// Permission bits (only `0o777` is kept).
     pub mode: u32,
+    /// Owner to give the file (upstream `FileProjection.FsUser`, set for service-account
+    /// tokens when every container runs as the same user); `None` keeps the kubelet's user.
+    pub fs_user: Option<u32>,
 }
 
 /// Files by relative path.
@@ -190,6 +193,9 @@ fn write_payload(dir: &Path, payload: &Payload) -> Result<(), String> {
             .open(&full)
             .map_err(|e| io_err(&full, e))?;
         f.write_all(&file.data).map_err(|e| io_err(&full, e))?;
+        if let Some(uid) = file.fs_user {
+            std::os::unix::fs::fchown(&f, Some(uid), None).map_err(|e| io_err(&full, e))?;
+        }
         set_mode(&full, file.mode)?;
     }
     Ok(())
@@ -205,9 +211,12 @@ fn same_payload(dir: &Path, payload: &Payload) -> bool {
     }
     payload.iter().all(|(path, file)| {
         let full = dir.join(path);
-        std::fs::symlink_metadata(&full)
-            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o777 == file.mode & 0o777)
-            && std::fs::read(&full).is_ok_and(|d| d == file.data)
+        let owner = file
+            .fs_user
+            .unwrap_or_else(|| nix::unistd::geteuid().as_raw());
+        std::fs::symlink_metadata(&full).is_ok_and(|m| {
+            m.is_file() && m.permissions().mode() & 0o777 == file.mode & 0o777 && m.uid() == owner
+        }) && std::fs::read(&full).is_ok_and(|d| d == file.data)
     })
 }
 
@@ -280,6 +289,7 @@ mod tests {
         FileProjection {
             data: data.as_bytes().to_vec(),
             mode,
+            fs_user: None,
         }
     }
 

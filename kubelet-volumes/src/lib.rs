@@ -23,6 +23,7 @@ pub mod atomic_writer;
 mod host_path;
 mod manager;
 pub mod mount;
+pub mod ownership;
 pub mod projection;
 pub mod subpath;
 pub mod token;

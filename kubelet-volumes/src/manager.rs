@@ -22,6 +22,7 @@ use tracing::{debug, info, warn};
 
 use crate::atomic_writer::{AtomicWriter, Payload};
 use crate::host_path::check_host_path;
+use crate::ownership::fs_group;
 use crate::projection::{self, ObjectRef};
 use crate::token::TokenCache;
 use crate::{mount, subpath};
@@ -209,9 +210,12 @@ impl DefaultVolumeManager {
                 size_limit_bytes: None,
             });
         }
+        // Upstream wraps these in a Memory emptyDir: a tmpfs with the kernel's default root
+        // mode (1777), mounted read-only into containers; the 0750 pod directory keeps other
+        // host users out.
         let secret_tmpfs = Backing::Tmpfs {
             size: None,
-            mode: "0755",
+            mode: "1777",
         };
         let (path, backing, payload) = if let Some(cm) = &volume.config_map {
             let mut payload = Payload::new();
@@ -358,7 +362,17 @@ impl DefaultVolumeManager {
         Ok(payload)
     }
 
+    /// `<root>/pods`, `<root>/pods/<uid>` and its `volumes` directory, each `0750` as
+    /// upstream's `makePodDataDirs`, so no other host user can reach a pod's secrets.
+    fn make_pod_dirs(&self, uid: &PodUid) -> Result<()> {
+        for dir in [self.pods_dir(), self.pod_dir(uid), self.volumes_dir(uid)] {
+            private_dir(&dir)?;
+        }
+        Ok(())
+    }
+
     async fn set_up_all(&self, pod: &Pod) -> Result<()> {
+        self.make_pod_dirs(&pod.uid())?;
         let volumes = pod
             .spec
             .as_ref()
@@ -432,16 +446,6 @@ fn reconstruct(pods_dir: &Path) -> HashMap<PodUid, HashMap<String, MountedVolume
     out
 }
 
-/// The pod's `securityContext.fsGroup`.
-fn fs_group(pod: &Pod) -> Option<u32> {
-    pod.spec
-        .as_ref()?
-        .security_context
-        .as_ref()?
-        .fs_group
-        .and_then(|g| u32::try_from(g).ok())
-}
-
 fn io_error(path: &Path, source: std::io::Error) -> Error {
     Error::Io {
         path: path.to_path_buf(),
@@ -481,6 +485,37 @@ fn set_tree_group(dir: &Path, gid: u32) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Mode of the kubelet's own directories on the way to a volume (upstream `0750`).
+const POD_DIR_MODE: u32 = 0o750;
+
+/// Creates `path` (parents included) with [`POD_DIR_MODE`], or takes access for other users
+/// away from an existing one.
+fn private_dir(path: &Path) -> Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    let io = |source| io_error(path, source);
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_dir() => {
+            let mode = meta.permissions().mode() & 0o7777;
+            if mode & 0o007 != 0 {
+                std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode & !0o007))
+                    .map_err(io)?;
+            }
+            Ok(())
+        }
+        Ok(_) => Err(io(std::io::Error::other("exists and is not a directory"))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(POD_DIR_MODE)
+                .create(path)
+                .map_err(io)?;
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(POD_DIR_MODE))
+                .map_err(io)
+        }
+        Err(e) => Err(io(e)),
+    }
 }
 
 fn create_dir(path: &Path, mode: u32) -> Result<()> {

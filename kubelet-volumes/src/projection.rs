@@ -49,6 +49,7 @@ fn project_keys(
                     FileProjection {
                         data: value.clone(),
                         mode: mode_of(item.mode, default_mode),
+                        fs_user: None,
                     },
                 );
             }
@@ -60,6 +61,7 @@ fn project_keys(
                     FileProjection {
                         data: v.clone(),
                         mode: mode_of(None, default_mode),
+                        fs_user: None,
                     },
                 );
             }
@@ -164,7 +166,8 @@ pub async fn secret(
     }
 }
 
-/// Adds a bound service-account token at `path`, from `tokens` (refreshed as upstream).
+/// Adds a bound service-account token at `path`, from `tokens` (refreshed as upstream), with
+/// the mode and owner of [`crate::ownership::token_file`].
 #[allow(clippy::too_many_arguments)]
 pub async fn service_account_token(
     objects: &dyn ObjectSource,
@@ -176,6 +179,7 @@ pub async fn service_account_token(
     default_mode: Option<i32>,
     out: &mut Payload,
 ) -> Result<(), String> {
+    let (mode, fs_user) = crate::ownership::token_file(pod, mode_of(None, default_mode));
     let meta = &pod.metadata;
     let namespace = meta.namespace.clone().unwrap_or_else(|| "default".into());
     let service_account = pod
@@ -201,7 +205,8 @@ pub async fn service_account_token(
         path.to_owned(),
         FileProjection {
             data: token.into_bytes(),
-            mode: mode_of(None, default_mode),
+            mode,
+            fs_user,
         },
     );
     Ok(())
@@ -232,6 +237,7 @@ pub fn downward_api(
             FileProjection {
                 data: value.into_bytes(),
                 mode: mode_of(item.mode, default_mode),
+                fs_user: None,
             },
         );
     }

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 
 use k8s_openapi::api::core::v1::{Container, Pod, VolumeMount};
 
+use super::propagation::translate_mount_propagation;
 use crate::expansion::expand;
 use crate::pod::PodExt;
 use crate::runtime::{Mount, RunContainerOptions, RuntimeHelper};
@@ -58,6 +59,13 @@ impl RuntimeHelper for KubeletRuntimeHelper {
                     vm.name, container.name
                 ));
             };
+            // Before any subPath bind mount is made for a container that cannot start.
+            let propagation = translate_mount_propagation(container, vm).map_err(|e| {
+                format!(
+                    "volume mount {:?} of container {:?}: {e}",
+                    vm.name, container.name
+                )
+            })?;
             let sub_path = sub_path(vm, &envs).map_err(|e| {
                 format!(
                     "volume mount {:?} of container {:?}: {e}",
@@ -80,6 +88,7 @@ impl RuntimeHelper for KubeletRuntimeHelper {
                 host_path,
                 container_path: vm.mount_path.clone(),
                 read_only: vm.read_only.unwrap_or(false) || volume.read_only,
+                propagation,
             });
         }
         let hostname = pod

@@ -130,8 +130,13 @@ impl KubeletPodSyncer {
     fn make_pod_dirs(&self, uid: &PodUid) -> Result<()> {
         let dir = self.root_dir.join("pods").join(uid.as_str());
         for sub in ["volumes", "plugins", "containers"] {
-            std::fs::create_dir_all(dir.join(sub))
-                .map_err(|e| Error::Other(format!("creating {}: {e}", dir.join(sub).display())))?;
+            // Upstream `makePodDataDirs`: 0750, so other host users cannot reach secrets.
+            std::os::unix::fs::DirBuilderExt::mode(
+                std::fs::DirBuilder::new().recursive(true),
+                0o750,
+            )
+            .create(dir.join(sub))
+            .map_err(|e| Error::Other(format!("creating {}: {e}", dir.join(sub).display())))?;
         }
         Ok(())
     }
