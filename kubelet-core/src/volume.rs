@@ -47,7 +47,12 @@ pub struct MountedVolume {
     /// `true` when the plugin requires read-only mounts (e.g. secrets are not; a read-only
     /// hostPath source may be).
     pub read_only: bool,
-    /// An emptyDir's `sizeLimit` in bytes, for the eviction manager to enforce.
+    /// An emptyDir's `sizeLimit` in bytes (disk or `medium: Memory`), `None` for other
+    /// volumes or without a limit. Recorded only: nothing enforces it yet. An eviction
+    /// manager reads it through [`VolumeManager::mounted_volumes`] and evicts a pod whose
+    /// emptyDir usage exceeds it (upstream `emptyDirLimitEviction`). A Memory emptyDir is
+    /// additionally capped by its tmpfs size. After a kubelet restart it is known again once
+    /// the pod has been synced.
     pub size_limit_bytes: Option<u64>,
 }
 

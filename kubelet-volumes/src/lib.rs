@@ -12,6 +12,19 @@
 //! [`kubelet_core::objects::ObjectSource`], and safe `subPath` mounts ([`subpath`]).
 //! Other volume types are refused with a clear `FailedMount` reason.
 //!
+//! File modes and owners follow upstream ([`ownership`]): configMap, secret, downwardAPI and
+//! projected files get `defaultMode` (0644 unless the pod says otherwise) or the item's
+//! `mode`; a projected service-account token is `0600` and owned by the pods' single
+//! `runAsUser` when the pod sets one or an `fsGroup` (which widens it to `0640`). Secret,
+//! downwardAPI and projected volumes are tmpfs mounts, mounted read-only into containers, and
+//! the kubelet's `pods/<uid>` and `pods/<uid>/volumes` directories are `0750`, so no other
+//! host user can reach them.
+//!
+//! An emptyDir's `sizeLimit` is recorded, not enforced: it is exposed as
+//! [`MountedVolume::size_limit_bytes`](kubelet_core::volume::MountedVolume::size_limit_bytes)
+//! through [`VolumeManager::mounted_volumes`](kubelet_core::volume::VolumeManager::mounted_volumes)
+//! for an eviction manager.
+//!
 //! ```no_run
 //! use std::sync::Arc;
 //! use kubelet_core::volume::VolumeManager;

@@ -574,6 +574,15 @@ async fn memory_empty_dir_is_a_sized_tmpfs_that_survives_a_restart() {
     assert_eq!(rebuilt.len(), 3, "{rebuilt:?}");
     assert_eq!(rebuilt["cache"].host_path, *cache);
     vm2.wait_for_attach_and_mount(&p).await.expect("adopt");
+    let adopted = vm2.mounted_volumes(&p.uid());
+    assert_eq!(
+        (
+            adopted["disk"].size_limit_bytes,
+            adopted["cache"].size_limit_bytes
+        ),
+        (Some(10 * 1024 * 1024), Some(1024 * 1024)),
+        "sizeLimit is known again after the first sync, for the eviction manager"
+    );
     assert_eq!(
         std::fs::read_to_string(cache.join("data")).expect("data"),
         "keep me",
