@@ -305,7 +305,9 @@ spec:
         annotations.contains("a=\"v2\"\nb=\"v2\""),
         "{annotations:?}"
     );
-    eprintln!("annotation edit visible in the container after {took:?}");
+    eprintln!(
+        "annotation edit visible in the container after {took:?}; reader samples: {old} old, {new} new, 0 mixed"
+    );
 }
 
 /// Reads the downwardAPI set through `..data` (one snapshot per iteration, as upstream's
@@ -323,9 +325,9 @@ while true; do
       if [ "$a" != "$b" ] || [ $ok = 0 ]; then
         bad=$((bad+1)); echo "$a $b $all" >> /out/mismatch
       elif [ "$a" = v1 ]; then old=$((old+1))
-      else new=$((new+1)); echo "$all" > /out/annotations-seen
+      else new=$((new+1)); echo "$all" > /out/.ann; mv /out/.ann /out/annotations-seen
       fi
-      echo -n "$l" > /out/labels-seen
+      echo -n "$l" > /out/.labels; mv /out/.labels /out/labels-seen
     fi
   fi
   n=$((n+1))
