@@ -274,14 +274,28 @@ spec:
     );
 
     // Edit both annotations together; the running container sees the change within a sync
-    // period, without a restart.
+    // period, without a restart. Later edits go v3..v6.
     node.write_manifest("dapi.yaml", &manifest("v2"));
     let edited = Instant::now();
     node.wait_for(Duration::from_secs(12), "the reader saw v2", stats(1));
     let took = edited.elapsed();
+    // More edits: every swap is a chance for a reader to catch a mixed set.
+    for n in 3..=6 {
+        let value = format!("v{n}");
+        node.write_manifest("dapi.yaml", &manifest(&value));
+        let want = format!("a=\"{value}\"");
+        node.wait_for(
+            Duration::from_secs(12),
+            &format!("the reader saw {value}"),
+            |_| read(&out.join("annotations-seen")).filter(|s| s.contains(&want)),
+        );
+    }
     // Let the reader keep sampling the new set for a while.
-    let (old, new, mismatches) =
-        node.wait_for(Duration::from_secs(10), "more v2 samples", stats(50));
+    let (old, new, mismatches) = node.wait_for(
+        Duration::from_secs(30),
+        "200 samples of the new sets",
+        stats(200),
+    );
     assert_eq!(
         mismatches,
         0,
@@ -302,7 +316,7 @@ spec:
     );
     let annotations = read(&out.join("annotations-seen")).unwrap_or_default();
     assert!(
-        annotations.contains("a=\"v2\"\nb=\"v2\""),
+        annotations.contains("a=\"v6\"\nb=\"v6\""),
         "{annotations:?}"
     );
     eprintln!(
@@ -332,5 +346,5 @@ while true; do
   fi
   n=$((n+1))
   echo "$old $new $bad" > /out/.stats; mv /out/.stats /out/stats
-  usleep 10000
+  usleep 2000
 done"#;
