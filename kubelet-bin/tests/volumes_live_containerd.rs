@@ -253,6 +253,19 @@ spec:
         n.pod("dapi").filter(|p| running(p, "main"))
     });
     assert_eq!(uid(&before), "7d0c5a52-0d6e-4c4a-9a51-3f1f0a3b2c11");
+    // No other host user can reach the pod's volumes (upstream 0750 data directories).
+    let root = node.dir.join("kubelet/root");
+    let pod_dir = root.join("pods").join(uid(&before));
+    for d in [
+        root.clone(),
+        root.join("pods"),
+        pod_dir.clone(),
+        pod_dir.join("volumes"),
+    ] {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&d).expect("meta").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o750, "{}", d.display());
+    }
     let id = container_id(&before, "main");
     let stats_file = out.join("stats");
     let stats = |want_new: u64| {
