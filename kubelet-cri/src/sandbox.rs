@@ -156,7 +156,7 @@ fn has_privileged_container(pod: &Pod) -> bool {
 
 /// Normalizes a sysctl name to dots as separators (upstream `sysctl.NormalizeName`):
 /// `net/ipv4/ip_forward` → `net.ipv4.ip_forward`; a `/` after a first `.` is kept.
-fn normalize_sysctl(name: &str) -> String {
+pub(crate) fn normalize_sysctl(name: &str) -> String {
     match name.find(['.', '/']) {
         Some(i) if name.as_bytes()[i] == b'/' => name
             .chars()
@@ -206,7 +206,7 @@ pub(crate) fn generate_pod_sandbox_config(
             security_context: Some(cri::LinuxSandboxSecurityContext {
                 namespace_options: Some(namespace_options(pod)),
                 privileged: has_privileged_container(pod),
-                ..Default::default()
+                ..crate::security::sandbox_security_context(pod)
             }),
             sysctls,
             ..Default::default()

@@ -29,8 +29,9 @@ struct TestHelper {
     fail: Option<String>,
 }
 
+#[async_trait::async_trait]
 impl RuntimeHelper for TestHelper {
-    fn generate_run_container_options(
+    async fn generate_run_container_options(
         &self,
         pod: &Pod,
         container: &Container,
@@ -39,14 +40,23 @@ impl RuntimeHelper for TestHelper {
         if let Some(msg) = &self.fail {
             return Err(msg.clone());
         }
+        // The helper owns the whole environment (literal values included), as upstream's
+        // makeEnvironmentVariables.
+        let literal = container
+            .env
+            .iter()
+            .flatten()
+            .map(|e| (e.name.clone(), e.value.clone().unwrap_or_default()));
         Ok(RunContainerOptions {
-            envs: vec![
-                (
-                    "POD_IP".into(),
-                    pod_ips.first().cloned().unwrap_or_default(),
-                ),
-                ("CONTAINER".into(), container.name.clone()),
-            ],
+            envs: literal
+                .chain([
+                    (
+                        "POD_IP".into(),
+                        pod_ips.first().cloned().unwrap_or_default(),
+                    ),
+                    ("CONTAINER".into(), container.name.clone()),
+                ])
+                .collect(),
             mounts: vec![Mount {
                 host_path: PathBuf::from(format!(
                     "/var/lib/kubelet/pods/{}/volumes/data",
@@ -245,6 +255,8 @@ async fn sync_pod_creates_sandbox_and_container() {
             "ListContainers",
             "RunPodSandbox",
             "PodSandboxStatus",
+            // EnsureImageExists, then the image user for runAsNonRoot (upstream getImageUser).
+            "ImageStatus",
             "ImageStatus",
             "CreateContainer",
             "StartContainer"

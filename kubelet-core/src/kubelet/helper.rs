@@ -1,54 +1,71 @@
 //! The kubelet's [`RuntimeHelper`]: per-container environment and mounts
 //! (upstream `GenerateRunContainerOptions` and `makeMounts` in `pkg/kubelet/kubelet_pods.go`).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use std::collections::HashMap;
-
+use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{Container, Pod, VolumeMount};
 
+use super::env::EnvSource;
 use crate::expansion::expand;
+use crate::objects::InMemoryObjectSource;
 use crate::pod::PodExt;
+use crate::resources::NodeAllocatable;
 use crate::runtime::{Mount, RunContainerOptions, RuntimeHelper};
 use crate::volume::VolumeManager;
 
-/// Builds container options from the pod spec and the volume manager.
+/// Builds container options from the pod spec, the volume manager and the node.
 #[derive(Clone)]
 pub struct KubeletRuntimeHelper {
     volumes: Arc<dyn VolumeManager>,
+    env: EnvSource,
 }
 
 impl std::fmt::Debug for KubeletRuntimeHelper {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KubeletRuntimeHelper")
+            .field("env", &self.env)
             .finish_non_exhaustive()
     }
 }
 
 impl KubeletRuntimeHelper {
-    /// A helper reading mounts from `volumes`.
+    /// A helper reading mounts from `volumes`, for a node with no name, no IPs, no
+    /// configMaps or secrets and this machine's allocatable; see
+    /// [`KubeletRuntimeHelper::with_env_source`].
     pub fn new(volumes: Arc<dyn VolumeManager>) -> Self {
-        Self { volumes }
+        Self {
+            volumes,
+            env: EnvSource {
+                node_name: String::new(),
+                host_ips: Vec::new(),
+                allocatable: NodeAllocatable::detect(),
+                objects: Arc::new(InMemoryObjectSource::new()),
+            },
+        }
+    }
+
+    /// Resolves env vars (`fieldRef`, `resourceFieldRef`, configMaps, secrets) from `env`.
+    #[must_use]
+    pub fn with_env_source(mut self, env: EnvSource) -> Self {
+        self.env = env;
+        self
     }
 }
 
+#[async_trait]
 impl RuntimeHelper for KubeletRuntimeHelper {
-    fn generate_run_container_options(
+    async fn generate_run_container_options(
         &self,
         pod: &Pod,
         container: &Container,
-        _pod_ips: &[String],
+        pod_ips: &[String],
     ) -> Result<RunContainerOptions, String> {
-        let mut envs = Vec::new();
-        for (i, env) in container.env.iter().flatten().enumerate() {
-            if env.value_from.is_some() {
-                return Err(format!(
-                    "spec.containers[{}].env[{i}] ({}): valueFrom is not supported by this kubelet yet",
-                    container.name, env.name
-                ));
-            }
-            envs.push((env.name.clone(), env.value.clone().unwrap_or_default()));
-        }
+        let envs = self
+            .env
+            .make_environment_variables(pod, container, pod_ips)
+            .await?;
         let volumes = self.volumes.mounted_volumes(&pod.uid());
         let mut mounts = Vec::new();
         for (index, vm) in container.volume_mounts.iter().flatten().enumerate() {

@@ -2,6 +2,7 @@
 //! pod workers; [`KubeletPodSyncer`] is the body of a pod sync; [`sync_loop`] drives both
 //! (upstream `pkg/kubelet/kubelet.go`, `kubelet_pods.go`).
 
+pub mod env;
 mod helper;
 pub mod runtime_state;
 pub mod sync_loop;
