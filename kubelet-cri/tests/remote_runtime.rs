@@ -838,3 +838,60 @@ async fn stuck_runtime_call_times_out() {
     assert!(rt.get_pods(true).await.expect("get_pods").is_empty());
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn run_as_non_root_with_a_root_image_is_a_config_error() {
+    let env = setup().await;
+    let mut p = pod("nonroot");
+    if let Some(spec) = p.spec.as_mut() {
+        spec.security_context = Some(k8s_openapi::api::core::v1::PodSecurityContext {
+            run_as_non_root: Some(true),
+            ..Default::default()
+        });
+    }
+    let result = env.sync(&p, &Backoff::crash_loop_default()).await;
+    assert_eq!(result.container_errors.len(), 1, "{result:?}");
+    let err = &result.container_errors[0];
+    assert_eq!(err.reason, reasons::CREATE_CONTAINER_CONFIG_ERROR);
+    assert_eq!(
+        err.message,
+        "container has runAsNonRoot and image will run as root (pod: \"nonroot_default(uid-nonroot)\", container: app)"
+    );
+    assert_eq!(env.cri().count("CreateContainer"), 0);
+
+    // With a non-root runAsUser the same image runs, as that user.
+    if let Some(sc) = p.spec.as_mut().and_then(|s| s.security_context.as_mut()) {
+        sc.run_as_user = Some(1000);
+    }
+    let result = env.sync(&p, &Backoff::crash_loop_default()).await;
+    assert!(result.is_ok(), "{result:?}");
+    let c = &env.cri().containers()[0];
+    let sc = c
+        .config
+        .linux
+        .as_ref()
+        .and_then(|l| l.security_context.as_ref())
+        .expect("security context");
+    assert_eq!(sc.run_as_user, Some(cri::Int64Value { value: 1000 }));
+}
+
+#[tokio::test]
+async fn unsafe_sysctls_keep_the_pod_from_starting() {
+    let env = setup().await;
+    let mut p = pod("sysctl");
+    if let Some(spec) = p.spec.as_mut() {
+        spec.security_context = Some(k8s_openapi::api::core::v1::PodSecurityContext {
+            sysctls: Some(vec![k8s_openapi::api::core::v1::Sysctl {
+                name: "kernel.msgmax".into(),
+                value: "1".into(),
+            }]),
+            ..Default::default()
+        });
+    }
+    let result = env.sync(&p, &Backoff::crash_loop_default()).await;
+    assert_eq!(
+        result.pod_error.as_deref(),
+        Some("forbidden sysctl: \"kernel.msgmax\" not allowlisted")
+    );
+    assert_eq!(env.cri().count("RunPodSandbox"), 0);
+}

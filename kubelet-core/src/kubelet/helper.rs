@@ -175,6 +175,66 @@ mod tests {
         assert!(err.contains("E, NOPE"), "{err}");
     }
 
+    /// Upstream's common `subPathExpr: $(POD_NAME)`: a `fieldRef` value takes part in the
+    /// expansion like a literal one.
+    #[tokio::test]
+    async fn sub_path_expr_sees_value_from_env() {
+        use crate::objects::InMemoryObjectSource;
+        use crate::volume::{MockVolumeManager, MountedVolume};
+        use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, ObjectFieldSelector};
+
+        let mut vm = MockVolumeManager::new();
+        vm.expect_mounted_volumes().returning(|_| {
+            HashMap::from([(
+                "v".to_owned(),
+                MountedVolume {
+                    host_path: "/vol".into(),
+                    read_only: false,
+                    size_limit_bytes: None,
+                },
+            )])
+        });
+        vm.expect_prepare_sub_path()
+            .withf(|_, container, index, volume, sub| {
+                (container, *index, volume, sub) == ("app", 0, "v", "logs/web")
+            })
+            .times(1)
+            .returning(|_, _, _, _, _| Ok("/vol/logs/web".into()));
+        let helper = KubeletRuntimeHelper::new(Arc::new(vm)).with_env_source(EnvSource {
+            node_name: "node-a".into(),
+            host_ips: vec!["192.0.2.1".into()],
+            allocatable: NodeAllocatable::detect(),
+            objects: Arc::new(InMemoryObjectSource::new()),
+        });
+        let mut pod = crate::testing::pod("web");
+        let c = {
+            let c = &mut pod.spec.as_mut().expect("spec").containers[0];
+            c.env = Some(vec![EnvVar {
+                name: "POD_NAME".into(),
+                value_from: Some(EnvVarSource {
+                    field_ref: Some(ObjectFieldSelector {
+                        api_version: None,
+                        field_path: "metadata.name".into(),
+                    }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }]);
+            c.volume_mounts = Some(vec![mount(None, Some("logs/$(POD_NAME)"))]);
+            c.clone()
+        };
+        let opts = helper
+            .generate_run_container_options(&pod, &c, &["10.0.0.2".into()])
+            .await
+            .expect("options");
+        assert_eq!(opts.envs, [("POD_NAME".to_owned(), "web".to_owned())]);
+        assert_eq!(
+            opts.mounts[0].host_path,
+            std::path::Path::new("/vol/logs/web")
+        );
+        assert_eq!(opts.mounts[0].container_path, "/m");
+    }
+
     #[test]
     fn expansion_keeps_malformed_references() {
         assert_eq!(expand("$(A", |_| Some("x".into())), "$(A");
