@@ -1,8 +1,9 @@
 //! Environment and security-context acceptance against a real containerd (issue 3,
 //! acceptance 5 and 7): `$(VAR)` expansion, `$$` escapes, `fieldRef` and `resourceFieldRef`
 //! values as a container prints them in its log; `runAsUser`/`runAsGroup`/groups,
-//! capabilities, `readOnlyRootFilesystem` and `no_new_privs` as a container observes them;
-//! `runAsNonRoot` with a root image → `CreateContainerConfigError` with upstream's message.
+//! capabilities, `readOnlyRootFilesystem`, `no_new_privs` and a safe sysctl as a container
+//! observes them; `runAsNonRoot` with a root image → `CreateContainerConfigError` with
+//! upstream's message; an unsafe sysctl → the pod is rejected (`Failed`, `SysctlForbidden`).
 
 mod support;
 
@@ -144,6 +145,7 @@ spec:
     runAsGroup: 3000
     fsGroup: 2000
     supplementalGroups: [4000]
+    sysctls: [{{name: net.ipv4.ip_unprivileged_port_start, value: "100"}}]
   containers:
   - name: user
     image: {IMAGE}
@@ -155,10 +157,28 @@ spec:
   - name: caps
     image: {IMAGE}
     imagePullPolicy: IfNotPresent
-    command: ["sh", "-c", "echo uid=$(id -u); grep CapEff /proc/self/status; if touch /probe 2>/dev/null; then echo rootfs=rw; else echo rootfs=ro; fi; grep NoNewPrivs /proc/self/status"]
+    command: ["sh", "-c", "echo uid=$(id -u); grep CapEff /proc/self/status; if touch /probe 2>/dev/null; then echo rootfs=rw; else echo rootfs=ro; fi; grep NoNewPrivs /proc/self/status; echo port_start=$(cat /proc/sys/net/ipv4/ip_unprivileged_port_start)"]
     securityContext:
       runAsUser: 0
       capabilities: {{drop: [ALL], add: [NET_ADMIN]}}
+"#
+        ),
+    );
+    node.write_manifest(
+        "unsafe-sysctl.yaml",
+        &format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: unsafe-sysctl
+spec:
+  securityContext:
+    sysctls: [{{name: kernel.msgmax, value: "65536"}}]
+  containers:
+  - name: main
+    image: {IMAGE}
+    imagePullPolicy: IfNotPresent
+    command: ["sleep", "3600"]
 "#
         ),
     );
@@ -214,6 +234,20 @@ spec:
         caps[3].split_whitespace().collect::<Vec<_>>(),
         ["NoNewPrivs:", "0"],
         "allowPrivilegeEscalation unset: {caps:?}"
+    );
+    assert_eq!(caps[4], "port_start=100", "a safe sysctl is set: {caps:?}");
+
+    let rejected = node.wait_for(Duration::from_secs(30), "unsafe-sysctl Failed", |n| {
+        n.pod("unsafe-sysctl").filter(|p| phase(p) == "Failed")
+    });
+    assert_eq!(rejected["status"]["reason"], "SysctlForbidden");
+    assert_eq!(
+        rejected["status"]["message"],
+        "Pod was rejected: forbidden sysctl: \"kernel.msgmax\" not allowlisted"
+    );
+    assert!(
+        node.runtime_containers(&uid(&rejected)).is_empty(),
+        "a rejected pod gets no sandbox"
     );
 
     let (pod, message) = node.wait_for(

@@ -33,6 +33,7 @@ pub mod resources;
 pub mod runtime;
 pub mod status;
 pub mod sync;
+pub mod sysctl;
 pub mod time;
 pub mod volume;
 

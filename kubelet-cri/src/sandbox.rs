@@ -154,20 +154,9 @@ fn has_privileged_container(pod: &Pod) -> bool {
         })
 }
 
-/// Normalizes a sysctl name to dots as separators (upstream `sysctl.NormalizeName`):
-/// `net/ipv4/ip_forward` → `net.ipv4.ip_forward`; a `/` after a first `.` is kept.
-pub(crate) fn normalize_sysctl(name: &str) -> String {
-    match name.find(['.', '/']) {
-        Some(i) if name.as_bytes()[i] == b'/' => name
-            .chars()
-            .map(|c| match c {
-                '/' => '.',
-                '.' => '/',
-                c => c,
-            })
-            .collect(),
-        _ => name.to_owned(),
-    }
+/// Normalizes a sysctl name to dots as separators ([`kubelet_core::sysctl::normalize_name`]).
+fn normalize_sysctl(name: &str) -> String {
+    kubelet_core::sysctl::normalize_name(name)
 }
 
 /// The full sandbox configuration for `pod` at `attempt`, with the given DNS config.

@@ -5,8 +5,8 @@
 //! `security_context_others.go` (`verifyRunAsNonRoot`), `helpers.go` (`getSeccompProfile`,
 //! `fieldSeccompProfile`), the sandbox part of `kuberuntime_sandbox.go`
 //! (`generatePodSandboxLinuxConfig`), `pkg/securitycontext` (`DetermineEffectiveSecurityContext`,
-//! `AddNoNewPrivileges`, the default masked and read-only paths) and the sysctl admission of
-//! `pkg/kubelet/sysctl` (`safe_sysctls.go`, `allowlist.go`).
+//! `AddNoNewPrivileges`, the default masked and read-only paths). Sysctls are admitted by
+//! [`kubelet_core::sysctl`].
 //!
 //! Not translated: SELinux, AppArmor and `supplementalGroupsPolicy` (left to the runtime's
 //! defaults), and the `seccompDefault` kubelet option (off, as upstream's default).
@@ -17,8 +17,6 @@ use std::sync::OnceLock;
 use k8s_cri::v1 as cri;
 use k8s_openapi::api::core::v1::{Container, Pod, SeccompProfile, SecurityContext};
 use kubelet_core::PodExt;
-
-use crate::sandbox::normalize_sysctl;
 
 /// The user an image runs as, from CRI `ImageStatus` (upstream `getImageUser`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -283,52 +281,6 @@ pub fn readonly_paths(proc_mount: Option<&str>) -> Vec<String> {
         return Vec::new();
     }
     DEFAULT_READONLY_PATHS.map(str::to_owned).to_vec()
-}
-
-/// Upstream's safe sysctls (`pkg/kubelet/sysctl/safe_sysctls.go`), all namespaced on the
-/// kernels this kubelet supports (≥ 4.15).
-pub const SAFE_SYSCTLS: [&str; 12] = [
-    "kernel.shm_rmid_forced",
-    "net.ipv4.ip_local_port_range",
-    "net.ipv4.tcp_syncookies",
-    "net.ipv4.ping_group_range",
-    "net.ipv4.ip_unprivileged_port_start",
-    "net.ipv4.ip_local_reserved_ports",
-    "net.ipv4.tcp_keepalive_time",
-    "net.ipv4.tcp_fin_timeout",
-    "net.ipv4.tcp_keepalive_intvl",
-    "net.ipv4.tcp_keepalive_probes",
-    "net.ipv4.tcp_rmem",
-    "net.ipv4.tcp_wmem",
-];
-
-/// Upstream's sysctl admission (`patternAllowlist.Admit` with no `--allowed-unsafe-sysctls`):
-/// every pod sysctl must be safe, and a `net.*` one needs the pod's own network namespace
-/// (`kernel.shm*` its own IPC namespace). The `Err` is upstream's `SysctlForbidden` message.
-pub fn validate_sysctls(pod: &Pod) -> Result<(), String> {
-    let spec = pod.spec.as_ref();
-    let host_net = spec.and_then(|s| s.host_network).unwrap_or(false);
-    let host_ipc = spec.and_then(|s| s.host_ipc).unwrap_or(false);
-    let sysctls = spec
-        .and_then(|s| s.security_context.as_ref())
-        .and_then(|s| s.sysctls.as_ref());
-    for s in sysctls.into_iter().flatten() {
-        let name = normalize_sysctl(&s.name);
-        if !SAFE_SYSCTLS.contains(&name.as_str()) {
-            return Err(format!("forbidden sysctl: {name:?} not allowlisted"));
-        }
-        if host_net && name.starts_with("net.") {
-            return Err(format!(
-                "forbidden sysctl: {name:?} not allowed with host net enabled"
-            ));
-        }
-        if host_ipc && name.starts_with("kernel.shm") {
-            return Err(format!(
-                "forbidden sysctl: {name:?} not allowed with host ipc enabled"
-            ));
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -30,9 +30,7 @@ use crate::labels::{ContainerType, new_pod_annotations};
 use crate::reasons::{CREATE_CONTAINER_CONFIG_ERROR, CREATE_CONTAINER_ERROR, RUN_CONTAINER_ERROR};
 use crate::runtime::RemoteRuntime;
 use crate::sandbox::{generate_pod_sandbox_config, host_dns_config, pod_logs_dir};
-use crate::security::{
-    ImageUser, container_security_context, validate_sysctls, verify_run_as_non_root,
-};
+use crate::security::{ImageUser, container_security_context, verify_run_as_non_root};
 
 /// Why one container could not be started.
 enum StartError {
@@ -127,9 +125,9 @@ impl RemoteRuntime {
         }
 
         if actions.create_sandbox
-            && let Err(message) = validate_sysctls(pod)
+            && let Err(message) = kubelet_core::sysctl::validate(pod)
         {
-            // Upstream rejects such a pod at admission (reason SysctlForbidden).
+            // The kubelet rejects such a pod at admission; this guards other callers.
             tracing::warn!(pod = %pod.full_name(), reason = "SysctlForbidden", "{message}");
             result.pod_error = Some(message);
             return Ok(result);

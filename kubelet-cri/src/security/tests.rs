@@ -1,8 +1,8 @@
 //! Cases of upstream `TestVerifyRunAsNonRoot` (security_context_others_test.go),
 //! `TestDetermineEffectiveSecurityContext`-style merges, `TestFieldProfile` (helpers_test.go),
-//! `TestAddNoNewPrivileges` (pkg/securitycontext) and the sysctl allowlist tests.
+//! `TestAddNoNewPrivileges` (pkg/securitycontext).
 
-use k8s_openapi::api::core::v1::{Capabilities, PodSecurityContext, Sysctl};
+use k8s_openapi::api::core::v1::{Capabilities, PodSecurityContext};
 use kubelet_core::testing::pod;
 
 use super::*;
@@ -329,54 +329,4 @@ fn sandbox_context() {
         sc.seccomp.map(|s| s.profile_type),
         Some(cri::security_profile::ProfileType::RuntimeDefault as i32)
     );
-}
-
-#[test]
-fn only_safe_sysctls_are_admitted() {
-    let with = |names: &[&str], host_net: bool, host_ipc: bool| {
-        let mut p = pod_with(
-            Some(PodSecurityContext {
-                sysctls: Some(
-                    names
-                        .iter()
-                        .map(|n| Sysctl {
-                            name: (*n).into(),
-                            value: "1".into(),
-                        })
-                        .collect(),
-                ),
-                ..Default::default()
-            }),
-            None,
-        );
-        if let Some(s) = p.spec.as_mut() {
-            s.host_network = Some(host_net);
-            s.host_ipc = Some(host_ipc);
-        }
-        validate_sysctls(&p)
-    };
-    assert_eq!(with(&SAFE_SYSCTLS, false, false), Ok(()));
-    assert_eq!(with(&["net/ipv4/tcp_syncookies"], false, false), Ok(()));
-    assert_eq!(
-        with(&["kernel.msgmax"], false, false),
-        Err("forbidden sysctl: \"kernel.msgmax\" not allowlisted".into())
-    );
-    assert_eq!(
-        with(&["net.core.somaxconn"], false, false),
-        Err("forbidden sysctl: \"net.core.somaxconn\" not allowlisted".into())
-    );
-    assert_eq!(
-        with(&["net.ipv4.ip_local_port_range"], true, false),
-        Err(
-            "forbidden sysctl: \"net.ipv4.ip_local_port_range\" not allowed with host net enabled"
-                .into()
-        )
-    );
-    assert_eq!(
-        with(&["kernel.shm_rmid_forced"], false, true),
-        Err(
-            "forbidden sysctl: \"kernel.shm_rmid_forced\" not allowed with host ipc enabled".into()
-        )
-    );
-    assert_eq!(with(&["kernel.shm_rmid_forced"], true, false), Ok(()));
 }
