@@ -8,12 +8,15 @@ use anyhow::Context;
 use kubelet_core::backoff::Backoff;
 use kubelet_core::cache::PodCache;
 use kubelet_core::config::{FILE_SOURCE, FileSource, PodConfig, PodSource};
+use kubelet_core::kubelet::env::EnvSource;
 use kubelet_core::kubelet::{
     self, Kubelet, KubeletPodSyncer, KubeletRuntimeHelper, Managers, RuntimeState, SourcesReady,
 };
+use kubelet_core::objects::{InMemoryObjectSource, ObjectSource};
 use kubelet_core::pleg::Pleg;
 use kubelet_core::pod_manager::PodManager;
 use kubelet_core::pod_workers::{self, PodWorkers};
+use kubelet_core::resources::NodeAllocatable;
 use kubelet_core::runtime::Runtime;
 use kubelet_core::status::StatusManager;
 use kubelet_core::volume::VolumeManager;
@@ -49,7 +52,8 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
             &settings.runtime_endpoint,
             kubelet_cri::Options::default()
                 .with_pod_logs_dir(settings.pod_log_dir.clone())
-                .with_node_name(settings.node_name.clone()),
+                .with_node_name(settings.node_name.clone())
+                .with_seccomp_profile_root(settings.root_dir.join("seccomp")),
         )
         .with_context(|| format!("--container-runtime-endpoint {}", settings.runtime_endpoint))?
         .with_probe_results(probe_results.clone()),
@@ -73,16 +77,28 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
             .with_probe_results(Arc::new(probe_manager.clone())),
     );
     let status: Arc<dyn StatusManager> = status_manager.clone();
-    let volumes: Arc<dyn VolumeManager> = Arc::new(kubelet_volumes::DefaultVolumeManager::new(
-        settings.root_dir.clone(),
-    ));
+    // A standalone node has no API server: no configMaps, secrets or tokens (static pods may
+    // not reference them) and no services, hence no service-link env vars.
+    let objects: Arc<dyn ObjectSource> = Arc::new(InMemoryObjectSource::new());
+    let allocatable = NodeAllocatable::detect();
+    let volumes: Arc<dyn VolumeManager> = Arc::new(
+        kubelet_volumes::DefaultVolumeManager::new(settings.root_dir.clone())
+            .with_object_source(objects.clone())
+            .with_node_allocatable(allocatable),
+    );
+    let helper = KubeletRuntimeHelper::new(volumes.clone()).with_env_source(EnvSource {
+        node_name: settings.node_name.clone(),
+        host_ips: settings.node_ips.clone(),
+        allocatable,
+        objects,
+    });
     let managers = Managers {
         runtime: runtime.clone(),
         volumes: volumes.clone(),
         status: status.clone(),
         pleg: pleg.clone(),
         cache: cache.clone(),
-        helper: Arc::new(KubeletRuntimeHelper::new(volumes)),
+        helper: Arc::new(helper),
         probes: Arc::new(probe_manager),
     };
 

@@ -363,11 +363,13 @@ pub struct ExecResult {
 /// Callbacks from the runtime into the kubelet while it syncs a pod
 /// (upstream `kubecontainer.RuntimeHelper`).
 #[cfg_attr(any(test, feature = "test-util"), mockall::automock)]
+#[async_trait]
 pub trait RuntimeHelper: Send + Sync {
-    /// Environment, mounts and hostname for one container of the pod.
+    /// Environment (resolved and `$(VAR)`-expanded, in order), mounts and hostname for one
+    /// container of the pod; `pod_ips` are the sandbox's IPs.
     ///
     /// An `Err` is a `CreateContainerConfigError` for that container.
-    fn generate_run_container_options(
+    async fn generate_run_container_options(
         &self,
         pod: &Pod,
         container: &Container,

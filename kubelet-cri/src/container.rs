@@ -82,62 +82,15 @@ pub fn command_and_args(
     (expand_all(&container.command), expand_all(&container.args))
 }
 
-/// The environment of a container: its literal `env` values, overridden and extended by the
-/// helper's (which also resolves `valueFrom`). Order: first definition wins the position.
-pub fn merge_envs(container: &Container, opts: &RunContainerOptions) -> Vec<(String, String)> {
-    let mut out: Vec<(String, String)> = Vec::new();
-    let mut index: HashMap<String, usize> = HashMap::new();
-    let literal = container
-        .env
-        .iter()
-        .flatten()
-        .filter_map(|e| e.value.as_ref().map(|v| (e.name.clone(), v.clone())));
-    for (k, v) in literal.chain(opts.envs.iter().cloned()) {
-        match index.get(&k) {
-            Some(&i) => out[i].1 = v,
-            None => {
-                index.insert(k.clone(), out.len());
-                out.push((k, v));
-            }
-        }
-    }
-    out
-}
-
-fn linux_container_config(pod: &Pod, container: &Container) -> cri::LinuxContainerConfig {
-    let sc = container.security_context.as_ref();
-    let capabilities = sc
-        .and_then(|s| s.capabilities.as_ref())
-        .map(|c| cri::Capability {
-            add_capabilities: c.add.clone().unwrap_or_default(),
-            drop_capabilities: c.drop.clone().unwrap_or_default(),
-            add_ambient_capabilities: Vec::new(),
-        });
-    let pod_sc = pod.spec.as_ref().and_then(|s| s.security_context.as_ref());
-    let run_as_user = sc
-        .and_then(|s| s.run_as_user)
-        .or_else(|| pod_sc.and_then(|s| s.run_as_user));
-    let run_as_group = sc
-        .and_then(|s| s.run_as_group)
-        .or_else(|| pod_sc.and_then(|s| s.run_as_group));
+fn linux_container_config(
+    pod: &Pod,
+    security_context: &cri::LinuxContainerSecurityContext,
+) -> cri::LinuxContainerConfig {
     cri::LinuxContainerConfig {
         resources: None,
         security_context: Some(cri::LinuxContainerSecurityContext {
-            capabilities,
-            privileged: sc.and_then(|s| s.privileged).unwrap_or(false),
             namespace_options: Some(namespace_options(pod)),
-            run_as_user: run_as_user.map(|value| cri::Int64Value { value }),
-            run_as_group: run_as_group.map(|value| cri::Int64Value { value }),
-            readonly_rootfs: sc
-                .and_then(|s| s.read_only_root_filesystem)
-                .unwrap_or(false),
-            no_new_privs: sc
-                .and_then(|s| s.allow_privilege_escalation)
-                .is_some_and(|allow| !allow),
-            supplemental_groups: pod_sc
-                .and_then(|s| s.supplemental_groups.clone())
-                .unwrap_or_default(),
-            ..Default::default()
+            ..security_context.clone()
         }),
     }
 }
@@ -151,6 +104,8 @@ pub(crate) struct ContainerConfigInput<'a> {
     /// Image reference returned by the image step (an image ID when known).
     pub image_ref: &'a str,
     pub opts: &'a RunContainerOptions,
+    /// From [`crate::security::container_security_context`].
+    pub security_context: &'a cri::LinuxContainerSecurityContext,
 }
 
 /// The `ContainerConfig` of one container instance (upstream `generateContainerConfig`).
@@ -162,9 +117,10 @@ pub(crate) fn generate_container_config(input: &ContainerConfigInput<'_>) -> cri
         restart_count,
         image_ref,
         opts,
+        security_context,
     } = *input;
-    let envs = merge_envs(container, opts);
-    let (command, args) = command_and_args(container, &envs);
+    let envs = &opts.envs;
+    let (command, args) = command_and_args(container, envs);
     cri::ContainerConfig {
         metadata: Some(cri::ContainerMetadata {
             name: container.name.clone(),
@@ -186,7 +142,7 @@ pub(crate) fn generate_container_config(input: &ContainerConfigInput<'_>) -> cri
         stdin: container.stdin.unwrap_or(false),
         stdin_once: container.stdin_once.unwrap_or(false),
         tty: container.tty.unwrap_or(false),
-        linux: Some(linux_container_config(pod, container)),
+        linux: Some(linux_container_config(pod, security_context)),
         ..Default::default()
     }
 }
@@ -224,7 +180,6 @@ pub fn grace_period_seconds(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::EnvVar;
     use kubelet_core::runtime::{Mount, MountPropagation};
     use kubelet_core::testing::pod;
 
@@ -257,40 +212,6 @@ mod tests {
         let (cmd, args) = command_and_args(&c, &envs);
         assert!(cmd.is_empty());
         assert_eq!(args, ["echo hi"]);
-    }
-
-    #[test]
-    fn env_merge_helper_wins() {
-        let c = Container {
-            name: "c".into(),
-            env: Some(vec![
-                EnvVar {
-                    name: "A".into(),
-                    value: Some("literal".into()),
-                    ..Default::default()
-                },
-                EnvVar {
-                    name: "FROM_SECRET".into(),
-                    value: None,
-                    ..Default::default()
-                },
-            ]),
-            ..Default::default()
-        };
-        let opts = RunContainerOptions {
-            envs: vec![
-                ("FROM_SECRET".into(), "s3cr3t".into()),
-                ("A".into(), "helper".into()),
-            ],
-            ..Default::default()
-        };
-        assert_eq!(
-            merge_envs(&c, &opts),
-            [
-                ("A".to_owned(), "helper".to_owned()),
-                ("FROM_SECRET".to_owned(), "s3cr3t".to_owned())
-            ]
-        );
     }
 
     #[test]
@@ -334,6 +255,10 @@ mod tests {
             restart_count: 2,
             image_ref: "sha256:123",
             opts: &opts,
+            security_context: &cri::LinuxContainerSecurityContext {
+                run_as_user: Some(cri::Int64Value { value: 1000 }),
+                ..Default::default()
+            },
         });
         assert_eq!(cfg.log_path, "app/2.log");
         assert_eq!(cfg.metadata.as_ref().map(|m| m.attempt), Some(2));
@@ -352,6 +277,9 @@ mod tests {
             ]
         );
         assert_eq!(cfg.envs[0].key, "X");
+        let sc = cfg.linux.and_then(|l| l.security_context).expect("sc");
+        assert_eq!(sc.run_as_user, Some(cri::Int64Value { value: 1000 }));
+        assert!(sc.namespace_options.is_some());
         let img = cfg.image.as_ref().expect("image");
         assert_eq!(
             (img.image.as_str(), img.user_specified_image.as_str()),

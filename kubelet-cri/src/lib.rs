@@ -44,6 +44,7 @@ pub mod labels;
 pub mod reasons;
 pub mod runtime;
 pub mod sandbox;
+pub mod security;
 mod sync;
 
 #[cfg(any(test, feature = "test-util"))]

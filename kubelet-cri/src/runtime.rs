@@ -44,6 +44,8 @@ pub struct Options {
     pub node_name: String,
     /// Parent cgroup of the pod sandboxes; `None` lets the runtime choose.
     pub cgroup_parent: Option<String>,
+    /// Where `Localhost` seccomp profiles live (upstream `<root-dir>/seccomp`).
+    pub seccomp_profile_root: PathBuf,
 }
 
 impl Default for Options {
@@ -54,6 +56,7 @@ impl Default for Options {
             resolv_conf: PathBuf::from("/etc/resolv.conf"),
             node_name: String::new(),
             cgroup_parent: None,
+            seccomp_profile_root: PathBuf::from("/var/lib/kubelet/seccomp"),
         }
     }
 }
@@ -91,6 +94,13 @@ impl Options {
     #[must_use]
     pub fn with_cgroup_parent(mut self, cgroup: impl Into<String>) -> Self {
         self.cgroup_parent = Some(cgroup.into());
+        self
+    }
+
+    /// Sets [`Options::seccomp_profile_root`].
+    #[must_use]
+    pub fn with_seccomp_profile_root(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.seccomp_profile_root = dir.into();
         self
     }
 }

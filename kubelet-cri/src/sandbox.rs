@@ -154,20 +154,9 @@ fn has_privileged_container(pod: &Pod) -> bool {
         })
 }
 
-/// Normalizes a sysctl name to dots as separators (upstream `sysctl.NormalizeName`):
-/// `net/ipv4/ip_forward` → `net.ipv4.ip_forward`; a `/` after a first `.` is kept.
+/// Normalizes a sysctl name to dots as separators ([`kubelet_core::sysctl::normalize_name`]).
 fn normalize_sysctl(name: &str) -> String {
-    match name.find(['.', '/']) {
-        Some(i) if name.as_bytes()[i] == b'/' => name
-            .chars()
-            .map(|c| match c {
-                '/' => '.',
-                '.' => '/',
-                c => c,
-            })
-            .collect(),
-        _ => name.to_owned(),
-    }
+    kubelet_core::sysctl::normalize_name(name)
 }
 
 /// The full sandbox configuration for `pod` at `attempt`, with the given DNS config.
@@ -206,7 +195,7 @@ pub(crate) fn generate_pod_sandbox_config(
             security_context: Some(cri::LinuxSandboxSecurityContext {
                 namespace_options: Some(namespace_options(pod)),
                 privileged: has_privileged_container(pod),
-                ..Default::default()
+                ..crate::security::sandbox_security_context(pod)
             }),
             sysctls,
             ..Default::default()

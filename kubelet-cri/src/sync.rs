@@ -30,6 +30,7 @@ use crate::labels::{ContainerType, new_pod_annotations};
 use crate::reasons::{CREATE_CONTAINER_CONFIG_ERROR, CREATE_CONTAINER_ERROR, RUN_CONTAINER_ERROR};
 use crate::runtime::RemoteRuntime;
 use crate::sandbox::{generate_pod_sandbox_config, host_dns_config, pod_logs_dir};
+use crate::security::{ImageUser, container_security_context, verify_run_as_non_root};
 
 /// Why one container could not be started.
 enum StartError {
@@ -123,6 +124,14 @@ impl RemoteRuntime {
             return Ok(result);
         }
 
+        if actions.create_sandbox
+            && let Err(message) = kubelet_core::sysctl::validate(pod)
+        {
+            // The kubelet rejects such a pod at admission; this guards other callers.
+            tracing::warn!(pod = %pod.full_name(), reason = "SysctlForbidden", "{message}");
+            result.pod_error = Some(message);
+            return Ok(result);
+        }
         let dns = host_dns_config(&self.opts.resolv_conf).await;
         let sandbox_config = generate_pod_sandbox_config(pod, actions.attempt, &self.opts, dns);
         let mut pod_ips = status.ips.clone();
@@ -234,9 +243,11 @@ impl RemoteRuntime {
         let opts = ctx
             .helper
             .generate_run_container_options(pod, container, ctx.pod_ips)
+            .await
             .map_err(|message| {
                 container_error(container, CREATE_CONTAINER_CONFIG_ERROR, message)
             })?;
+        let security_context = self.security_context(pod, container, &image_ref).await?;
 
         let logs_dir =
             container_logs_dir(&pod_logs_dir(&self.opts.pod_logs_dir, pod), &container.name);
@@ -258,6 +269,7 @@ impl RemoteRuntime {
             restart_count,
             image_ref: &image_ref,
             opts: &opts,
+            security_context: &security_context,
         });
         tracing::info!(pod = %pod.full_name(), container = %container.name, restart_count, "creating container");
         let id = self
@@ -269,6 +281,32 @@ impl RemoteRuntime {
             .start_container(&id)
             .await
             .map_err(|e| classify(container, RUN_CONTAINER_ERROR, e))
+    }
+
+    /// The container's CRI security context, after checking `runAsNonRoot` against the
+    /// image's user (upstream `getImageUser` and `verifyRunAsNonRoot` in
+    /// `generateContainerConfig`).
+    async fn security_context(
+        &self,
+        pod: &Pod,
+        container: &Container,
+        image_ref: &str,
+    ) -> Result<cri::LinuxContainerSecurityContext, StartError> {
+        let spec = cri::ImageSpec {
+            image: image_ref.to_owned(),
+            ..Default::default()
+        };
+        let image = self
+            .client
+            .image_status(spec)
+            .await
+            .map_err(|e| classify(container, CREATE_CONTAINER_CONFIG_ERROR, e))?;
+        let user = ImageUser::from_image(image.as_ref());
+        let config_error =
+            |message: String| container_error(container, CREATE_CONTAINER_CONFIG_ERROR, message);
+        verify_run_as_non_root(pod, container, &user).map_err(config_error)?;
+        container_security_context(pod, container, &user, &self.opts.seccomp_profile_root)
+            .map_err(config_error)
     }
 
     /// Removes every instance of the pod's init containers, so that a new sandbox runs them

@@ -29,8 +29,9 @@ struct TestHelper {
     fail: Option<String>,
 }
 
+#[async_trait::async_trait]
 impl RuntimeHelper for TestHelper {
-    fn generate_run_container_options(
+    async fn generate_run_container_options(
         &self,
         pod: &Pod,
         container: &Container,
@@ -39,14 +40,23 @@ impl RuntimeHelper for TestHelper {
         if let Some(msg) = &self.fail {
             return Err(msg.clone());
         }
+        // The helper owns the whole environment (literal values included), as upstream's
+        // makeEnvironmentVariables.
+        let literal = container
+            .env
+            .iter()
+            .flatten()
+            .map(|e| (e.name.clone(), e.value.clone().unwrap_or_default()));
         Ok(RunContainerOptions {
-            envs: vec![
-                (
-                    "POD_IP".into(),
-                    pod_ips.first().cloned().unwrap_or_default(),
-                ),
-                ("CONTAINER".into(), container.name.clone()),
-            ],
+            envs: literal
+                .chain([
+                    (
+                        "POD_IP".into(),
+                        pod_ips.first().cloned().unwrap_or_default(),
+                    ),
+                    ("CONTAINER".into(), container.name.clone()),
+                ])
+                .collect(),
             mounts: vec![Mount {
                 host_path: PathBuf::from(format!(
                     "/var/lib/kubelet/pods/{}/volumes/data",
@@ -246,6 +256,8 @@ async fn sync_pod_creates_sandbox_and_container() {
             "ListContainers",
             "RunPodSandbox",
             "PodSandboxStatus",
+            // EnsureImageExists, then the image user for runAsNonRoot (upstream getImageUser).
+            "ImageStatus",
             "ImageStatus",
             "CreateContainer",
             "StartContainer"
@@ -826,4 +838,61 @@ async fn stuck_runtime_call_times_out() {
     server.cri().clear_hang("ListContainers");
     assert!(rt.get_pods(true).await.expect("get_pods").is_empty());
     server.shutdown().await;
+}
+
+#[tokio::test]
+async fn run_as_non_root_with_a_root_image_is_a_config_error() {
+    let env = setup().await;
+    let mut p = pod("nonroot");
+    if let Some(spec) = p.spec.as_mut() {
+        spec.security_context = Some(k8s_openapi::api::core::v1::PodSecurityContext {
+            run_as_non_root: Some(true),
+            ..Default::default()
+        });
+    }
+    let result = env.sync(&p, &Backoff::crash_loop_default()).await;
+    assert_eq!(result.container_errors.len(), 1, "{result:?}");
+    let err = &result.container_errors[0];
+    assert_eq!(err.reason, reasons::CREATE_CONTAINER_CONFIG_ERROR);
+    assert_eq!(
+        err.message,
+        "container has runAsNonRoot and image will run as root (pod: \"nonroot_default(uid-nonroot)\", container: app)"
+    );
+    assert_eq!(env.cri().count("CreateContainer"), 0);
+
+    // With a non-root runAsUser the same image runs, as that user.
+    if let Some(sc) = p.spec.as_mut().and_then(|s| s.security_context.as_mut()) {
+        sc.run_as_user = Some(1000);
+    }
+    let result = env.sync(&p, &Backoff::crash_loop_default()).await;
+    assert!(result.is_ok(), "{result:?}");
+    let c = &env.cri().containers()[0];
+    let sc = c
+        .config
+        .linux
+        .as_ref()
+        .and_then(|l| l.security_context.as_ref())
+        .expect("security context");
+    assert_eq!(sc.run_as_user, Some(cri::Int64Value { value: 1000 }));
+}
+
+#[tokio::test]
+async fn unsafe_sysctls_keep_the_pod_from_starting() {
+    let env = setup().await;
+    let mut p = pod("sysctl");
+    if let Some(spec) = p.spec.as_mut() {
+        spec.security_context = Some(k8s_openapi::api::core::v1::PodSecurityContext {
+            sysctls: Some(vec![k8s_openapi::api::core::v1::Sysctl {
+                name: "kernel.msgmax".into(),
+                value: "1".into(),
+            }]),
+            ..Default::default()
+        });
+    }
+    let result = env.sync(&p, &Backoff::crash_loop_default()).await;
+    assert_eq!(
+        result.pod_error.as_deref(),
+        Some("forbidden sysctl: \"kernel.msgmax\" not allowlisted")
+    );
+    assert_eq!(env.cri().count("RunPodSandbox"), 0);
 }

@@ -17,6 +17,7 @@ use k8s_openapi::api::core::v1::{Pod, Volume};
 use kubelet_core::PodExt;
 use kubelet_core::objects::{InMemoryObjectSource, ObjectSource};
 use kubelet_core::pod::PodUid;
+use kubelet_core::resources::{NodeAllocatable, quantity_value};
 use kubelet_core::volume::{Error, MountedVolume, Result, VolumeManager};
 use tracing::{debug, info, warn};
 
@@ -45,9 +46,9 @@ pub const WAIT_FOR_ATTACH_AND_MOUNT_TIMEOUT: Duration = Duration::from_secs(123)
 pub struct DefaultVolumeManager {
     root_dir: PathBuf,
     objects: Arc<dyn ObjectSource>,
-    /// (cpu cores, memory bytes) for Memory emptyDirs without sizeLimit and for
-    /// `resourceFieldRef` limits a container does not set.
-    node_allocatable: (f64, f64),
+    /// For Memory emptyDirs without sizeLimit and for `resourceFieldRef` limits a container
+    /// does not set.
+    node_allocatable: NodeAllocatable,
     mounted: Mutex<HashMap<PodUid, HashMap<String, MountedVolume>>>,
     tokens: TokenCache,
 }
@@ -59,17 +60,6 @@ impl std::fmt::Debug for DefaultVolumeManager {
             .field("node_allocatable", &self.node_allocatable)
             .finish_non_exhaustive()
     }
-}
-
-fn node_memory_bytes() -> f64 {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|m| {
-            m.lines()
-                .find_map(|l| l.strip_prefix("MemTotal:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        })
-        .map_or(0.0, |kb| kb * 1024.0)
 }
 
 /// How a volume type is stored.
@@ -85,15 +75,11 @@ impl DefaultVolumeManager {
     /// A manager for the kubelet root directory `root_dir` (upstream `--root-dir`), with no
     /// configMaps, secrets or tokens (a standalone node).
     pub fn new(root_dir: PathBuf) -> Self {
-        let cpus = std::thread::available_parallelism().map_or(1, usize::from);
         let mounted = reconstruct(&root_dir.join("pods"));
         Self {
             root_dir,
             objects: Arc::new(InMemoryObjectSource::new()),
-            node_allocatable: (
-                f64::from(u32::try_from(cpus).unwrap_or(1)),
-                node_memory_bytes(),
-            ),
+            node_allocatable: NodeAllocatable::detect(),
             mounted: Mutex::new(mounted),
             tokens: TokenCache::default(),
         }
@@ -106,10 +92,10 @@ impl DefaultVolumeManager {
         self
     }
 
-    /// Overrides node allocatable (cpu cores, memory bytes).
+    /// Overrides node allocatable (detected from this machine by default).
     #[must_use]
-    pub fn with_node_allocatable(mut self, cpu: f64, memory_bytes: f64) -> Self {
-        self.node_allocatable = (cpu, memory_bytes);
+    pub fn with_node_allocatable(mut self, allocatable: NodeAllocatable) -> Self {
+        self.node_allocatable = allocatable;
         self
     }
 
@@ -165,9 +151,8 @@ impl DefaultVolumeManager {
                 .size_limit
                 .as_ref()
                 .map(|q| {
-                    projection::parse_quantity(&q.0)
-                        .filter(|v| *v >= 0.0)
-                        .map(|v| v.ceil() as u64)
+                    quantity_value(&q.0)
+                        .and_then(|v| u64::try_from(v).ok())
                         .ok_or_else(|| mount_err(format!("invalid sizeLimit {:?}", q.0)))
                 })
                 .transpose()?;
@@ -176,7 +161,9 @@ impl DefaultVolumeManager {
                 "Memory" => {
                     // Upstream (SizeMemoryBackedVolumes): sizeLimit, else node allocatable.
                     let size = size_limit.filter(|s| *s > 0).or_else(|| {
-                        (self.node_allocatable.1 > 0.0).then_some(self.node_allocatable.1 as u64)
+                        u64::try_from(self.node_allocatable.memory_bytes)
+                            .ok()
+                            .filter(|m| *m > 0)
                     });
                     self.make_dir(&path, &Backing::Tmpfs { size, mode: "1777" })?;
                 }
@@ -256,7 +243,7 @@ impl DefaultVolumeManager {
                 pod,
                 d.items.as_deref().unwrap_or(&[]),
                 d.default_mode,
-                self.node_allocatable,
+                &self.node_allocatable,
                 &mut payload,
             )
             .map_err(mount_err)?;
@@ -340,7 +327,7 @@ impl DefaultVolumeManager {
                     pod,
                     d.items.as_deref().unwrap_or(&[]),
                     p.default_mode,
-                    self.node_allocatable,
+                    &self.node_allocatable,
                     &mut payload,
                 )?;
             } else if let Some(t) = &source.service_account_token {

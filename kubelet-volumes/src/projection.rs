@@ -4,10 +4,10 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{
-    ConfigMap, DownwardAPIVolumeFile, KeyToPath, Pod, ResourceFieldSelector, Secret,
-};
+use k8s_openapi::api::core::v1::{ConfigMap, DownwardAPIVolumeFile, KeyToPath, Pod, Secret};
+use kubelet_core::fieldpath::extract_field_path_as_string;
 use kubelet_core::objects::{ObjectSource, TokenRequest};
+use kubelet_core::resources::{NodeAllocatable, resource_value_by_container_name};
 
 use crate::atomic_writer::{FileProjection, Payload};
 
@@ -212,20 +212,20 @@ pub async fn service_account_token(
     Ok(())
 }
 
-/// Adds downwardAPI files to `out`. `node_allocatable` gives (cpu cores, memory bytes) used
-/// for `limits.*` when the container sets no limit, as upstream.
+/// Adds downwardAPI files to `out`. `node_allocatable` gives the `limits.*` a container does
+/// not set, as upstream.
 pub fn downward_api(
     pod: &Pod,
     items: &[DownwardAPIVolumeFile],
     default_mode: Option<i32>,
-    node_allocatable: (f64, f64),
+    node_allocatable: &NodeAllocatable,
     out: &mut Payload,
 ) -> Result<(), String> {
     for item in items {
         let value = if let Some(field) = &item.field_ref {
-            field_value(pod, &field.field_path)?
+            extract_field_path_as_string(pod, &field.field_path)?
         } else if let Some(res) = &item.resource_field_ref {
-            resource_value(pod, res, node_allocatable)?
+            resource_value_by_container_name(pod, res, node_allocatable)?
         } else {
             return Err(format!(
                 "downwardAPI item {:?} has neither fieldRef nor resourceFieldRef",
@@ -242,181 +242,4 @@ pub fn downward_api(
         );
     }
     Ok(())
-}
-
-/// Upstream `fieldpath.ExtractFieldPathAsString` for the fields a volume may use.
-fn field_value(pod: &Pod, path: &str) -> Result<String, String> {
-    let meta = &pod.metadata;
-    let empty = BTreeMap::new();
-    let labels = meta.labels.as_ref().unwrap_or(&empty);
-    let annotations = meta.annotations.as_ref().unwrap_or(&empty);
-    if let Some(k) = subscript(path, "metadata.labels") {
-        return Ok(labels.get(k).cloned().unwrap_or_default());
-    }
-    if let Some(k) = subscript(path, "metadata.annotations") {
-        return Ok(annotations.get(k).cloned().unwrap_or_default());
-    }
-    Ok(match path {
-        "metadata.name" => meta.name.clone().unwrap_or_default(),
-        "metadata.namespace" => meta.namespace.clone().unwrap_or_else(|| "default".into()),
-        "metadata.uid" => meta.uid.clone().unwrap_or_default(),
-        "metadata.labels" => format_map(labels),
-        "metadata.annotations" => format_map(annotations),
-        other => return Err(format!("unsupported downwardAPI fieldPath {other:?}")),
-    })
-}
-
-fn subscript<'a>(path: &'a str, prefix: &str) -> Option<&'a str> {
-    path.strip_prefix(prefix)?
-        .strip_prefix("['")?
-        .strip_suffix("']")
-}
-
-/// Upstream `fieldpath.FormatMap`: `key="value"` lines sorted by key, values quoted as Go's
-/// `%q`, no trailing newline.
-pub fn format_map(m: &BTreeMap<String, String>) -> String {
-    m.iter()
-        .map(|(k, v)| format!("{k}={}", go_quote(v)))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// Go's `strconv.Quote`.
-fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\u{b}' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                out.push_str(&format!("\\x{:02x}", c as u32));
-            }
-            c if c.is_control() => {
-                let n = c as u32;
-                if n <= 0xffff {
-                    out.push_str(&format!("\\u{n:04x}"));
-                } else {
-                    out.push_str(&format!("\\U{n:08x}"));
-                }
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
-/// Parses a Kubernetes quantity (`100m`, `1.5`, `64Mi`, `1G`, `2e3`) into its value.
-pub fn parse_quantity(s: &str) -> Option<f64> {
-    let s = s.trim();
-    let suffixes: [(&str, f64); 13] = [
-        ("Ki", 1024.0),
-        ("Mi", 1024.0 * 1024.0),
-        ("Gi", 1024.0 * 1024.0 * 1024.0),
-        ("Ti", 1024.0f64.powi(4)),
-        ("Pi", 1024.0f64.powi(5)),
-        ("Ei", 1024.0f64.powi(6)),
-        ("n", 1e-9),
-        ("u", 1e-6),
-        ("m", 1e-3),
-        ("k", 1e3),
-        ("M", 1e6),
-        ("G", 1e9),
-        ("T", 1e12),
-    ];
-    for (suffix, mult) in suffixes {
-        if let Some(num) = s.strip_suffix(suffix) {
-            return num.parse::<f64>().ok().map(|n| n * mult);
-        }
-    }
-    for (suffix, mult) in [("P", 1e15), ("E", 1e18)] {
-        if let Some(num) = s.strip_suffix(suffix) {
-            return num.parse::<f64>().ok().map(|n| n * mult);
-        }
-    }
-    s.parse::<f64>().ok().filter(|v| v.is_finite())
-}
-
-/// Upstream `resource.ExtractContainerResourceValue` (limits fall back to node allocatable).
-fn resource_value(
-    pod: &Pod,
-    r: &ResourceFieldSelector,
-    (cpu, memory): (f64, f64),
-) -> Result<String, String> {
-    let name = r.container_name.as_deref().unwrap_or("");
-    let container = pod
-        .spec
-        .iter()
-        .flat_map(|s| {
-            s.containers
-                .iter()
-                .chain(s.init_containers.iter().flatten())
-        })
-        .find(|c| c.name == name)
-        .ok_or_else(|| format!("resourceFieldRef: container {name:?} not found in the pod"))?;
-    let resources = container.resources.as_ref();
-    let (map, which) = match r.resource.split_once('.') {
-        Some(("limits", res)) => (resources.and_then(|r| r.limits.as_ref()), res),
-        Some(("requests", res)) => (resources.and_then(|r| r.requests.as_ref()), res),
-        _ => return Err(format!("unsupported resourceFieldRef {:?}", r.resource)),
-    };
-    let set = map
-        .and_then(|m| m.get(which))
-        .map(|q| parse_quantity(&q.0).ok_or_else(|| format!("invalid quantity {:?}", q.0)))
-        .transpose()?;
-    let is_limit = r.resource.starts_with("limits.");
-    let value = match (set, which) {
-        (Some(v), _) => v,
-        (None, "cpu") if is_limit => cpu,
-        (None, "memory") if is_limit => memory,
-        (None, "cpu" | "memory" | "ephemeral-storage") => 0.0,
-        (None, other) => return Err(format!("unsupported resource {other:?}")),
-    };
-    let divisor = match r.divisor.as_ref() {
-        Some(d) => parse_quantity(&d.0).ok_or_else(|| format!("invalid divisor {:?}", d.0))?,
-        None => 1.0,
-    };
-    if divisor <= 0.0 {
-        return Err("resourceFieldRef divisor must be positive".into());
-    }
-    let result = if which == "cpu" {
-        // Upstream works in milli-units for CPU.
-        ((value * 1000.0).round() / (divisor * 1000.0).round()).ceil()
-    } else {
-        (value / divisor).ceil()
-    };
-    Ok(format!("{result:.0}"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn format_map_matches_upstream() {
-        let m: BTreeMap<String, String> = [
-            ("b".to_owned(), "two \"q\"\n".to_owned()),
-            ("a".to_owned(), "one".to_owned()),
-        ]
-        .into();
-        assert_eq!(format_map(&m), "a=\"one\"\nb=\"two \\\"q\\\"\\n\"");
-        assert_eq!(format_map(&BTreeMap::new()), "");
-    }
-
-    #[test]
-    fn quantities() {
-        assert_eq!(parse_quantity("100m"), Some(0.1));
-        assert_eq!(parse_quantity("64Mi"), Some(64.0 * 1024.0 * 1024.0));
-        assert_eq!(parse_quantity("1G"), Some(1e9));
-        assert_eq!(parse_quantity("2"), Some(2.0));
-        assert_eq!(parse_quantity("x"), None);
-    }
 }

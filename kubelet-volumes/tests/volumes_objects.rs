@@ -18,6 +18,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kubelet_core::PodExt;
 use kubelet_core::objects::InMemoryObjectSource;
 use kubelet_core::pod::PodUid;
+use kubelet_core::resources::NodeAllocatable;
 use kubelet_core::testing::pod;
 use kubelet_core::volume::VolumeManager;
 use kubelet_volumes::DefaultVolumeManager;
@@ -67,7 +68,11 @@ fn setup() -> Setup {
     let objects = InMemoryObjectSource::new();
     let vm = DefaultVolumeManager::new(root.clone())
         .with_object_source(Arc::new(objects.clone()))
-        .with_node_allocatable(2.0, 4.0 * 1024.0 * 1024.0 * 1024.0);
+        .with_node_allocatable(NodeAllocatable {
+            cpu_millis: 2000,
+            memory_bytes: 4 * 1024 * 1024 * 1024,
+            ephemeral_storage_bytes: None,
+        });
     Setup {
         _root: dir,
         root,

@@ -643,6 +643,18 @@ spec:
                 "static pods may not reference configmaps",
             ),
             (
+                "apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec:\n  containers: [{name: a, image: b, env: [{name: K, valueFrom: {configMapKeyRef: {name: c, key: k, optional: true}}}]}]\n",
+                "static pods may not reference configmaps",
+            ),
+            (
+                "apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec:\n  initContainers: [{name: i, image: b, env: [{name: K, valueFrom: {secretKeyRef: {name: s, key: k}}}]}]\n  containers: [{name: a, image: b}]\n",
+                "static pods may not reference secrets",
+            ),
+            (
+                "apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec:\n  volumes: [{name: c, configMap: {name: c}}]\n  containers: [{name: a, image: b}]\n",
+                "static pods may not reference configmaps",
+            ),
+            (
                 "apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec:\n  serviceAccountName: default\n  containers: [{name: a, image: b}]\n",
                 "static pods may not reference serviceaccounts",
             ),

@@ -1,55 +1,72 @@
 //! The kubelet's [`RuntimeHelper`]: per-container environment and mounts
 //! (upstream `GenerateRunContainerOptions` and `makeMounts` in `pkg/kubelet/kubelet_pods.go`).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use std::collections::HashMap;
-
+use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{Container, Pod, VolumeMount};
 
+use super::env::EnvSource;
 use super::propagation::translate_mount_propagation;
 use crate::expansion::expand;
+use crate::objects::InMemoryObjectSource;
 use crate::pod::PodExt;
+use crate::resources::NodeAllocatable;
 use crate::runtime::{Mount, RunContainerOptions, RuntimeHelper};
 use crate::volume::VolumeManager;
 
-/// Builds container options from the pod spec and the volume manager.
+/// Builds container options from the pod spec, the volume manager and the node.
 #[derive(Clone)]
 pub struct KubeletRuntimeHelper {
     volumes: Arc<dyn VolumeManager>,
+    env: EnvSource,
 }
 
 impl std::fmt::Debug for KubeletRuntimeHelper {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KubeletRuntimeHelper")
+            .field("env", &self.env)
             .finish_non_exhaustive()
     }
 }
 
 impl KubeletRuntimeHelper {
-    /// A helper reading mounts from `volumes`.
+    /// A helper reading mounts from `volumes`, for a node with no name, no IPs, no
+    /// configMaps or secrets and this machine's allocatable; see
+    /// [`KubeletRuntimeHelper::with_env_source`].
     pub fn new(volumes: Arc<dyn VolumeManager>) -> Self {
-        Self { volumes }
+        Self {
+            volumes,
+            env: EnvSource {
+                node_name: String::new(),
+                host_ips: Vec::new(),
+                allocatable: NodeAllocatable::detect(),
+                objects: Arc::new(InMemoryObjectSource::new()),
+            },
+        }
+    }
+
+    /// Resolves env vars (`fieldRef`, `resourceFieldRef`, configMaps, secrets) from `env`.
+    #[must_use]
+    pub fn with_env_source(mut self, env: EnvSource) -> Self {
+        self.env = env;
+        self
     }
 }
 
+#[async_trait]
 impl RuntimeHelper for KubeletRuntimeHelper {
-    fn generate_run_container_options(
+    async fn generate_run_container_options(
         &self,
         pod: &Pod,
         container: &Container,
-        _pod_ips: &[String],
+        pod_ips: &[String],
     ) -> Result<RunContainerOptions, String> {
-        let mut envs = Vec::new();
-        for (i, env) in container.env.iter().flatten().enumerate() {
-            if env.value_from.is_some() {
-                return Err(format!(
-                    "spec.containers[{}].env[{i}] ({}): valueFrom is not supported by this kubelet yet",
-                    container.name, env.name
-                ));
-            }
-            envs.push((env.name.clone(), env.value.clone().unwrap_or_default()));
-        }
+        let envs = self
+            .env
+            .make_environment_variables(pod, container, pod_ips)
+            .await?;
         let volumes = self.volumes.mounted_volumes(&pod.uid());
         let mut mounts = Vec::new();
         for (index, vm) in container.volume_mounts.iter().flatten().enumerate() {
@@ -165,6 +182,66 @@ mod tests {
         );
         let err = sub_path(&mount(None, Some("$(NOPE)/$(E)")), &envs).expect_err("missing");
         assert!(err.contains("E, NOPE"), "{err}");
+    }
+
+    /// Upstream's common `subPathExpr: $(POD_NAME)`: a `fieldRef` value takes part in the
+    /// expansion like a literal one.
+    #[tokio::test]
+    async fn sub_path_expr_sees_value_from_env() {
+        use crate::objects::InMemoryObjectSource;
+        use crate::volume::{MockVolumeManager, MountedVolume};
+        use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, ObjectFieldSelector};
+
+        let mut vm = MockVolumeManager::new();
+        vm.expect_mounted_volumes().returning(|_| {
+            HashMap::from([(
+                "v".to_owned(),
+                MountedVolume {
+                    host_path: "/vol".into(),
+                    read_only: false,
+                    size_limit_bytes: None,
+                },
+            )])
+        });
+        vm.expect_prepare_sub_path()
+            .withf(|_, container, index, volume, sub| {
+                (container, *index, volume, sub) == ("app", 0, "v", "logs/web")
+            })
+            .times(1)
+            .returning(|_, _, _, _, _| Ok("/vol/logs/web".into()));
+        let helper = KubeletRuntimeHelper::new(Arc::new(vm)).with_env_source(EnvSource {
+            node_name: "node-a".into(),
+            host_ips: vec!["192.0.2.1".into()],
+            allocatable: NodeAllocatable::detect(),
+            objects: Arc::new(InMemoryObjectSource::new()),
+        });
+        let mut pod = crate::testing::pod("web");
+        let c = {
+            let c = &mut pod.spec.as_mut().expect("spec").containers[0];
+            c.env = Some(vec![EnvVar {
+                name: "POD_NAME".into(),
+                value_from: Some(EnvVarSource {
+                    field_ref: Some(ObjectFieldSelector {
+                        api_version: None,
+                        field_path: "metadata.name".into(),
+                    }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }]);
+            c.volume_mounts = Some(vec![mount(None, Some("logs/$(POD_NAME)"))]);
+            c.clone()
+        };
+        let opts = helper
+            .generate_run_container_options(&pod, &c, &["10.0.0.2".into()])
+            .await
+            .expect("options");
+        assert_eq!(opts.envs, [("POD_NAME".to_owned(), "web".to_owned())]);
+        assert_eq!(
+            opts.mounts[0].host_path,
+            std::path::Path::new("/vol/logs/web")
+        );
+        assert_eq!(opts.mounts[0].container_path, "/m");
     }
 
     #[test]

@@ -2,6 +2,8 @@
 //! pod workers; [`KubeletPodSyncer`] is the body of a pod sync; [`sync_loop`] drives both
 //! (upstream `pkg/kubelet/kubelet.go`, `kubelet_pods.go`).
 
+mod admit;
+pub mod env;
 mod helper;
 mod propagation;
 pub mod runtime_state;
@@ -147,6 +149,10 @@ impl SyncHandler for Kubelet {
         for pod in pods {
             info!(pod = %pod.full_name(), uid = %pod.uid(), "pod added");
             self.pod_manager.add_pod(pod.clone());
+            if let Err((reason, message)) = admit::can_admit_pod(&pod) {
+                admit::reject_pod(self.status.as_ref(), &pod, reason, &message);
+                continue;
+            }
             self.dispatch(SyncPodType::Create, vec![pod]);
         }
     }

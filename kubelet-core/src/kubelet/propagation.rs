@@ -89,8 +89,8 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_runtime_helper_sets_propagation_and_refuses_unprivileged_bidirectional() {
+    #[tokio::test]
+    async fn the_runtime_helper_sets_propagation_and_refuses_unprivileged_bidirectional() {
         use crate::runtime::RuntimeHelper;
         use crate::volume::{MockVolumeManager, MountedVolume};
         use std::sync::Arc;
@@ -117,6 +117,7 @@ mod tests {
         ]);
         let opts = helper
             .generate_run_container_options(&pod, &c, &[])
+            .await
             .expect("options");
         let got: Vec<MountPropagation> = opts.mounts.iter().map(|m| m.propagation).collect();
         assert_eq!(
@@ -130,6 +131,7 @@ mod tests {
         c.security_context = None;
         let err = helper
             .generate_run_container_options(&pod, &c, &[])
+            .await
             .expect_err("unprivileged");
         assert!(
             err.contains("\"v\"") && err.contains(BIDIRECTIONAL_NEEDS_PRIVILEGED),

@@ -413,3 +413,40 @@ async fn runtime_outage_blocks_syncing_and_health_then_converges() {
     assert_eq!(pods[0].sandboxes.len(), 1);
     n.token.cancel();
 }
+
+#[tokio::test(start_paused = true)]
+async fn pods_with_unsafe_sysctls_are_rejected_and_never_started() {
+    let n = node();
+    let mut bad = pod("sysctl");
+    bad.spec.as_mut().expect("spec").security_context =
+        Some(k8s_openapi::api::core::v1::PodSecurityContext {
+            sysctls: Some(vec![k8s_openapi::api::core::v1::Sysctl {
+                name: "net.core.somaxconn".into(),
+                value: "1024".into(),
+            }]),
+            ..Default::default()
+        });
+    let good = pod("good");
+    n.send(Operation::Add, vec![bad.clone(), good.clone()])
+        .await;
+    eventually(Duration::from_secs(30), "the good pod runs", || {
+        running(&n.runtime, &good.uid(), "app").is_some()
+    })
+    .await;
+    let status = n
+        .status
+        .pod_status(&bad.uid())
+        .expect("rejected pod has a status");
+    assert_eq!(status.phase.as_deref(), Some("Failed"));
+    assert_eq!(status.reason.as_deref(), Some("SysctlForbidden"));
+    assert_eq!(
+        status.message.as_deref(),
+        Some("Pod was rejected: forbidden sysctl: \"net.core.somaxconn\" not allowlisted")
+    );
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    assert!(
+        n.runtime.running_pods().iter().all(|p| p.uid != bad.uid()),
+        "the rejected pod never reaches the runtime"
+    );
+    n.token.cancel();
+}

@@ -279,45 +279,63 @@ impl Runtime for FakeRuntime {
         backoff: &Backoff,
     ) -> Result<PodSyncResult> {
         let uid = pod.uid();
-        let mut st = self.enter("sync_pod", Call::GetPodStatus(uid.clone()))?;
-        st.calls.pop();
         let mut result = PodSyncResult::default();
         let now = crate::time::now();
-        st.next_id += 1;
-        let next = st.next_id;
-        let entry = st.pods.entry(uid.clone()).or_insert_with(|| FakePod {
-            name: pod.name_or_empty().into(),
-            namespace: pod.namespace_or_default().into(),
-            ..Default::default()
-        });
-        let ready = entry
-            .sandboxes
-            .first()
-            .is_some_and(|s| s.state == SandboxState::Ready);
         let mut calls = Vec::new();
-        if !ready {
-            let attempt = entry.sandboxes.first().map_or(0, |s| s.attempt + 1);
-            for c in &mut entry.containers {
-                c.state = ContainerState::Exited;
-            }
-            entry.sandboxes.insert(
-                0,
-                SandboxStatus {
-                    id: format!("sandbox-{next}"),
-                    state: SandboxState::Ready,
-                    attempt,
-                    created_at: Some(now),
-                    ips: if pod.host_network() {
-                        vec![]
-                    } else {
-                        vec![format!("10.0.{}.{}", next / 250, next % 250 + 1)]
+        // The helper is async: ask it without holding the state lock.
+        let (next, ips) = {
+            let mut st = self.enter("sync_pod", Call::GetPodStatus(uid.clone()))?;
+            st.calls.pop();
+            st.next_id += 1;
+            let next = st.next_id;
+            let entry = st.pods.entry(uid.clone()).or_insert_with(|| FakePod {
+                name: pod.name_or_empty().into(),
+                namespace: pod.namespace_or_default().into(),
+                ..Default::default()
+            });
+            let ready = entry
+                .sandboxes
+                .first()
+                .is_some_and(|s| s.state == SandboxState::Ready);
+            if !ready {
+                let attempt = entry.sandboxes.first().map_or(0, |s| s.attempt + 1);
+                for c in &mut entry.containers {
+                    c.state = ContainerState::Exited;
+                }
+                entry.sandboxes.insert(
+                    0,
+                    SandboxStatus {
+                        id: format!("sandbox-{next}"),
+                        state: SandboxState::Ready,
+                        attempt,
+                        created_at: Some(now),
+                        ips: if pod.host_network() {
+                            vec![]
+                        } else {
+                            vec![format!("10.0.{}.{}", next / 250, next % 250 + 1)]
+                        },
+                        host_network: pod.host_network(),
                     },
-                    host_network: pod.host_network(),
-                },
-            );
-            calls.push(Call::RunSandbox(uid.clone()));
-            result.changed = true;
+                );
+                calls.push(Call::RunSandbox(uid.clone()));
+                result.changed = true;
+            }
+            let ips = entry
+                .sandboxes
+                .first()
+                .map(|s| s.ips.clone())
+                .unwrap_or_default();
+            (next, ips)
+        };
+        let mut options = HashMap::new();
+        for spec in pod.containers() {
+            let opts = helper.generate_run_container_options(pod, spec, &ips).await;
+            options.insert(spec.name.clone(), opts);
         }
+        let mut st = self.lock();
+        let Some(entry) = st.pods.get_mut(&uid) else {
+            return Ok(result);
+        };
         let current = to_status(&uid, entry);
         for (i, spec) in pod.containers().iter().enumerate() {
             let hash = hash_container(spec);
@@ -346,16 +364,11 @@ impl Runtime for FakeRuntime {
                 let _ = p;
                 backoff.next(&key);
             }
-            let ips = entry
-                .sandboxes
-                .first()
-                .map(|s| s.ips.clone())
-                .unwrap_or_default();
-            if let Err(message) = helper.generate_run_container_options(pod, spec, &ips) {
+            if let Some(Err(message)) = options.get(&spec.name) {
                 result.container_errors.push(ContainerSyncError {
                     container: spec.name.clone(),
                     reason: "CreateContainerConfigError".into(),
-                    message,
+                    message: message.clone(),
                 });
                 continue;
             }

@@ -41,8 +41,9 @@ pub fn pod_with(name: &str, restart_policy: &str, containers: &[&str]) -> Pod {
 #[derive(Clone, Debug, Default)]
 pub struct FakeRuntimeHelper;
 
+#[async_trait::async_trait]
 impl RuntimeHelper for FakeRuntimeHelper {
-    fn generate_run_container_options(
+    async fn generate_run_container_options(
         &self,
         pod: &Pod,
         container: &Container,

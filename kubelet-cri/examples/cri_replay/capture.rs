@@ -42,8 +42,9 @@ pub struct Replay {
 /// values, no mounts, hostname = `spec.hostname` or the pod name.
 struct NoVolumesHelper;
 
+#[async_trait::async_trait]
 impl RuntimeHelper for NoVolumesHelper {
-    fn generate_run_container_options(
+    async fn generate_run_container_options(
         &self,
         pod: &Pod,
         container: &Container,

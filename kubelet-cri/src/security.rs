@@ -1,0 +1,287 @@
+//! Pod and container security contexts → CRI.
+//!
+//! Mirrors upstream `pkg/kubelet/kuberuntime/security_context.go`
+//! (`determineEffectiveSecurityContext`, `convertToRuntimeSecurityContext`),
+//! `security_context_others.go` (`verifyRunAsNonRoot`), `helpers.go` (`getSeccompProfile`,
+//! `fieldSeccompProfile`), the sandbox part of `kuberuntime_sandbox.go`
+//! (`generatePodSandboxLinuxConfig`), `pkg/securitycontext` (`DetermineEffectiveSecurityContext`,
+//! `AddNoNewPrivileges`, the default masked and read-only paths). Sysctls are admitted by
+//! [`kubelet_core::sysctl`].
+//!
+//! Not translated: SELinux, AppArmor and `supplementalGroupsPolicy` (left to the runtime's
+//! defaults), and the `seccompDefault` kubelet option (off, as upstream's default).
+
+use std::path::Path;
+use std::sync::OnceLock;
+
+use k8s_cri::v1 as cri;
+use k8s_openapi::api::core::v1::{Container, Pod, SeccompProfile, SecurityContext};
+use kubelet_core::PodExt;
+
+/// The user an image runs as, from CRI `ImageStatus` (upstream `getImageUser`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ImageUser {
+    /// Numeric user ID, when the image names one.
+    pub uid: Option<i64>,
+    /// User name, when the image names a non-numeric user.
+    pub username: String,
+}
+
+impl ImageUser {
+    /// Upstream `getImageUser`: the image's numeric UID, else its user name, else root
+    /// (`None` image status counts as root too).
+    pub fn from_image(image: Option<&cri::Image>) -> Self {
+        match image {
+            Some(i) if i.uid.is_some() => Self {
+                uid: i.uid.as_ref().map(|u| u.value),
+                username: String::new(),
+            },
+            Some(i) if !i.username.is_empty() => Self {
+                uid: None,
+                username: i.username.clone(),
+            },
+            _ => Self {
+                uid: Some(0),
+                username: String::new(),
+            },
+        }
+    }
+}
+
+/// Upstream `DetermineEffectiveSecurityContext`: the pod's `runAsUser`, `runAsGroup`,
+/// `runAsNonRoot`, `seLinuxOptions` and `seccompProfile`, overridden by whatever the
+/// container sets.
+pub fn effective_security_context(pod: &Pod, container: &Container) -> SecurityContext {
+    let pod_sc = pod.spec.as_ref().and_then(|s| s.security_context.as_ref());
+    let mut sc = SecurityContext {
+        run_as_user: pod_sc.and_then(|s| s.run_as_user),
+        run_as_group: pod_sc.and_then(|s| s.run_as_group),
+        run_as_non_root: pod_sc.and_then(|s| s.run_as_non_root),
+        se_linux_options: pod_sc.and_then(|s| s.se_linux_options.clone()),
+        seccomp_profile: pod_sc.and_then(|s| s.seccomp_profile.clone()),
+        ..Default::default()
+    };
+    let Some(c) = container.security_context.as_ref() else {
+        return sc;
+    };
+    macro_rules! over {
+        ($($f:ident),*) => {$(if c.$f.is_some() { sc.$f = c.$f.clone(); })*};
+    }
+    over!(
+        se_linux_options,
+        capabilities,
+        privileged,
+        run_as_user,
+        run_as_group,
+        run_as_non_root,
+        read_only_root_filesystem,
+        allow_privilege_escalation,
+        proc_mount,
+        seccomp_profile
+    );
+    sc
+}
+
+/// Upstream `verifyRunAsNonRoot`: with `runAsNonRoot: true`, the container must not run as
+/// UID 0, whether set by `runAsUser` or by the image; a non-numeric image user cannot be
+/// verified. The `Err` is the container's `CreateContainerConfigError` message.
+pub fn verify_run_as_non_root(
+    pod: &Pod,
+    container: &Container,
+    image: &ImageUser,
+) -> Result<(), String> {
+    let sc = effective_security_context(pod, container);
+    if sc.run_as_non_root != Some(true) {
+        return Ok(());
+    }
+    let pod_name = format!("{}({})", pod.full_name(), pod.uid().as_str());
+    if let Some(uid) = sc.run_as_user {
+        if uid == 0 {
+            return Err(format!(
+                "container's runAsUser breaks non-root policy (pod: {pod_name:?}, container: {})",
+                container.name
+            ));
+        }
+        return Ok(());
+    }
+    match image.uid {
+        Some(0) => Err(format!(
+            "container has runAsNonRoot and image will run as root (pod: {pod_name:?}, container: {})",
+            container.name
+        )),
+        None if !image.username.is_empty() => Err(format!(
+            "container has runAsNonRoot and image has non-numeric user ({}), cannot verify user is non-root (pod: {pod_name:?}, container: {})",
+            image.username, container.name
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Upstream `determineEffectiveSecurityContext`: the container's CRI security context
+/// (without namespace options, which the caller adds). `seccomp_root` is
+/// `<root-dir>/seccomp`, where `Localhost` profiles live.
+pub fn container_security_context(
+    pod: &Pod,
+    container: &Container,
+    image: &ImageUser,
+    seccomp_root: &Path,
+) -> Result<cri::LinuxContainerSecurityContext, String> {
+    let sc = effective_security_context(pod, container);
+    let pod_sc = pod.spec.as_ref().and_then(|s| s.security_context.as_ref());
+    let mut out = cri::LinuxContainerSecurityContext {
+        capabilities: sc.capabilities.as_ref().map(|c| cri::Capability {
+            add_capabilities: c.add.clone().unwrap_or_default(),
+            drop_capabilities: c.drop.clone().unwrap_or_default(),
+            add_ambient_capabilities: Vec::new(),
+        }),
+        privileged: sc.privileged.unwrap_or(false),
+        run_as_user: sc.run_as_user.map(|value| cri::Int64Value { value }),
+        run_as_group: sc.run_as_group.map(|value| cri::Int64Value { value }),
+        readonly_rootfs: sc.read_only_root_filesystem.unwrap_or(false),
+        no_new_privs: add_no_new_privileges(&sc),
+        masked_paths: masked_paths(sc.proc_mount.as_deref()),
+        readonly_paths: readonly_paths(sc.proc_mount.as_deref()),
+        seccomp: Some(seccomp_profile(
+            container
+                .security_context
+                .as_ref()
+                .and_then(|s| s.seccomp_profile.as_ref())
+                .or_else(|| pod_sc.and_then(|s| s.seccomp_profile.as_ref())),
+            seccomp_root,
+        )?),
+        ..Default::default()
+    };
+    if out.run_as_user.is_none() {
+        out.run_as_user = image.uid.map(|value| cri::Int64Value { value });
+        out.run_as_username = image.username.clone();
+    }
+    if let Some(p) = pod_sc {
+        out.supplemental_groups.extend(p.fs_group);
+        out.supplemental_groups
+            .extend(p.supplemental_groups.iter().flatten());
+    }
+    Ok(out)
+}
+
+/// The sandbox's CRI security context, without namespace options and `privileged`, which the
+/// caller adds (upstream `generatePodSandboxLinuxConfig`): the pod's `runAsUser`,
+/// `runAsGroup`, `fsGroup` and `supplementalGroups`, and always the runtime's default seccomp
+/// profile (upstream issue #84623).
+pub fn sandbox_security_context(pod: &Pod) -> cri::LinuxSandboxSecurityContext {
+    let mut out = cri::LinuxSandboxSecurityContext {
+        seccomp: Some(cri::SecurityProfile {
+            profile_type: cri::security_profile::ProfileType::RuntimeDefault as i32,
+            localhost_ref: String::new(),
+        }),
+        ..Default::default()
+    };
+    if let Some(sc) = pod.spec.as_ref().and_then(|s| s.security_context.as_ref()) {
+        out.run_as_user = sc.run_as_user.map(|value| cri::Int64Value { value });
+        out.run_as_group = sc.run_as_group.map(|value| cri::Int64Value { value });
+        out.supplemental_groups.extend(sc.fs_group);
+        out.supplemental_groups
+            .extend(sc.supplemental_groups.iter().flatten());
+    }
+    out
+}
+
+/// Upstream `AddNoNewPrivileges`: only an explicit `allowPrivilegeEscalation: false` sets
+/// `no_new_privs`.
+pub fn add_no_new_privileges(sc: &SecurityContext) -> bool {
+    sc.allow_privilege_escalation == Some(false)
+}
+
+/// Upstream `getSeccompProfile`/`fieldSeccompProfile` with `seccompDefault` off: no profile
+/// or `Unconfined` → unconfined; `RuntimeDefault`; `Localhost` → `<seccomp_root>/<profile>`
+/// (the profile name is required).
+pub fn seccomp_profile(
+    profile: Option<&SeccompProfile>,
+    seccomp_root: &Path,
+) -> Result<cri::SecurityProfile, String> {
+    use cri::security_profile::ProfileType;
+    let of = |t: ProfileType, localhost_ref: String| cri::SecurityProfile {
+        profile_type: t as i32,
+        localhost_ref,
+    };
+    Ok(match profile.map(|p| (p.type_.as_str(), p)) {
+        Some(("RuntimeDefault", _)) => of(ProfileType::RuntimeDefault, String::new()),
+        Some(("Localhost", p)) => match p.localhost_profile.as_deref().filter(|s| !s.is_empty()) {
+            Some(name) => of(
+                ProfileType::Localhost,
+                seccomp_root.join(name).to_string_lossy().into_owned(),
+            ),
+            None => {
+                return Err(
+                    "localhostProfile must be set if seccompProfile type is Localhost.".into(),
+                );
+            }
+        },
+        _ => of(ProfileType::Unconfined, String::new()),
+    })
+}
+
+/// Upstream's default masked paths (kept in sync with moby), plus each CPU's
+/// `thermal_throttle` directory that exists on this node.
+fn default_masked_paths() -> &'static [String] {
+    static PATHS: OnceLock<Vec<String>> = OnceLock::new();
+    PATHS.get_or_init(|| {
+        let mut paths: Vec<String> = [
+            "/proc/asound",
+            "/proc/acpi",
+            "/proc/interrupts",
+            "/proc/kcore",
+            "/proc/keys",
+            "/proc/latency_stats",
+            "/proc/timer_list",
+            "/proc/timer_stats",
+            "/proc/sched_debug",
+            "/proc/scsi",
+            "/sys/firmware",
+            "/sys/devices/virtual/powercap",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        let mut cpus: Vec<u32> = std::fs::read_dir("/sys/devices/system/cpu")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.strip_prefix("cpu")?.parse().ok())
+            .collect();
+        cpus.sort_unstable();
+        for cpu in cpus {
+            let path = format!("/sys/devices/system/cpu/cpu{cpu}/thermal_throttle");
+            if Path::new(&path).exists() {
+                paths.push(path);
+            }
+        }
+        paths
+    })
+}
+
+/// Upstream's default read-only paths.
+const DEFAULT_READONLY_PATHS: [&str; 5] = [
+    "/proc/bus",
+    "/proc/fs",
+    "/proc/irq",
+    "/proc/sys",
+    "/proc/sysrq-trigger",
+];
+
+/// Upstream `ConvertToRuntimeMaskedPaths`: none for `procMount: Unmasked`, else the defaults.
+pub fn masked_paths(proc_mount: Option<&str>) -> Vec<String> {
+    if proc_mount == Some("Unmasked") {
+        return Vec::new();
+    }
+    default_masked_paths().to_vec()
+}
+
+/// Upstream `ConvertToRuntimeReadonlyPaths`: none for `procMount: Unmasked`, else the defaults.
+pub fn readonly_paths(proc_mount: Option<&str>) -> Vec<String> {
+    if proc_mount == Some("Unmasked") {
+        return Vec::new();
+    }
+    DEFAULT_READONLY_PATHS.map(str::to_owned).to_vec()
+}
+
+#[cfg(test)]
+mod tests;
