@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use k8s_cri::v1 as cri;
 use k8s_openapi::api::core::v1::{Container, Pod};
 use kubelet_core::backoff::Backoff;
+use kubelet_core::container::is_restartable_init_container;
 use kubelet_core::pod::PodExt;
 use kubelet_core::runtime::{
     ContainerState, ContainerSyncError, Error, PodStatus, PodSyncResult, Result, RunningPod,
@@ -117,7 +118,7 @@ impl RemoteRuntime {
         self.prune_init_containers(pod, status).await;
 
         if !actions.create_sandbox
-            && actions.next_init_container_to_start.is_none()
+            && actions.init_containers_to_start.is_empty()
             && actions.containers_to_start.is_empty()
         {
             return Ok(result);
@@ -160,13 +161,18 @@ impl RemoteRuntime {
         actions: &PodActions,
         result: &mut PodSyncResult,
     ) -> Result<()> {
-        if let Some(c) = actions
-            .next_init_container_to_start
-            .and_then(|i| ctx.pod.init_containers().get(i))
+        for c in actions
+            .init_containers_to_start
+            .iter()
+            .filter_map(|&i| ctx.pod.init_containers().get(i))
         {
             match self.start_container(ctx, c, ContainerType::Init).await {
                 Ok(()) => result.changed = true,
                 Err(StartError::Down(e)) => return Err(e),
+                // A sidecar that cannot start does not hold back the others.
+                Err(StartError::Container(e)) if is_restartable_init_container(c) => {
+                    result.container_errors.push(e);
+                }
                 Err(StartError::Container(e)) => {
                     // The pod cannot initialize: do not start anything else.
                     result.container_errors.push(e);
