@@ -11,6 +11,9 @@
 
 use std::time::Duration;
 
+use k8s_openapi::jiff::Timestamp;
+use tokio::time::Instant;
+
 use crate::reasons::CRASH_LOOP_BACK_OFF;
 use k8s_openapi::api::core::v1::{Container, Pod, Probe};
 use kubelet_core::backoff::Backoff;
@@ -466,41 +469,64 @@ pub fn go_duration(d: Duration) -> String {
     }
 }
 
+/// A start refused because the container is inside its restart backoff window.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InBackoff {
+    /// The `CrashLoopBackOff` error to report on the container.
+    pub error: ContainerSyncError,
+    /// How long until the window ends (upstream `BackoffError`'s expiration).
+    pub retry_after: Duration,
+}
+
 /// Checks the restart backoff before starting `container` (upstream `doBackOff`).
 ///
-/// Only a container with an exited instance is subject to backoff. While its key is inside
-/// its window the start is refused with a `CrashLoopBackOff` error carrying upstream's
-/// message; otherwise the window is advanced ([`Backoff::next`]) and `None` returned.
+/// Only a container with an exited instance is subject to backoff. The window is measured
+/// from the newest exited instance's `finished_at` (`now` is the wall clock to compare it
+/// with), as upstream's `IsInBackOffSince`. While inside it the start is refused with a
+/// `CrashLoopBackOff` error carrying upstream's message; otherwise the window is advanced
+/// ([`Backoff::next_since`]: doubled, or reset after `2 × max` of clean running) and
+/// `None` returned.
 #[doc(alias = "doBackOff")]
 pub fn check_backoff(
     pod: &Pod,
     container: &Container,
     status: &PodStatus,
     backoff: &Backoff,
-) -> Option<ContainerSyncError> {
+    now: Timestamp,
+) -> Option<InBackoff> {
     let exited = status
         .containers
         .iter()
-        .any(|c| c.name == container.name && c.state == ContainerState::Exited);
-    if !exited {
-        return None;
-    }
+        .filter(|c| c.name == container.name && c.state == ContainerState::Exited)
+        .max_by_key(|c| (c.created_at, c.restart_count))?;
     let key = backoff_key(pod, container);
-    if backoff.remaining(&key).is_some() {
+    // The exit as a tokio instant; unknown or older than the monotonic clock: long ago.
+    let event = exited
+        .finished_at
+        .map(|f| Duration::try_from(now.duration_since(f)).unwrap_or(Duration::ZERO))
+        .and_then(|since| Instant::now().checked_sub(since));
+    let Some(event) = event else {
+        backoff.next(&key);
+        return None;
+    };
+    if let Some(retry_after) = backoff.remaining_since(&key, event) {
         let window = backoff.current(&key).unwrap_or_default();
-        return Some(ContainerSyncError {
-            container: container.name.clone(),
-            reason: CRASH_LOOP_BACK_OFF.into(),
-            message: format!(
-                "back-off {} restarting failed container={} pod={}({})",
-                go_duration(window),
-                container.name,
-                pod.full_name(),
-                pod.uid()
-            ),
+        return Some(InBackoff {
+            error: ContainerSyncError {
+                container: container.name.clone(),
+                reason: CRASH_LOOP_BACK_OFF.into(),
+                message: format!(
+                    "back-off {} restarting failed container={} pod={}({})",
+                    go_duration(window),
+                    container.name,
+                    pod.full_name(),
+                    pod.uid()
+                ),
+            },
+            retry_after,
         });
     }
-    backoff.next(&key);
+    backoff.next_since(&key, event);
     None
 }
 
@@ -973,26 +999,37 @@ mod tests {
         let p = pod("web");
         let c = &p.containers()[0];
         let backoff = Backoff::new(Duration::from_secs(10), Duration::from_secs(300));
+        let t0 = Timestamp::from_second(1_700_000_000).expect("time");
+        let at = |secs: i64| Timestamp::from_second(1_700_000_000 + secs).expect("time");
         // never exited: no backoff at all, and no window is opened
-        assert_eq!(check_backoff(&p, c, &PodStatus::default(), &backoff), None);
+        assert_eq!(
+            check_backoff(&p, c, &PodStatus::default(), &backoff, t0),
+            None
+        );
         assert_eq!(backoff.current(&backoff_key(&p, c)), None);
 
-        let st = status(
-            Some(ready_sandbox()),
-            vec![cs(&p, "app", ContainerState::Exited, 1)],
-        );
-        // first restart is allowed and opens a 10 s window
-        assert_eq!(check_backoff(&p, c, &st, &backoff), None);
-        let err = check_backoff(&p, c, &st, &backoff).expect("in backoff");
-        assert_eq!(err.reason, CRASH_LOOP_BACK_OFF);
+        let mut exited = cs(&p, "app", ContainerState::Exited, 1);
+        exited.finished_at = Some(t0);
+        let st = status(Some(ready_sandbox()), vec![exited]);
+        // first restart is allowed and opens a 10 s window from the exit
+        assert_eq!(check_backoff(&p, c, &st, &backoff, t0), None);
+        tokio::time::advance(Duration::from_secs(4)).await;
+        let refused = check_backoff(&p, c, &st, &backoff, at(4)).expect("in backoff");
+        assert_eq!(refused.error.reason, CRASH_LOOP_BACK_OFF);
         assert_eq!(
-            err.message,
+            refused.error.message,
             "back-off 10s restarting failed container=app pod=web_default(uid-web)"
         );
-        tokio::time::advance(Duration::from_secs(10)).await;
-        assert_eq!(check_backoff(&p, c, &st, &backoff), None);
-        let err = check_backoff(&p, c, &st, &backoff).expect("in backoff");
-        assert!(err.message.starts_with("back-off 20s "), "{}", err.message);
+        assert_eq!(refused.retry_after, Duration::from_secs(6));
+        tokio::time::advance(Duration::from_secs(6)).await;
+        assert_eq!(check_backoff(&p, c, &st, &backoff, at(10)), None);
+        let refused = check_backoff(&p, c, &st, &backoff, at(10)).expect("in backoff");
+        assert!(
+            refused.error.message.starts_with("back-off 20s "),
+            "{}",
+            refused.error.message
+        );
+        assert_eq!(refused.retry_after, Duration::from_secs(10));
         assert_eq!(
             backoff_key(&p, c),
             format!("web_default_uid-web_app_{:x}", hash_container(c))

@@ -41,6 +41,7 @@ mod error;
 pub mod image;
 mod kill;
 pub mod labels;
+pub mod pull_backoff;
 pub mod reasons;
 pub mod runtime;
 pub mod sandbox;

@@ -28,7 +28,9 @@ use crate::convert;
 use crate::error::is_not_found;
 use crate::image::{EnsureError, ensure_image_exists};
 use crate::labels::{ContainerType, new_pod_annotations};
-use crate::reasons::{CREATE_CONTAINER_CONFIG_ERROR, CREATE_CONTAINER_ERROR, RUN_CONTAINER_ERROR};
+use crate::reasons::{
+    CREATE_CONTAINER_CONFIG_ERROR, CREATE_CONTAINER_ERROR, IMAGE_PULL_BACK_OFF, RUN_CONTAINER_ERROR,
+};
 use crate::runtime::RemoteRuntime;
 use crate::sandbox::{generate_pod_sandbox_config, host_dns_config, pod_logs_dir};
 
@@ -36,6 +38,8 @@ use crate::sandbox::{generate_pod_sandbox_config, host_dns_config, pod_logs_dir}
 enum StartError {
     /// Report on the container and go on.
     Container(ContainerSyncError),
+    /// Inside a backoff window that ends after the duration: report on the container.
+    Backoff(ContainerSyncError, std::time::Duration),
     /// The runtime is down: abort the sync.
     Down(Error),
 }
@@ -169,14 +173,13 @@ impl RemoteRuntime {
             match self.start_container(ctx, c, ContainerType::Init).await {
                 Ok(()) => result.changed = true,
                 Err(StartError::Down(e)) => return Err(e),
-                // A sidecar that cannot start does not hold back the others.
-                Err(StartError::Container(e)) if is_restartable_init_container(c) => {
-                    result.container_errors.push(e);
-                }
-                Err(StartError::Container(e)) => {
-                    // The pod cannot initialize: do not start anything else.
-                    result.container_errors.push(e);
-                    return Ok(());
+                Err(failed) => {
+                    record(result, failed);
+                    // A sidecar that cannot start does not hold back the others; a regular
+                    // init container that cannot start stops the pod's initialization.
+                    if !is_restartable_init_container(c) {
+                        return Ok(());
+                    }
                 }
             }
         }
@@ -188,7 +191,7 @@ impl RemoteRuntime {
             match self.start_container(ctx, c, ContainerType::Regular).await {
                 Ok(()) => result.changed = true,
                 Err(StartError::Down(e)) => return Err(e),
-                Err(StartError::Container(e)) => result.container_errors.push(e),
+                Err(failed) => record(result, failed),
             }
         }
         Ok(())
@@ -221,11 +224,19 @@ impl RemoteRuntime {
         container_type: ContainerType,
     ) -> Result<(), StartError> {
         let pod = ctx.pod;
-        if let Some(e) = check_backoff(pod, container, ctx.status, ctx.backoff) {
-            return Err(StartError::Container(e));
+        if let Some(refused) = check_backoff(
+            pod,
+            container,
+            ctx.status,
+            ctx.backoff,
+            kubelet_core::time::now(),
+        ) {
+            return Err(StartError::Backoff(refused.error, refused.retry_after));
         }
         let image_ref = ensure_image_exists(
             &self.client,
+            &self.image_backoff,
+            pod.uid().as_str(),
             container,
             &new_pod_annotations(pod),
             ctx.sandbox_config,
@@ -235,6 +246,17 @@ impl RemoteRuntime {
             EnsureError::Container { reason, message } => {
                 container_error(container, reason, message)
             }
+            EnsureError::Backoff {
+                message,
+                retry_after,
+            } => StartError::Backoff(
+                ContainerSyncError {
+                    container: container.name.clone(),
+                    reason: IMAGE_PULL_BACK_OFF.to_owned(),
+                    message,
+                },
+                retry_after,
+            ),
             EnsureError::Unavailable(e) => StartError::Down(e),
         })?;
         let opts = ctx
@@ -320,6 +342,18 @@ impl RemoteRuntime {
             }
             _ => {}
         }
+    }
+}
+
+/// Adds a per-container failure to a sync result.
+fn record(result: &mut PodSyncResult, failed: StartError) {
+    match failed {
+        StartError::Container(e) => result.container_errors.push(e),
+        StartError::Backoff(e, after) => {
+            result.container_errors.push(e);
+            result.retry_after(after);
+        }
+        StartError::Down(e) => result.pod_error = Some(e.to_string()),
     }
 }
 

@@ -195,7 +195,15 @@ impl PodSyncer for KubeletPodSyncer {
                 .iter()
                 .map(|e| format!("{}: {}: {}", e.container, e.reason, e.message))
                 .collect();
-            return Err(Error::Other(errs.join("; ")));
+            let message = errs.join("; ");
+            // A backoff window decides when to try again (upstream MinBackoffExpiration).
+            return Err(match result.retry_after {
+                Some(retry_after) => Error::Backoff {
+                    message,
+                    retry_after,
+                },
+                None => Error::Other(message),
+            });
         }
         Ok(false)
     }
