@@ -299,6 +299,8 @@ pub struct PodSyncResult {
     pub pod_error: Option<String>,
     /// `true` when the pod's runtime state changed (so the caller should refresh its cache).
     pub changed: bool,
+    /// Containers started by this sync (their earlier start failures are over).
+    pub started: Vec<String>,
     /// When some start was refused for a backoff (`CrashLoopBackOff`, `ImagePullBackOff`):
     /// the time until the earliest such window ends, so the pod can be synced again right
     /// then (upstream `BackoffError` / `MinBackoffExpiration`).

@@ -171,7 +171,10 @@ impl RemoteRuntime {
             .filter_map(|&i| ctx.pod.init_containers().get(i))
         {
             match self.start_container(ctx, c, ContainerType::Init).await {
-                Ok(()) => result.changed = true,
+                Ok(()) => {
+                    result.changed = true;
+                    result.started.push(c.name.clone());
+                }
                 Err(StartError::Down(e)) => return Err(e),
                 Err(failed) => {
                     record(result, failed);
@@ -189,7 +192,10 @@ impl RemoteRuntime {
             .filter_map(|&i| ctx.pod.containers().get(i))
         {
             match self.start_container(ctx, c, ContainerType::Regular).await {
-                Ok(()) => result.changed = true,
+                Ok(()) => {
+                    result.changed = true;
+                    result.started.push(c.name.clone());
+                }
                 Err(StartError::Down(e)) => return Err(e),
                 Err(failed) => record(result, failed),
             }

@@ -248,6 +248,12 @@ impl StatusManager for LocalStatusManager {
     }
 }
 
+fn is_sidecar(pod: &Pod, name: &str) -> bool {
+    pod.init_containers()
+        .iter()
+        .any(|c| c.name == name && kubelet_core::container::is_restartable_init_container(c))
+}
+
 /// A pod in a terminal phase stays there; a container that terminated and will not be
 /// restarted (terminal pod, or per the restart policy) stays terminated. Upstream drops such
 /// updates entirely (`checkContainerStateTransition`); here only the offending container
@@ -275,6 +281,10 @@ fn keep_terminal_states(pod: &Pod, old: &ApiPodStatus, new: &mut ApiPodStatus) {
             let Some(o) = old_list.iter().flatten().find(|o| o.name == n.name) else {
                 continue;
             };
+            // A sidecar is always allowed to restart while the pod runs.
+            if !old_terminal && is_sidecar(pod, &n.name) {
+                continue;
+            }
             let exit = o
                 .state
                 .as_ref()
