@@ -260,7 +260,7 @@ fn is_sidecar(pod: &Pod, name: &str) -> bool {
 /// statuses and the phase are kept from `old`.
 fn keep_terminal_states(pod: &Pod, old: &ApiPodStatus, new: &mut ApiPodStatus) {
     let old_terminal = is_terminal_phase(old);
-    if old_terminal && !is_terminal_phase(new) {
+    if old_terminal && new.phase != old.phase {
         tracing::warn!(pod = %pod.full_name(), from = ?old.phase, to = ?new.phase, "pod attempted to leave a terminal phase");
         new.phase = old.phase.clone();
         new.reason = new.reason.take().or_else(|| old.reason.clone());
