@@ -298,6 +298,27 @@ fn sidecar_starts_before_the_app_and_is_restarted_when_it_exits() {
     ));
     node.write_manifest("sidecar.yaml", &y);
 
+    // A sidecar with a startup probe holds back the next init container until it started.
+    let mut gated = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: gated\nspec:\n  terminationGracePeriodSeconds: 1\n  volumes: [{{name: out, hostPath: {{path: {}, type: Directory}}}}]\n  initContainers:\n",
+        out.display()
+    );
+    gated.push_str(&container(
+        "side",
+        "sleep 3; cat /proc/uptime >> /out/gated-side-up; touch /tmp/up; sleep 3600",
+        &format!(
+            "{mount}, restartPolicy: Always, startupProbe: {{exec: {{command: [test, -f, /tmp/up]}}, periodSeconds: 1, failureThreshold: 30}}"
+        ),
+    ));
+    gated.push_str(&container(
+        "init",
+        "cat /proc/uptime >> /out/gated-init",
+        mount,
+    ));
+    gated.push_str("  containers:\n");
+    gated.push_str(&container("app", "sleep 3600", ""));
+    node.write_manifest("gated.yaml", &gated);
+
     let pod = node.wait_for(
         Duration::from_secs(60),
         "sidecar restarted while the app runs",
@@ -330,6 +351,21 @@ fn sidecar_starts_before_the_app_and_is_restarted_when_it_exits() {
     });
     assert_eq!(ready["started"], true, "{ready}");
     assert_eq!(ready["ready"], true, "{ready}");
+
+    let gated = node.wait_for(Duration::from_secs(40), "gated pod running", |n| {
+        let pod = n.pod("gated")?;
+        let app = container_status(&pod, "app")?;
+        app["state"]["running"].is_object().then_some(pod)
+    });
+    let side_up = uptimes(&out.join("gated-side-up"));
+    let init = uptimes(&out.join("gated-init"));
+    assert!(
+        side_up.len() == 1 && init.len() == 1 && side_up[0] <= init[0],
+        "the init container ran at {init:?}, before the sidecar started at {side_up:?}"
+    );
+    let side = init_status(&gated, "side").expect("side");
+    assert_eq!(side["started"], true, "{side}");
+    assert_eq!(restarts(side), 0, "{side}");
 }
 
 #[test]
