@@ -56,7 +56,11 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
                 .with_seccomp_profile_root(settings.root_dir.join("seccomp")),
         )
         .with_context(|| format!("--container-runtime-endpoint {}", settings.runtime_endpoint))?
-        .with_probe_results(probe_results.clone()),
+        .with_probe_results(probe_results.clone())
+        .with_image_pull_backoff(kubelet_cri::pull_backoff::ImagePullBackoff::new(
+            settings.image_pull_backoff.0,
+            settings.image_pull_backoff.1,
+        )),
     );
     let cache = PodCache::new();
     let (generic_pleg, pleg_events) = kubelet_pleg::GenericPleg::new(
@@ -109,7 +113,10 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
 
     let pod_manager = PodManager::new();
     let runtime_state = RuntimeState::new(pleg.clone());
-    let crash_backoff = Arc::new(Backoff::crash_loop_default());
+    let crash_backoff = Arc::new(Backoff::new(
+        settings.crash_loop_backoff.0,
+        settings.crash_loop_backoff.1,
+    ));
     let syncer = Arc::new(KubeletPodSyncer::new(
         managers.clone(),
         pod_manager.clone(),

@@ -62,6 +62,15 @@ pub struct Flags {
     /// Rescan period of the manifest path (e.g. 20s).
     #[arg(long, value_parser = duration::parse)]
     pub file_check_frequency: Option<Duration>,
+    /// First container restart backoff window (upstream: 10 s, not configurable; for tests).
+    #[arg(long, hide = true, value_parser = duration::parse)]
+    pub experimental_crash_loop_initial_backoff: Option<Duration>,
+    /// First image pull backoff window (upstream: 10 s, not configurable; for tests).
+    #[arg(long, hide = true, value_parser = duration::parse)]
+    pub experimental_image_pull_initial_backoff: Option<Duration>,
+    /// Largest image pull backoff window (upstream: 300 s, not configurable; for tests).
+    #[arg(long, hide = true, value_parser = duration::parse)]
+    pub experimental_image_pull_max_backoff: Option<Duration>,
     /// Log verbosity (0 info, 2 more, 4 debug, 6+ trace).
     #[arg(short = 'v', long = "v", default_value_t = 0)]
     pub verbosity: u8,
@@ -82,9 +91,22 @@ struct ConfigFile {
     sync_frequency: Option<String>,
     file_check_frequency: Option<String>,
     pod_logs_dir: Option<PathBuf>,
+    crash_loop_back_off: Option<CrashLoopBackOffConfig>,
     #[serde(flatten)]
     other: std::collections::BTreeMap<String, serde_json::Value>,
 }
+
+/// `crashLoopBackOff` of `KubeletConfiguration`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CrashLoopBackOffConfig {
+    max_container_restart_period: Option<String>,
+}
+
+/// Upstream's first container restart backoff window.
+const CRASH_LOOP_INITIAL: Duration = Duration::from_secs(10);
+/// Upstream's default and largest `crashLoopBackOff.maxContainerRestartPeriod`.
+const CRASH_LOOP_MAX: Duration = Duration::from_secs(300);
 
 /// Effective settings.
 #[derive(Clone, Debug, PartialEq)]
@@ -111,6 +133,10 @@ pub struct Settings {
     pub sync_frequency: Duration,
     /// Manifest rescan period.
     pub file_check_frequency: Duration,
+    /// First and largest container restart (CrashLoopBackOff) windows.
+    pub crash_loop_backoff: (Duration, Duration),
+    /// First and largest image pull (ImagePullBackOff) windows.
+    pub image_pull_backoff: (Duration, Duration),
     /// Log verbosity.
     pub verbosity: u8,
     /// Config-file fields this kubelet does not use (warned about at start).
@@ -168,6 +194,31 @@ fn config_duration(
         .transpose()
 }
 
+/// The container restart windows (upstream `newCrashLoopBackOff`): the maximum comes from
+/// `crashLoopBackOff.maxContainerRestartPeriod` (1 s to 300 s, default 300 s); the first
+/// window is 10 s, or `initial` when given, and never more than the maximum.
+fn crash_loop_backoff(
+    path: &Path,
+    max: Option<&str>,
+    initial: Option<Duration>,
+) -> Result<(Duration, Duration), UsageError> {
+    let max = config_duration(path, "crashLoopBackOff.maxContainerRestartPeriod", max)?
+        .unwrap_or(CRASH_LOOP_MAX);
+    if !(Duration::from_secs(1)..=CRASH_LOOP_MAX).contains(&max) {
+        return Err(UsageError(format!(
+            "--config {}: crashLoopBackOff.maxContainerRestartPeriod must be between 1s and 300s, got {max:?}",
+            path.display()
+        )));
+    }
+    let initial = initial.unwrap_or(CRASH_LOOP_INITIAL);
+    if initial.is_zero() {
+        return Err(UsageError(
+            "--experimental-crash-loop-initial-backoff must be greater than 0".into(),
+        ));
+    }
+    Ok((initial.min(max), max))
+}
+
 fn socket_from_endpoint(endpoint: &str) -> Result<PathBuf, UsageError> {
     let path = endpoint.strip_prefix("unix://").unwrap_or(endpoint);
     if endpoint.contains("://") && !endpoint.starts_with("unix://") {
@@ -223,6 +274,26 @@ impl Settings {
                 "--file-check-frequency must be greater than 0".into(),
             ));
         }
+        let crash_loop_backoff = crash_loop_backoff(
+            &cfg_path,
+            file.crash_loop_back_off
+                .as_ref()
+                .and_then(|c| c.max_container_restart_period.as_deref()),
+            flags.experimental_crash_loop_initial_backoff,
+        )?;
+        let image_pull_backoff = (
+            flags
+                .experimental_image_pull_initial_backoff
+                .unwrap_or(kubelet_cri::pull_backoff::DEFAULT_INITIAL),
+            flags
+                .experimental_image_pull_max_backoff
+                .unwrap_or(kubelet_cri::pull_backoff::DEFAULT_MAX),
+        );
+        if image_pull_backoff.0.is_zero() || image_pull_backoff.1 < image_pull_backoff.0 {
+            return Err(UsageError(
+                "--experimental-image-pull-initial-backoff must be greater than 0 and at most --experimental-image-pull-max-backoff".into(),
+            ));
+        }
         let localhost: IpAddr = [127, 0, 0, 1].into();
         let read_only_port = flags
             .read_only_port
@@ -259,6 +330,8 @@ impl Settings {
             healthz: (healthz_port != 0).then(|| (healthz_address, healthz_port).into()),
             sync_frequency,
             file_check_frequency,
+            crash_loop_backoff,
+            image_pull_backoff,
             verbosity: flags.verbosity,
             ignored_config_fields: file.other.into_keys().collect(),
         })
@@ -283,6 +356,14 @@ mod tests {
         assert_eq!(s.healthz, Some("127.0.0.1:10248".parse().expect("addr")));
         assert_eq!(s.sync_frequency, Duration::from_secs(60));
         assert_eq!(s.file_check_frequency, Duration::from_secs(20));
+        assert_eq!(
+            s.crash_loop_backoff,
+            (Duration::from_secs(10), Duration::from_secs(300))
+        );
+        assert_eq!(
+            s.image_pull_backoff,
+            (Duration::from_secs(10), Duration::from_secs(300))
+        );
         assert_eq!(
             s.runtime_socket,
             PathBuf::from("/run/containerd/containerd.sock")
@@ -314,6 +395,54 @@ mod tests {
             Some(PathBuf::from("/etc/kubernetes/manifests"))
         );
         assert_eq!(s.ignored_config_fields, vec!["maxPods".to_owned()]);
+    }
+
+    #[test]
+    fn crash_loop_backoff_from_config_and_flags() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cfg = dir.path().join("config.yaml");
+        let path = cfg.to_str().expect("utf8");
+        std::fs::write(
+            &cfg,
+            "kind: KubeletConfiguration\ncrashLoopBackOff:\n  maxContainerRestartPeriod: 4s\n",
+        )
+        .expect("write");
+        // a maximum below 10 s is also the first window, as upstream
+        let s = parse(&["--config", path]).expect("valid");
+        assert_eq!(
+            s.crash_loop_backoff,
+            (Duration::from_secs(4), Duration::from_secs(4))
+        );
+        let s = parse(&[
+            "--config",
+            path,
+            "--experimental-crash-loop-initial-backoff",
+            "250ms",
+            "--experimental-image-pull-initial-backoff",
+            "1s",
+            "--experimental-image-pull-max-backoff",
+            "8s",
+        ])
+        .expect("valid");
+        assert_eq!(
+            s.crash_loop_backoff,
+            (Duration::from_millis(250), Duration::from_secs(4))
+        );
+        assert_eq!(
+            s.image_pull_backoff,
+            (Duration::from_secs(1), Duration::from_secs(8))
+        );
+        std::fs::write(
+            &cfg,
+            "crashLoopBackOff:\n  maxContainerRestartPeriod: 500ms\n",
+        )
+        .expect("write");
+        let err = parse(&["--config", path]).expect_err("below 1s");
+        assert!(
+            err.0.contains("crashLoopBackOff.maxContainerRestartPeriod"),
+            "{}",
+            err.0
+        );
     }
 
     #[test]

@@ -4,6 +4,11 @@
 //! image pulls. Mirrors `k8s.io/client-go/util/flowcontrol/backoff.go`: the first failure
 //! waits `initial`, each further one doubles up to `max`, and an entry that has seen no
 //! failure for `2 × max` starts over.
+//!
+//! Two ways to measure a window, as upstream: from the last [`Backoff::next`]
+//! ([`Backoff::remaining`], upstream `IsInBackOffSinceUpdate`, used for image pulls) or from
+//! an event such as a container's exit ([`Backoff::remaining_since`], upstream
+//! `IsInBackOffSince`, used for container restarts).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -67,6 +72,53 @@ impl Backoff {
         backoff
     }
 
+    /// The first window.
+    pub fn initial(&self) -> Duration {
+        self.initial
+    }
+
+    /// The largest window.
+    pub fn max(&self) -> Duration {
+        self.max
+    }
+
+    /// Records a failure for `key` that happened at `event` (upstream `Next(id, eventTime)`):
+    /// the window starts over at `initial` when `event` comes more than `2 × max` after the
+    /// last update (the container ran cleanly for that long), otherwise it doubles up to
+    /// `max`. Returns the new window.
+    pub fn next_since(&self, key: &str, event: Instant) -> Duration {
+        let now = Instant::now();
+        let mut entries = self.lock();
+        let backoff = match entries.get(key) {
+            Some(e) if event.saturating_duration_since(e.last_update) <= self.max * 2 => {
+                (e.backoff * 2).min(self.max)
+            }
+            _ => self.initial,
+        };
+        entries.insert(
+            key.to_owned(),
+            Entry {
+                backoff,
+                last_update: now,
+            },
+        );
+        backoff
+    }
+
+    /// `Some(remaining)` while less than the current window of `key` has passed since
+    /// `event` (upstream `IsInBackOffSince`); `None` when there is no entry or it expired
+    /// relative to `event`.
+    pub fn remaining_since(&self, key: &str, event: Instant) -> Option<Duration> {
+        let now = Instant::now();
+        let entries = self.lock();
+        let e = entries.get(key)?;
+        if event.saturating_duration_since(e.last_update) > self.max * 2 {
+            return None;
+        }
+        let elapsed = now.saturating_duration_since(event);
+        (elapsed < e.backoff).then(|| e.backoff - elapsed)
+    }
+
     /// `Some(remaining)` while `key` is inside its current window.
     pub fn remaining(&self, key: &str) -> Option<Duration> {
         let now = Instant::now();
@@ -120,5 +172,39 @@ mod tests {
         assert_eq!(b.next("k"), Duration::from_secs(10));
         b.reset("k");
         assert_eq!(b.current("k"), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn windows_measured_from_the_event() {
+        let b = Backoff::new(Duration::from_millis(100), Duration::from_millis(1600));
+        let exit = Instant::now();
+        assert_eq!(b.remaining_since("k", exit), None);
+        assert_eq!(b.next_since("k", exit), Duration::from_millis(100));
+        // a second exit right after the restart doubles the window, measured from the exit
+        tokio::time::advance(Duration::from_millis(150)).await;
+        let exit = Instant::now();
+        tokio::time::advance(Duration::from_millis(50)).await;
+        assert_eq!(
+            b.remaining_since("k", exit),
+            Some(Duration::from_millis(50))
+        );
+        tokio::time::advance(Duration::from_millis(50)).await;
+        assert_eq!(b.remaining_since("k", exit), None, "100 ms window over");
+        assert_eq!(b.next_since("k", exit), Duration::from_millis(200));
+        assert_eq!(
+            b.remaining_since("k", Instant::now()),
+            Some(Duration::from_millis(200))
+        );
+        for want in [400, 800, 1600, 1600] {
+            assert_eq!(
+                b.next_since("k", Instant::now()),
+                Duration::from_millis(want)
+            );
+        }
+        // the container then ran cleanly for more than 2 x max before exiting: start over
+        tokio::time::advance(Duration::from_millis(3300)).await;
+        let exit = Instant::now();
+        assert_eq!(b.remaining_since("k", exit), None);
+        assert_eq!(b.next_since("k", exit), Duration::from_millis(100));
     }
 }

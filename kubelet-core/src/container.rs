@@ -37,6 +37,13 @@ fn fnv1a_32(bytes: &[u8]) -> u32 {
         .fold(OFFSET, |h, b| (h ^ u32::from(*b)).wrapping_mul(PRIME))
 }
 
+/// `true` for an init container with `restartPolicy: Always`, a sidecar (upstream
+/// `podutil.IsRestartableInitContainer`).
+#[doc(alias = "IsRestartableInitContainer")]
+pub fn is_restartable_init_container(container: &Container) -> bool {
+    container.restart_policy.as_deref() == Some("Always")
+}
+
 /// Whether `container` should be (re)started given the runtime's view of the pod
 /// (upstream `ShouldContainerBeRestarted`).
 pub fn should_container_be_restarted(container: &Container, pod: &Pod, status: &PodStatus) -> bool {

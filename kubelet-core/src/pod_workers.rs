@@ -9,7 +9,10 @@
 //! * A termination grace period can only be shortened by a later kill.
 //! * After a successful sync the pod is due again after `resync_interval` (jittered); after an
 //!   error after `backoff_period` (jittered). Due pods are collected by the sync loop's tick
-//!   through [`PodWorkers::due_pods`].
+//!   through [`PodWorkers::due_pods`]. A sync that failed only because of backoff windows
+//!   ([`crate::sync::Error::Backoff`]: CrashLoopBackOff, ImagePullBackOff) is retried by the
+//!   worker itself when the earliest window ends (upstream `MinBackoffExpiration`, capped at
+//!   `resync_interval`), not on the next tick, so short windows are kept precisely.
 //! * Before each sync the worker asks the PLEG for an on-demand relist of its pod, so it never
 //!   acts on runtime state older than its own last actions and never waits for a relist tick.
 
@@ -91,6 +94,8 @@ struct PodState {
     restart_requested: bool,
     task_running: bool,
     notify: Arc<Notify>,
+    /// When a backoff window of the pod ends: the worker syncs again then.
+    retry_at: Option<Instant>,
 }
 
 impl PodState {
@@ -105,6 +110,7 @@ impl PodState {
             restart_requested: false,
             task_running: false,
             notify: Arc::new(Notify::new()),
+            retry_at: None,
         }
     }
 
@@ -133,6 +139,34 @@ pub struct PodWorkers {
 impl std::fmt::Debug for PodWorkers {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PodWorkers").finish_non_exhaustive()
+    }
+}
+
+/// Why a unit of work failed, and when to retry it.
+struct Failure {
+    message: String,
+    retry_after: Option<Duration>,
+}
+
+impl From<String> for Failure {
+    fn from(message: String) -> Self {
+        Self {
+            message,
+            retry_after: None,
+        }
+    }
+}
+
+impl From<crate::sync::Error> for Failure {
+    fn from(e: crate::sync::Error) -> Self {
+        let retry_after = match &e {
+            crate::sync::Error::Backoff { retry_after, .. } => Some(*retry_after),
+            _ => None,
+        };
+        Self {
+            message: e.to_string(),
+            retry_after,
+        }
     }
 }
 
@@ -308,6 +342,7 @@ impl PodWorkers {
         let mut pods = self.pods();
         let state = pods.get_mut(uid)?;
         let kind = state.pending.take()?;
+        state.retry_at = None;
         let kind = if state.synced_once {
             kind
         } else {
@@ -353,10 +388,17 @@ impl PodWorkers {
 
     async fn run_worker(self, uid: PodUid, notify: Arc<Notify>) {
         loop {
+            let retry_at = self.pods().get(&uid).and_then(|s| s.retry_at);
             tokio::select! {
                 biased;
                 _ = self.inner.token.cancelled() => break,
                 _ = notify.notified() => {}
+                _ = tokio::time::sleep_until(retry_at.unwrap_or_else(Instant::now)), if retry_at.is_some() => {
+                    if let Some(state) = self.pods().get_mut(&uid) {
+                        state.retry_at = None;
+                        state.pending.get_or_insert(SyncPodType::Sync);
+                    }
+                }
             }
             let Some(work) = self.take_work(&uid) else {
                 continue;
@@ -368,15 +410,12 @@ impl PodWorkers {
         }
     }
 
-    async fn process(&self, uid: &PodUid, work: &Work) -> Result<Option<WorkerPhase>, String> {
+    async fn process(&self, uid: &PodUid, work: &Work) -> Result<Option<WorkerPhase>, Failure> {
         let status = self.fresh_status(uid, work).await?;
         let syncer = &self.inner.syncer;
         match (work.phase, &work.pod) {
             (WorkerPhase::Syncing, Some(pod)) => {
-                let terminal = syncer
-                    .sync_pod(work.kind, pod, &status)
-                    .await
-                    .map_err(|e| e.to_string())?;
+                let terminal = syncer.sync_pod(work.kind, pod, &status).await?;
                 Ok(terminal.then_some(WorkerPhase::Terminating))
             }
             (WorkerPhase::Terminating, Some(pod)) => {
@@ -413,15 +452,26 @@ impl PodWorkers {
         &self,
         uid: &PodUid,
         work: &Work,
-        outcome: Result<Option<WorkerPhase>, String>,
+        outcome: Result<Option<WorkerPhase>, Failure>,
     ) -> bool {
         let mut pods = self.pods();
         let Some(state) = pods.get_mut(uid) else {
             return true;
         };
         match outcome {
-            Err(e) => {
-                warn!(pod = %uid, phase = ?work.phase, error = %e, "error syncing pod, will retry");
+            Err(Failure {
+                message,
+                retry_after: Some(after),
+            }) => {
+                debug!(pod = %uid, reason = %message, ?after, "pod is in backoff, will sync when it ends");
+                let after = after.min(self.inner.config.resync_interval);
+                state.retry_at = Some(Instant::now() + after);
+                drop(pods);
+                self.enqueue(uid, jitter(self.inner.config.resync_interval));
+                false
+            }
+            Err(Failure { message, .. }) => {
+                warn!(pod = %uid, phase = ?work.phase, error = %message, "error syncing pod, will retry");
                 drop(pods);
                 self.enqueue(uid, jitter(self.inner.config.backoff_period));
                 false

@@ -299,9 +299,20 @@ pub struct PodSyncResult {
     pub pod_error: Option<String>,
     /// `true` when the pod's runtime state changed (so the caller should refresh its cache).
     pub changed: bool,
+    /// Containers started by this sync (their earlier start failures are over).
+    pub started: Vec<String>,
+    /// When some start was refused for a backoff (`CrashLoopBackOff`, `ImagePullBackOff`):
+    /// the time until the earliest such window ends, so the pod can be synced again right
+    /// then (upstream `BackoffError` / `MinBackoffExpiration`).
+    pub retry_after: Option<std::time::Duration>,
 }
 
 impl PodSyncResult {
+    /// Records a backoff that ends in `after`, keeping the earliest.
+    pub fn retry_after(&mut self, after: std::time::Duration) {
+        self.retry_after = Some(self.retry_after.map_or(after, |d| d.min(after)));
+    }
+
     /// `true` when nothing failed.
     pub fn is_ok(&self) -> bool {
         self.container_errors.is_empty() && self.pod_error.is_none()

@@ -22,6 +22,16 @@ pub enum Error {
     /// Something else kept the pod from syncing (message names it).
     #[error("{0}")]
     Other(String),
+    /// Only backoff windows (CrashLoopBackOff, ImagePullBackOff) kept containers from
+    /// starting; the pod should be synced again after `retry_after` (upstream
+    /// `BackoffError`).
+    #[error("{message}")]
+    Backoff {
+        /// The containers and their backoff messages.
+        message: String,
+        /// Time until the earliest window ends.
+        retry_after: std::time::Duration,
+    },
 }
 
 /// `Result` with this module's [`Error`].

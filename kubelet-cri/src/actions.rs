@@ -3,17 +3,23 @@
 //!
 //! Mirrors upstream `pkg/kubelet/kuberuntime/kuberuntime_manager.go` (`podActions`,
 //! `computePodActions`, `doBackOff`), `util/util.go` (`PodSandboxChanged`) and
-//! `kuberuntime_container.go` (`findNextInitContainerToRun`, `isInitContainerFailed`) on the
-//! classic init-container path: init containers run one at a time, each must exit 0 before
-//! the next starts, then the app containers start. Sidecars (restartable init containers),
-//! ephemeral containers, probes and in-place resize are not handled yet.
+//! `kuberuntime_container.go` (`computeInitContainerActions`, `isInitContainerFailed`): init
+//! containers run one at a time, each must exit 0 before the next starts; sidecars
+//! (restartable init containers) start in order, gate the next one on their startup probe,
+//! and are restarted whenever they exit; then the app containers start. Ephemeral containers
+//! and in-place resize are not handled.
 
 use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+use tokio::time::Instant;
 
 use crate::reasons::CRASH_LOOP_BACK_OFF;
 use k8s_openapi::api::core::v1::{Container, Pod, Probe};
 use kubelet_core::backoff::Backoff;
-use kubelet_core::container::{hash_container, should_container_be_restarted};
+use kubelet_core::container::{
+    hash_container, is_restartable_init_container, should_container_be_restarted,
+};
 use kubelet_core::pod::PodExt;
 use kubelet_core::probe::{ProbeResult, Results};
 use kubelet_core::runtime::{
@@ -47,8 +53,9 @@ pub struct PodActions {
     pub sandbox_id: Option<String>,
     /// Attempt number of the sandbox to create.
     pub attempt: u32,
-    /// Index in `spec.initContainers` of the init container to start next.
-    pub next_init_container_to_start: Option<usize>,
+    /// Indexes in `spec.initContainers` of the init containers to start, in spec order: the
+    /// next regular init container and sidecars that must be (re)started.
+    pub init_containers_to_start: Vec<usize>,
     /// Indexes in `spec.containers` of the app containers to start.
     pub containers_to_start: Vec<usize>,
     /// Running containers to stop (when not killing the whole pod).
@@ -95,78 +102,163 @@ pub fn is_init_container_failed(s: &ContainerStatus) -> bool {
         || s.state == ContainerState::Unknown
 }
 
-/// Where the pod's initialization stands (upstream `findNextInitContainerToRun`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct InitProgress<'a> {
-    /// Status of the last failed init container, if one failed.
-    pub last_failed: Option<&'a ContainerStatus>,
-    /// Index of the init container to run next.
-    pub next: Option<usize>,
-    /// All init containers succeeded (or an app container already runs).
-    pub done: bool,
+/// `true` when a regular container exists in the runtime, which means initialization
+/// completed (upstream `hasAnyRegularContainerCreated`).
+pub fn has_any_regular_container_created(pod: &Pod, status: &PodStatus) -> bool {
+    pod.containers().iter().any(|c| {
+        status.container(&c.name).is_some_and(|s| {
+            matches!(
+                s.state,
+                ContainerState::Created | ContainerState::Running | ContainerState::Exited
+            )
+        })
+    })
 }
 
-/// Finds the next init container to run.
-#[doc(alias = "findNextInitContainerToRun")]
-pub fn find_next_init_container_to_run<'a>(pod: &Pod, status: &'a PodStatus) -> InitProgress<'a> {
-    let inits = pod.init_containers();
-    let finished = InitProgress {
-        last_failed: None,
-        next: None,
-        done: true,
-    };
-    if inits.is_empty() {
-        return finished;
+fn unknown_kill(s: &ContainerStatus) -> ContainerToKill {
+    ContainerToKill {
+        id: s.id.clone(),
+        name: s.name.clone(),
+        message: "Init container is in \"Unknown\" state, try killing it before restart".into(),
+        grace_period_seconds: None,
     }
-    // An app container that runs means initialization completed in the past, even if the
-    // init containers have since been removed.
-    if pod.containers().iter().any(|c| {
+}
+
+/// Sets the init-container part of `actions` (upstream `computeInitContainerActions`, the
+/// sidecar-aware path): starts the first init container not yet started, starts the next one
+/// once the previous exited 0 (or, for a sidecar, once it runs and its startup probe, if any,
+/// succeeded), restarts sidecars that exited or failed their startup or liveness probe, and
+/// kills the pod when a regular init container failed under `restartPolicy: Never`.
+///
+/// Returns `true` when the pod has initialized, so the app containers may be handled.
+#[doc(alias = "computeInitContainerActions")]
+pub fn compute_init_container_actions(
+    pod: &Pod,
+    status: &PodStatus,
+    probes: Option<&Results>,
+    actions: &mut PodActions,
+) -> bool {
+    let inits = pod.init_containers();
+    if inits.is_empty() {
+        return true;
+    }
+    // A created or running app container means initialization completed in the past, even
+    // if the init containers have since been removed (exited ones do not count: they may
+    // belong to a previous sandbox).
+    let mut initialized = pod.containers().iter().any(|c| {
         status
             .container(&c.name)
-            .is_some_and(|s| s.state == ContainerState::Running)
-    }) {
-        return finished;
-    }
+            .is_some_and(|s| matches!(s.state, ContainerState::Created | ContainerState::Running))
+    });
+    let mut previously_initialized = initialized;
+    let restart_on_failure = restarts_on_failure(pod);
+    let mut to_start: Vec<usize> = Vec::new();
+
+    // Newest to oldest: completed init containers may have been removed, so the last one
+    // seen decides what comes next.
     for (i, c) in inits.iter().enumerate().rev() {
-        if let Some(s) = status
-            .container(&c.name)
-            .filter(|s| is_init_container_failed(s))
-        {
-            return InitProgress {
-                last_failed: Some(s),
-                next: Some(i),
-                done: false,
-            };
-        }
-    }
-    for (i, c) in inits.iter().enumerate().rev() {
+        let sidecar = is_restartable_init_container(c);
         let Some(s) = status.container(&c.name) else {
+            if previously_initialized && sidecar {
+                to_start.push(i);
+            }
             continue;
         };
-        match s.state {
-            ContainerState::Running => {
-                return InitProgress {
-                    last_failed: None,
-                    next: None,
-                    done: false,
-                };
-            }
-            ContainerState::Exited if i + 1 == inits.len() => return finished,
-            ContainerState::Exited => {
-                return InitProgress {
-                    last_failed: None,
-                    next: Some(i + 1),
-                    done: false,
-                };
-            }
-            _ => {}
+        if previously_initialized && !sidecar {
+            continue;
         }
+        match s.state {
+            ContainerState::Created => to_start.push(i),
+            ContainerState::Running if sidecar => {
+                if c.startup_probe.is_some() {
+                    match probes.map(|p| p.startup.get(&s.id)) {
+                        // No probe manager: nothing can gate the start.
+                        None | Some(Some(ProbeResult::Success)) => {}
+                        Some(Some(ProbeResult::Failure)) => {
+                            actions.containers_to_kill.push(ContainerToKill {
+                                id: s.id.clone(),
+                                name: c.name.clone(),
+                                message: format!("Init container {} failed startup probe", c.name),
+                                grace_period_seconds: c
+                                    .startup_probe
+                                    .as_ref()
+                                    .and_then(|p| p.termination_grace_period_seconds),
+                            });
+                            to_start.push(i);
+                            previously_initialized = true;
+                            continue;
+                        }
+                        // Not probed yet (or still unknown): wait for it.
+                        Some(_) => {
+                            previously_initialized = true;
+                            continue;
+                        }
+                    }
+                }
+                if i + 1 == inits.len() {
+                    initialized = true;
+                } else if !previously_initialized {
+                    to_start.push(i + 1);
+                }
+                if s.hash != hash_container(c) {
+                    actions.containers_to_kill.push(ContainerToKill {
+                        id: s.id.clone(),
+                        name: c.name.clone(),
+                        message: format!("Init container {} definition changed", c.name),
+                        grace_period_seconds: None,
+                    });
+                    to_start.push(i);
+                } else if probes.is_some_and(|p| {
+                    c.liveness_probe.is_some()
+                        && p.liveness.get(&s.id) == Some(ProbeResult::Failure)
+                }) {
+                    actions.containers_to_kill.push(ContainerToKill {
+                        id: s.id.clone(),
+                        name: c.name.clone(),
+                        message: format!("Init container {} failed liveness probe", c.name),
+                        grace_period_seconds: c
+                            .liveness_probe
+                            .as_ref()
+                            .and_then(|p| p.termination_grace_period_seconds),
+                    });
+                    to_start.push(i);
+                }
+            }
+            // A regular init container still running: wait for it to finish.
+            ContainerState::Running => {}
+            ContainerState::Exited if sidecar => to_start.push(i),
+            ContainerState::Exited => {
+                if is_init_container_failed(s) {
+                    if !restart_on_failure {
+                        actions.kill_pod = true;
+                        actions.init_containers_to_start.clear();
+                        return false;
+                    }
+                    to_start.push(i);
+                } else if i + 1 == inits.len() {
+                    initialized = true;
+                } else {
+                    to_start.push(i + 1);
+                }
+            }
+            ContainerState::Unknown => {
+                if !sidecar && !restart_on_failure {
+                    actions.kill_pod = true;
+                    actions.init_containers_to_start.clear();
+                    return false;
+                }
+                actions.containers_to_kill.push(unknown_kill(s));
+                to_start.push(i);
+            }
+        }
+        previously_initialized = true;
     }
-    InitProgress {
-        last_failed: None,
-        next: Some(0),
-        done: false,
+    if !previously_initialized {
+        to_start.push(0);
     }
+    to_start.reverse();
+    actions.init_containers_to_start = to_start;
+    initialized
 }
 
 fn restarts_on_failure(pod: &Pod) -> bool {
@@ -228,40 +320,20 @@ pub fn compute_pod_actions_with_probes(
             })
             .map(|(i, _)| i)
             .collect();
-        if to_start.is_empty() && find_next_init_container_to_run(pod, status).done {
+        if to_start.is_empty() && has_any_regular_container_created(pod, status) {
             actions.create_sandbox = false;
             return actions;
         }
         if !pod.init_containers().is_empty() {
-            actions.next_init_container_to_start = Some(0);
+            actions.init_containers_to_start = vec![0];
             return actions;
         }
         actions.containers_to_start = to_start;
         return actions;
     }
 
-    let init = find_next_init_container_to_run(pod, status);
-    if !init.done {
-        if let Some(next) = init.next {
-            if init.last_failed.is_some() && !restarts_on_failure(pod) {
-                actions.kill_pod = true;
-            } else {
-                if let Some(last) = init
-                    .last_failed
-                    .filter(|s| s.state == ContainerState::Unknown)
-                {
-                    actions.containers_to_kill.push(ContainerToKill {
-                        id: last.id.clone(),
-                        name: last.name.clone(),
-                        message:
-                            "Init container is in \"Unknown\" state, try killing it before restart"
-                                .into(),
-                        grace_period_seconds: None,
-                    });
-                }
-                actions.next_init_container_to_start = Some(next);
-            }
-        }
+    let initialized = compute_init_container_actions(pod, status, probes, &mut actions);
+    if actions.kill_pod || !initialized {
         return actions;
     }
 
@@ -335,6 +407,8 @@ pub fn compute_pod_actions_with_probes(
 
     if keep == 0 && actions.containers_to_start.is_empty() {
         actions.kill_pod = true;
+        // Sidecars alone do not keep a pod alive.
+        actions.init_containers_to_start.clear();
     }
     actions
 }
@@ -395,41 +469,64 @@ pub fn go_duration(d: Duration) -> String {
     }
 }
 
+/// A start refused because the container is inside its restart backoff window.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InBackoff {
+    /// The `CrashLoopBackOff` error to report on the container.
+    pub error: ContainerSyncError,
+    /// How long until the window ends (upstream `BackoffError`'s expiration).
+    pub retry_after: Duration,
+}
+
 /// Checks the restart backoff before starting `container` (upstream `doBackOff`).
 ///
-/// Only a container with an exited instance is subject to backoff. While its key is inside
-/// its window the start is refused with a `CrashLoopBackOff` error carrying upstream's
-/// message; otherwise the window is advanced ([`Backoff::next`]) and `None` returned.
+/// Only a container with an exited instance is subject to backoff. The window is measured
+/// from the newest exited instance's `finished_at` (`now` is the wall clock to compare it
+/// with), as upstream's `IsInBackOffSince`. While inside it the start is refused with a
+/// `CrashLoopBackOff` error carrying upstream's message; otherwise the window is advanced
+/// ([`Backoff::next_since`]: doubled, or reset after `2 × max` of clean running) and
+/// `None` returned.
 #[doc(alias = "doBackOff")]
 pub fn check_backoff(
     pod: &Pod,
     container: &Container,
     status: &PodStatus,
     backoff: &Backoff,
-) -> Option<ContainerSyncError> {
+    now: Timestamp,
+) -> Option<InBackoff> {
     let exited = status
         .containers
         .iter()
-        .any(|c| c.name == container.name && c.state == ContainerState::Exited);
-    if !exited {
-        return None;
-    }
+        .filter(|c| c.name == container.name && c.state == ContainerState::Exited)
+        .max_by_key(|c| (c.created_at, c.restart_count))?;
     let key = backoff_key(pod, container);
-    if backoff.remaining(&key).is_some() {
+    // The exit as a tokio instant; unknown or older than the monotonic clock: long ago.
+    let event = exited
+        .finished_at
+        .map(|f| Duration::try_from(now.duration_since(f)).unwrap_or(Duration::ZERO))
+        .and_then(|since| Instant::now().checked_sub(since));
+    let Some(event) = event else {
+        backoff.next(&key);
+        return None;
+    };
+    if let Some(retry_after) = backoff.remaining_since(&key, event) {
         let window = backoff.current(&key).unwrap_or_default();
-        return Some(ContainerSyncError {
-            container: container.name.clone(),
-            reason: CRASH_LOOP_BACK_OFF.into(),
-            message: format!(
-                "back-off {} restarting failed container={} pod={}({})",
-                go_duration(window),
-                container.name,
-                pod.full_name(),
-                pod.uid()
-            ),
+        return Some(InBackoff {
+            error: ContainerSyncError {
+                container: container.name.clone(),
+                reason: CRASH_LOOP_BACK_OFF.into(),
+                message: format!(
+                    "back-off {} restarting failed container={} pod={}({})",
+                    go_duration(window),
+                    container.name,
+                    pod.full_name(),
+                    pod.uid()
+                ),
+            },
+            retry_after,
         });
     }
-    backoff.next(&key);
+    backoff.next_since(&key, event);
     None
 }
 
@@ -542,7 +639,7 @@ mod tests {
                 create_sandbox: true,
                 sandbox_id: None,
                 attempt: 0,
-                next_init_container_to_start: None,
+                init_containers_to_start: vec![],
                 containers_to_start: vec![0, 1],
                 containers_to_kill: vec![],
             }
@@ -709,7 +806,7 @@ mod tests {
         // new pod: sandbox, then the first init container only
         let a = compute_pod_actions(&p, &PodStatus::default());
         assert!(a.create_sandbox);
-        assert_eq!(a.next_init_container_to_start, Some(0));
+        assert_eq!(a.init_containers_to_start, [0]);
         assert!(a.containers_to_start.is_empty());
         // first running: wait
         let st = status(
@@ -717,17 +814,14 @@ mod tests {
             vec![cs(&p, "init-a", ContainerState::Running, 0)],
         );
         let a = compute_pod_actions(&p, &st);
-        assert_eq!(a.next_init_container_to_start, None);
+        assert!(a.init_containers_to_start.is_empty());
         assert!(a.containers_to_start.is_empty() && !a.kill_pod);
         // first done: second
         let st = status(
             Some(ready_sandbox()),
             vec![cs(&p, "init-a", ContainerState::Exited, 0)],
         );
-        assert_eq!(
-            compute_pod_actions(&p, &st).next_init_container_to_start,
-            Some(1)
-        );
+        assert_eq!(compute_pod_actions(&p, &st).init_containers_to_start, [1]);
         // all done: app containers
         let st = status(
             Some(ready_sandbox()),
@@ -737,7 +831,7 @@ mod tests {
             ],
         );
         let a = compute_pod_actions(&p, &st);
-        assert_eq!(a.next_init_container_to_start, None);
+        assert!(a.init_containers_to_start.is_empty());
         assert_eq!(a.containers_to_start, [0]);
         // failed init container is retried (Always) ...
         let st = status(
@@ -747,10 +841,7 @@ mod tests {
                 cs(&p, "init-b", ContainerState::Exited, 1),
             ],
         );
-        assert_eq!(
-            compute_pod_actions(&p, &st).next_init_container_to_start,
-            Some(1)
-        );
+        assert_eq!(compute_pod_actions(&p, &st).init_containers_to_start, [1]);
         // ... but kills the pod under Never
         let p = with_inits("Never");
         let st = status(
@@ -759,7 +850,137 @@ mod tests {
         );
         let a = compute_pod_actions(&p, &st);
         assert!(a.kill_pod);
-        assert_eq!(a.next_init_container_to_start, None);
+        assert!(a.init_containers_to_start.is_empty());
+    }
+
+    fn with_sidecar(policy: &str, startup_probe: bool) -> Pod {
+        let mut p = pod_with("web", policy, &["app"]);
+        let side = Container {
+            name: "side".into(),
+            image: Some("busybox:1.36".into()),
+            restart_policy: Some("Always".into()),
+            startup_probe: startup_probe.then(Probe::default),
+            ..Default::default()
+        };
+        let init = Container {
+            name: "init".into(),
+            image: Some("busybox:1.36".into()),
+            ..Default::default()
+        };
+        if let Some(s) = p.spec.as_mut() {
+            s.init_containers = Some(vec![side, init]);
+        }
+        p
+    }
+
+    #[test]
+    fn sidecar_starts_next_init_container_without_exiting() {
+        let p = with_sidecar("Always", false);
+        let a = compute_pod_actions(&p, &PodStatus::default());
+        assert_eq!(a.init_containers_to_start, [0]);
+        // the sidecar runs: the next init container starts, the sidecar keeps running
+        let st = status(
+            Some(ready_sandbox()),
+            vec![cs(&p, "side", ContainerState::Running, 0)],
+        );
+        let a = compute_pod_actions(&p, &st);
+        assert_eq!(a.init_containers_to_start, [1]);
+        assert!(a.containers_to_start.is_empty() && a.containers_to_kill.is_empty());
+        // both done: the app starts, nothing restarts
+        let st = status(
+            Some(ready_sandbox()),
+            vec![
+                cs(&p, "side", ContainerState::Running, 0),
+                cs(&p, "init", ContainerState::Exited, 0),
+            ],
+        );
+        let a = compute_pod_actions(&p, &st);
+        assert!(a.init_containers_to_start.is_empty());
+        assert_eq!(a.containers_to_start, [0]);
+    }
+
+    #[test]
+    fn exited_sidecar_restarts_while_app_runs_even_under_never() {
+        for policy in ["Always", "Never"] {
+            let p = with_sidecar(policy, false);
+            // the regular init container was removed since: the running app proves
+            // initialization happened
+            let st = status(
+                Some(ready_sandbox()),
+                vec![
+                    cs(&p, "side", ContainerState::Exited, 1),
+                    cs(&p, "app", ContainerState::Running, 0),
+                ],
+            );
+            let a = compute_pod_actions(&p, &st);
+            assert_eq!(a.init_containers_to_start, [0], "{policy}");
+            assert!(!a.kill_pod && a.containers_to_start.is_empty(), "{policy}");
+            // a removed sidecar is started again too
+            let st = status(
+                Some(ready_sandbox()),
+                vec![cs(&p, "app", ContainerState::Running, 0)],
+            );
+            assert_eq!(compute_pod_actions(&p, &st).init_containers_to_start, [0]);
+        }
+    }
+
+    #[test]
+    fn sidecars_alone_do_not_keep_the_pod() {
+        let p = with_sidecar("Never", false);
+        let st = status(
+            Some(ready_sandbox()),
+            vec![
+                cs(&p, "side", ContainerState::Exited, 1),
+                cs(&p, "init", ContainerState::Exited, 0),
+                cs(&p, "app", ContainerState::Exited, 0),
+            ],
+        );
+        let a = compute_pod_actions(&p, &st);
+        assert!(a.kill_pod);
+        assert!(a.init_containers_to_start.is_empty());
+    }
+
+    #[test]
+    fn sidecar_startup_probe_gates_the_next_init_container() {
+        use kubelet_core::probe::{ProbeResult, Results};
+        let p = with_sidecar("Always", true);
+        let st = status(
+            Some(ready_sandbox()),
+            vec![cs(&p, "side", ContainerState::Running, 0)],
+        );
+        let (results, _rx) = Results::new();
+        let uid = p.uid();
+        // not probed yet: wait
+        let a = compute_pod_actions_with_probes(&p, &st, Some(&results));
+        assert!(a.init_containers_to_start.is_empty() && a.containers_to_kill.is_empty());
+        results.startup.set("id-side", ProbeResult::Success, &uid);
+        let a = compute_pod_actions_with_probes(&p, &st, Some(&results));
+        assert_eq!(a.init_containers_to_start, [1]);
+        // a failed startup probe restarts the sidecar
+        results.startup.set("id-side", ProbeResult::Failure, &uid);
+        let a = compute_pod_actions_with_probes(&p, &st, Some(&results));
+        assert_eq!(a.init_containers_to_start, [0]);
+        assert_eq!(
+            a.containers_to_kill[0].message,
+            "Init container side failed startup probe"
+        );
+    }
+
+    #[test]
+    fn regular_init_failure_under_never_kills_even_with_sidecars() {
+        let p = with_sidecar("Never", false);
+        let st = status(
+            Some(ready_sandbox()),
+            vec![
+                cs(&p, "side", ContainerState::Running, 0),
+                cs(&p, "init", ContainerState::Exited, 2),
+            ],
+        );
+        let a = compute_pod_actions(&p, &st);
+        assert!(a.kill_pod);
+        assert!(a.init_containers_to_start.is_empty());
+        let p = with_sidecar("OnFailure", false);
+        assert_eq!(compute_pod_actions(&p, &st).init_containers_to_start, [1]);
     }
 
     #[test]
@@ -778,26 +999,37 @@ mod tests {
         let p = pod("web");
         let c = &p.containers()[0];
         let backoff = Backoff::new(Duration::from_secs(10), Duration::from_secs(300));
+        let t0 = Timestamp::from_second(1_700_000_000).expect("time");
+        let at = |secs: i64| Timestamp::from_second(1_700_000_000 + secs).expect("time");
         // never exited: no backoff at all, and no window is opened
-        assert_eq!(check_backoff(&p, c, &PodStatus::default(), &backoff), None);
+        assert_eq!(
+            check_backoff(&p, c, &PodStatus::default(), &backoff, t0),
+            None
+        );
         assert_eq!(backoff.current(&backoff_key(&p, c)), None);
 
-        let st = status(
-            Some(ready_sandbox()),
-            vec![cs(&p, "app", ContainerState::Exited, 1)],
-        );
-        // first restart is allowed and opens a 10 s window
-        assert_eq!(check_backoff(&p, c, &st, &backoff), None);
-        let err = check_backoff(&p, c, &st, &backoff).expect("in backoff");
-        assert_eq!(err.reason, CRASH_LOOP_BACK_OFF);
+        let mut exited = cs(&p, "app", ContainerState::Exited, 1);
+        exited.finished_at = Some(t0);
+        let st = status(Some(ready_sandbox()), vec![exited]);
+        // first restart is allowed and opens a 10 s window from the exit
+        assert_eq!(check_backoff(&p, c, &st, &backoff, t0), None);
+        tokio::time::advance(Duration::from_secs(4)).await;
+        let refused = check_backoff(&p, c, &st, &backoff, at(4)).expect("in backoff");
+        assert_eq!(refused.error.reason, CRASH_LOOP_BACK_OFF);
         assert_eq!(
-            err.message,
+            refused.error.message,
             "back-off 10s restarting failed container=app pod=web_default(uid-web)"
         );
-        tokio::time::advance(Duration::from_secs(10)).await;
-        assert_eq!(check_backoff(&p, c, &st, &backoff), None);
-        let err = check_backoff(&p, c, &st, &backoff).expect("in backoff");
-        assert!(err.message.starts_with("back-off 20s "), "{}", err.message);
+        assert_eq!(refused.retry_after, Duration::from_secs(6));
+        tokio::time::advance(Duration::from_secs(6)).await;
+        assert_eq!(check_backoff(&p, c, &st, &backoff, at(10)), None);
+        let refused = check_backoff(&p, c, &st, &backoff, at(10)).expect("in backoff");
+        assert!(
+            refused.error.message.starts_with("back-off 20s "),
+            "{}",
+            refused.error.message
+        );
+        assert_eq!(refused.retry_after, Duration::from_secs(10));
         assert_eq!(
             backoff_key(&p, c),
             format!("web_default_uid-web_app_{:x}", hash_container(c))

@@ -2,14 +2,16 @@
 //!
 //! Mirrors upstream `pkg/kubelet/images/image_manager.go` (`EnsureImageExists`,
 //! `shouldPullImage`, `applyDefaultImageTag`) and the pull-policy defaulting of
-//! `pkg/apis/core/v1/defaults.go` (`SetDefaults_Container`). Image pull backoff
-//! (`ImagePullBackOff`) is not implemented yet: a failed pull is retried on the next sync.
+//! `pkg/apis/core/v1/defaults.go` (`SetDefaults_Container`). A failed pull is `ErrImagePull`;
+//! until its backoff window ends ([`crate::pull_backoff`]) further starts are
+//! `ImagePullBackOff`.
 
 use k8s_cri::v1 as cri;
 use k8s_openapi::api::core::v1::Container;
 use kubelet_core::runtime::{Error, Result};
 
 use crate::client::CriClient;
+use crate::pull_backoff::ImagePullBackoff;
 use crate::reasons::{
     ERR_IMAGE_NEVER_PULL, ERR_IMAGE_PULL, IMAGE_INSPECT_ERROR, INVALID_IMAGE_NAME,
 };
@@ -91,6 +93,13 @@ pub(crate) enum EnsureError {
         /// Message.
         message: String,
     },
+    /// A recent pull of the image failed: `ImagePullBackOff` until `retry_after`.
+    Backoff {
+        /// Message with the last pull error.
+        message: String,
+        /// Time until the window ends.
+        retry_after: std::time::Duration,
+    },
     /// The runtime is unavailable.
     Unavailable(Error),
 }
@@ -109,6 +118,8 @@ fn fail(reason: &'static str, e: Error) -> EnsureError {
 /// reference to create the container from (the image ID when known).
 pub(crate) async fn ensure_image_exists(
     client: &CriClient,
+    pulls: &ImagePullBackoff,
+    pod_uid: &str,
     container: &Container,
     pod_annotations: &std::collections::HashMap<String, String>,
     sandbox_config: &cri::PodSandboxConfig,
@@ -151,11 +162,32 @@ pub(crate) async fn ensure_image_exists(
         }
         _ => {}
     }
+    if let Some(refused) = pulls.check(pod_uid, raw) {
+        return Err(EnsureError::Backoff {
+            message: refused.message,
+            retry_after: refused.retry_after,
+        });
+    }
     tracing::info!(image = %image, "pulling image");
-    client
-        .pull_image(spec, sandbox_config.clone())
-        .await
-        .map_err(|e| fail(ERR_IMAGE_PULL, e))
+    match client.pull_image(spec, sandbox_config.clone()).await {
+        Ok(image_ref) => {
+            pulls.succeeded();
+            Ok(image_ref)
+        }
+        Err(Error::Unavailable(e)) => Err(EnsureError::Unavailable(Error::Unavailable(e))),
+        Err(e) => {
+            let message = match e {
+                Error::Runtime { message, .. } => message,
+                e => e.to_string(),
+            };
+            tracing::warn!(image = %image, error = %message, "failed to pull image");
+            pulls.failed(pod_uid, raw, &message);
+            Err(EnsureError::Container {
+                reason: ERR_IMAGE_PULL,
+                message,
+            })
+        }
+    }
 }
 
 #[cfg(test)]

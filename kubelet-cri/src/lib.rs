@@ -10,7 +10,11 @@
 //!
 //! * [`RemoteRuntime`] / [`Options`]: connect lazily, one deadline per call, errors mapped to
 //!   [`kubelet_core::runtime::Error`] (`Unavailable` is retryable).
-//! * [`actions::compute_pod_actions`]: the pure decision of what to do for a pod.
+//! * [`actions::compute_pod_actions`]: the pure decision of what to do for a pod, with
+//!   init containers and sidecars ([`actions::compute_init_container_actions`]) and the
+//!   crash-loop backoff check ([`actions::check_backoff`]).
+//! * [`pull_backoff::ImagePullBackoff`]: `ErrImagePull`, then `ImagePullBackOff` until the
+//!   window ends.
 //! * [`labels`]: what the kubelet stores on sandboxes and containers.
 //! * `fake::FakeCriServer` (feature `test-util`): an in-process CRI server on a unix socket.
 //!
@@ -41,6 +45,7 @@ mod error;
 pub mod image;
 mod kill;
 pub mod labels;
+pub mod pull_backoff;
 pub mod reasons;
 pub mod runtime;
 pub mod sandbox;

@@ -6,6 +6,8 @@
 pub const CRASH_LOOP_BACK_OFF: &str = "CrashLoopBackOff";
 /// The image could not be pulled.
 pub const ERR_IMAGE_PULL: &str = "ErrImagePull";
+/// A recent pull of the image failed; waiting for its backoff window to end.
+pub const IMAGE_PULL_BACK_OFF: &str = "ImagePullBackOff";
 /// The image is absent and the pull policy is `Never`.
 pub const ERR_IMAGE_NEVER_PULL: &str = "ErrImageNeverPull";
 /// The image reference cannot be used.

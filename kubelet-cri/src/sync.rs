@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use k8s_cri::v1 as cri;
 use k8s_openapi::api::core::v1::{Container, Pod};
 use kubelet_core::backoff::Backoff;
+use kubelet_core::container::is_restartable_init_container;
 use kubelet_core::pod::PodExt;
 use kubelet_core::runtime::{
     ContainerState, ContainerSyncError, Error, PodStatus, PodSyncResult, Result, RunningPod,
@@ -27,7 +28,9 @@ use crate::convert;
 use crate::error::is_not_found;
 use crate::image::{EnsureError, ensure_image_exists};
 use crate::labels::{ContainerType, new_pod_annotations};
-use crate::reasons::{CREATE_CONTAINER_CONFIG_ERROR, CREATE_CONTAINER_ERROR, RUN_CONTAINER_ERROR};
+use crate::reasons::{
+    CREATE_CONTAINER_CONFIG_ERROR, CREATE_CONTAINER_ERROR, IMAGE_PULL_BACK_OFF, RUN_CONTAINER_ERROR,
+};
 use crate::runtime::RemoteRuntime;
 use crate::sandbox::{generate_pod_sandbox_config, host_dns_config, pod_logs_dir};
 use crate::security::{ImageUser, container_security_context, verify_run_as_non_root};
@@ -36,6 +39,8 @@ use crate::security::{ImageUser, container_security_context, verify_run_as_non_r
 enum StartError {
     /// Report on the container and go on.
     Container(ContainerSyncError),
+    /// Inside a backoff window that ends after the duration: report on the container.
+    Backoff(ContainerSyncError, std::time::Duration),
     /// The runtime is down: abort the sync.
     Down(Error),
 }
@@ -118,7 +123,7 @@ impl RemoteRuntime {
         self.prune_init_containers(pod, status).await;
 
         if !actions.create_sandbox
-            && actions.next_init_container_to_start.is_none()
+            && actions.init_containers_to_start.is_empty()
             && actions.containers_to_start.is_empty()
         {
             return Ok(result);
@@ -169,17 +174,24 @@ impl RemoteRuntime {
         actions: &PodActions,
         result: &mut PodSyncResult,
     ) -> Result<()> {
-        if let Some(c) = actions
-            .next_init_container_to_start
-            .and_then(|i| ctx.pod.init_containers().get(i))
+        for c in actions
+            .init_containers_to_start
+            .iter()
+            .filter_map(|&i| ctx.pod.init_containers().get(i))
         {
             match self.start_container(ctx, c, ContainerType::Init).await {
-                Ok(()) => result.changed = true,
+                Ok(()) => {
+                    result.changed = true;
+                    result.started.push(c.name.clone());
+                }
                 Err(StartError::Down(e)) => return Err(e),
-                Err(StartError::Container(e)) => {
-                    // The pod cannot initialize: do not start anything else.
-                    result.container_errors.push(e);
-                    return Ok(());
+                Err(failed) => {
+                    record(result, failed);
+                    // A sidecar that cannot start does not hold back the others; a regular
+                    // init container that cannot start stops the pod's initialization.
+                    if !is_restartable_init_container(c) {
+                        return Ok(());
+                    }
                 }
             }
         }
@@ -189,9 +201,12 @@ impl RemoteRuntime {
             .filter_map(|&i| ctx.pod.containers().get(i))
         {
             match self.start_container(ctx, c, ContainerType::Regular).await {
-                Ok(()) => result.changed = true,
+                Ok(()) => {
+                    result.changed = true;
+                    result.started.push(c.name.clone());
+                }
                 Err(StartError::Down(e)) => return Err(e),
-                Err(StartError::Container(e)) => result.container_errors.push(e),
+                Err(failed) => record(result, failed),
             }
         }
         Ok(())
@@ -224,11 +239,19 @@ impl RemoteRuntime {
         container_type: ContainerType,
     ) -> Result<(), StartError> {
         let pod = ctx.pod;
-        if let Some(e) = check_backoff(pod, container, ctx.status, ctx.backoff) {
-            return Err(StartError::Container(e));
+        if let Some(refused) = check_backoff(
+            pod,
+            container,
+            ctx.status,
+            ctx.backoff,
+            kubelet_core::time::now(),
+        ) {
+            return Err(StartError::Backoff(refused.error, refused.retry_after));
         }
         let image_ref = ensure_image_exists(
             &self.client,
+            &self.image_backoff,
+            pod.uid().as_str(),
             container,
             &new_pod_annotations(pod),
             ctx.sandbox_config,
@@ -238,6 +261,17 @@ impl RemoteRuntime {
             EnsureError::Container { reason, message } => {
                 container_error(container, reason, message)
             }
+            EnsureError::Backoff {
+                message,
+                retry_after,
+            } => StartError::Backoff(
+                ContainerSyncError {
+                    container: container.name.clone(),
+                    reason: IMAGE_PULL_BACK_OFF.to_owned(),
+                    message,
+                },
+                retry_after,
+            ),
             EnsureError::Unavailable(e) => StartError::Down(e),
         })?;
         let opts = ctx
@@ -352,6 +386,18 @@ impl RemoteRuntime {
             }
             _ => {}
         }
+    }
+}
+
+/// Adds a per-container failure to a sync result.
+fn record(result: &mut PodSyncResult, failed: StartError) {
+    match failed {
+        StartError::Container(e) => result.container_errors.push(e),
+        StartError::Backoff(e, after) => {
+            result.container_errors.push(e);
+            result.retry_after(after);
+        }
+        StartError::Down(e) => result.pod_error = Some(e.to_string()),
     }
 }
 

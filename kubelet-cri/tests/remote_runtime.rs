@@ -576,6 +576,28 @@ async fn image_pull_policies() {
     assert_eq!(result.container_errors.len(), 1);
     assert_eq!(result.container_errors[0].reason, reasons::ERR_IMAGE_PULL);
     assert!(result.container_errors[0].message.contains("missing:1"));
+    assert_eq!(result.retry_after, None, "ErrImagePull is a plain error");
+
+    // the next start inside the 10 s window does not pull: ImagePullBackOff
+    let pulls = env.cri().count("PullImage");
+    let pull_error = result.container_errors[0].message.clone();
+    let result = env.sync(&p, &backoff).await;
+    assert_eq!(result.container_errors.len(), 1);
+    assert_eq!(
+        result.container_errors[0].reason,
+        reasons::IMAGE_PULL_BACK_OFF
+    );
+    assert_eq!(
+        result.container_errors[0].message,
+        format!("Back-off pulling image \"missing:1\": ErrImagePull: {pull_error}")
+    );
+    assert!(
+        result
+            .retry_after
+            .is_some_and(|d| d > Duration::ZERO && d <= Duration::from_secs(10)),
+        "{result:?}"
+    );
+    assert_eq!(env.cri().count("PullImage"), pulls);
 }
 
 #[tokio::test]

@@ -156,12 +156,12 @@ pub fn generate_api_pod_status_with(
         containers::has_any_active_regular_container_started(pod, runtime),
     )
     .to_owned();
-    if !is_terminal(Some(&phase)) {
-        if is_terminal(old.phase.as_deref()) {
-            phase = old.phase.clone().unwrap_or_default();
-        } else if is_terminal(api.phase.as_deref()) {
-            phase = api.phase.clone().unwrap_or_default();
-        }
+    if is_terminal(old.phase.as_deref()) {
+        // Terminal is final, also between the two terminal phases: a Succeeded pod whose
+        // containers later look failed (e.g. removed) stays Succeeded.
+        phase = old.phase.clone().unwrap_or_default();
+    } else if !is_terminal(Some(&phase)) && is_terminal(api.phase.as_deref()) {
+        phase = api.phase.clone().unwrap_or_default();
     }
     if is_terminal(api.phase.as_deref()) && api.phase.as_deref() != Some(phase.as_str()) {
         tracing::warn!(pod = %pod.full_name(), from = ?api.phase, to = %phase, "pod attempted illegal phase transition");

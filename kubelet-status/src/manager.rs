@@ -248,13 +248,19 @@ impl StatusManager for LocalStatusManager {
     }
 }
 
+fn is_sidecar(pod: &Pod, name: &str) -> bool {
+    pod.init_containers()
+        .iter()
+        .any(|c| c.name == name && kubelet_core::container::is_restartable_init_container(c))
+}
+
 /// A pod in a terminal phase stays there; a container that terminated and will not be
 /// restarted (terminal pod, or per the restart policy) stays terminated. Upstream drops such
 /// updates entirely (`checkContainerStateTransition`); here only the offending container
 /// statuses and the phase are kept from `old`.
 fn keep_terminal_states(pod: &Pod, old: &ApiPodStatus, new: &mut ApiPodStatus) {
     let old_terminal = is_terminal_phase(old);
-    if old_terminal && !is_terminal_phase(new) {
+    if old_terminal && new.phase != old.phase {
         tracing::warn!(pod = %pod.full_name(), from = ?old.phase, to = ?new.phase, "pod attempted to leave a terminal phase");
         new.phase = old.phase.clone();
         new.reason = new.reason.take().or_else(|| old.reason.clone());
@@ -275,6 +281,10 @@ fn keep_terminal_states(pod: &Pod, old: &ApiPodStatus, new: &mut ApiPodStatus) {
             let Some(o) = old_list.iter().flatten().find(|o| o.name == n.name) else {
                 continue;
             };
+            // A sidecar is always allowed to restart while the pod runs.
+            if !old_terminal && is_sidecar(pod, &n.name) {
+                continue;
+            }
             let exit = o
                 .state
                 .as_ref()

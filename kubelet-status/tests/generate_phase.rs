@@ -133,6 +133,32 @@ fn sidecar_running_and_app_running_is_running() {
 }
 
 #[test]
+fn only_sidecars_left_after_the_apps_finished() {
+    let mut p = pod("Never", &["app"], &["sidecar"]);
+    if let Some(init) = p.spec.as_mut().and_then(|s| s.init_containers.as_mut()) {
+        init[0].restart_policy = Some("Always".into());
+    }
+    // The app finished but the sidecar still runs: Running until the kubelet stops it.
+    let rt = runtime(vec![
+        running("sidecar", "id-s", 1),
+        exited("app", "id-a", 0, 5),
+    ]);
+    assert_eq!(phase(&gen_simple(&p, &rt)), "Running");
+    // Stopped sidecars do not count: the app decides.
+    let rt = runtime(vec![
+        exited("sidecar", "id-s", 137, 1),
+        exited("app", "id-a", 0, 5),
+    ]);
+    let s = gen_simple(&p, &rt);
+    assert_eq!(phase(&s), "Succeeded");
+    let rt = runtime(vec![
+        exited("sidecar", "id-s", 0, 1),
+        exited("app", "id-a", 1, 5),
+    ]);
+    assert_eq!(phase(&gen_simple(&p, &rt)), "Failed");
+}
+
+#[test]
 fn terminating_pod_with_restart_always_becomes_terminal() {
     let p = pod("Always", &["a"], &[]);
     let inputs = StatusInputs {

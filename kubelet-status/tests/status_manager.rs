@@ -136,6 +136,37 @@ fn terminal_phase_forces_ready_false() {
 }
 
 #[test]
+fn sidecar_may_leave_terminated_under_never_but_init_containers_may_not() {
+    let m = LocalStatusManager::new();
+    let mut p = pod("Never", &["app"], &["side", "init"]);
+    if let Some(spec) = p.spec.as_mut()
+        && let Some(inits) = spec.init_containers.as_mut()
+    {
+        inits[0].restart_policy = Some("Always".into());
+    }
+    let mut s = status("Running", vec![cs("app", running_state())]);
+    s.init_container_statuses = Some(vec![
+        cs("side", terminated_state(1)),
+        cs("init", terminated_state(0)),
+    ]);
+    m.set_pod_status(&p, s);
+    let mut s = status("Running", vec![cs("app", running_state())]);
+    s.init_container_statuses = Some(vec![
+        cs("side", running_state()),
+        cs("init", running_state()),
+    ]);
+    m.set_pod_status(&p, s);
+    let stored = m.pod_status(&uid()).expect("stored");
+    let init = stored.init_container_statuses.expect("init");
+    assert_eq!(init[0].state, running_state(), "the sidecar restarted");
+    assert_eq!(
+        init[1].state,
+        terminated_state(0),
+        "init containers never rerun"
+    );
+}
+
+#[test]
 fn restart_never_container_cannot_leave_terminated() {
     let m = LocalStatusManager::new();
     let p = pod("Never", &["a", "b"], &[]);

@@ -23,6 +23,8 @@ pub struct Node {
     pub read_only_port: u16,
     pub healthz_port: u16,
     starts: u32,
+    /// Extra kubelet flags, added after the harness's own (set before `start_kubelet`).
+    pub extra_args: Vec<String>,
 }
 
 /// Four hex digits from this checkout's path, so test runs in two checkouts (git worktrees)
@@ -57,6 +59,7 @@ impl Node {
             read_only_port: free_port(),
             healthz_port: free_port(),
             starts: 0,
+            extra_args: Vec::new(),
         }
     }
 
@@ -90,6 +93,7 @@ impl Node {
             .args(["--read-only-port", &self.read_only_port.to_string()])
             .args(["--healthz-port", &self.healthz_port.to_string()])
             .args(["--file-check-frequency", "2s", "--sync-frequency", "10s"])
+            .args(&self.extra_args)
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
             .stderr(log)

@@ -6,6 +6,7 @@ mod admit;
 pub mod env;
 mod helper;
 mod propagation;
+mod reason_cache;
 pub mod runtime_state;
 pub mod sync_loop;
 mod syncer;

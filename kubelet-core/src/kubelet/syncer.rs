@@ -22,6 +22,7 @@ use crate::status::{StatusInputs, StatusManager, is_terminal_phase};
 use crate::sync::{Error, PodSyncer, Result, SyncPodType};
 use crate::volume::VolumeManager;
 
+use super::reason_cache::ReasonCache;
 use super::runtime_state::RuntimeState;
 
 /// Grace period for runtime pods that have no config (upstream: 1 s in `HandlePodCleanups`).
@@ -54,6 +55,7 @@ pub struct KubeletPodSyncer {
     crash_backoff: Arc<Backoff>,
     root_dir: PathBuf,
     host_ips: Vec<String>,
+    reasons: ReasonCache,
 }
 
 impl std::fmt::Debug for KubeletPodSyncer {
@@ -82,6 +84,7 @@ impl KubeletPodSyncer {
             crash_backoff,
             root_dir,
             host_ips,
+            reasons: ReasonCache::default(),
         }
     }
 
@@ -147,7 +150,8 @@ impl PodSyncer for KubeletPodSyncer {
     async fn sync_pod(&self, kind: SyncPodType, pod: &Pod, status: &PodStatus) -> Result<bool> {
         let uid = pod.uid();
         debug!(pod = %pod.full_name(), ?kind, "sync pod");
-        if self.record_status(pod, status, &self.inputs(None)) {
+        let reasons = self.reasons.as_result(&uid);
+        if self.record_status(pod, status, &self.inputs(reasons.as_ref())) {
             return Ok(true);
         }
         if !pod.host_network()
@@ -187,7 +191,9 @@ impl PodSyncer for KubeletPodSyncer {
         } else {
             Arc::new(status.clone())
         };
-        let terminal = self.record_status(pod, &fresh, &self.inputs(Some(&result)));
+        self.reasons.update(&uid, &result);
+        let reasons = self.reasons.as_result(&uid);
+        let terminal = self.record_status(pod, &fresh, &self.inputs(reasons.as_ref()));
         if terminal {
             return Ok(true);
         }
@@ -200,7 +206,15 @@ impl PodSyncer for KubeletPodSyncer {
                 .iter()
                 .map(|e| format!("{}: {}: {}", e.container, e.reason, e.message))
                 .collect();
-            return Err(Error::Other(errs.join("; ")));
+            let message = errs.join("; ");
+            // A backoff window decides when to try again (upstream MinBackoffExpiration).
+            return Err(match result.retry_after {
+                Some(retry_after) => Error::Backoff {
+                    message,
+                    retry_after,
+                },
+                None => Error::Other(message),
+            });
         }
         Ok(false)
     }
@@ -258,6 +272,7 @@ impl PodSyncer for KubeletPodSyncer {
 
     async fn sync_terminated_pod(&self, pod: &Pod, status: &PodStatus) -> Result<()> {
         let uid = pod.uid();
+        self.reasons.remove(&uid);
         self.managers.probes.remove_pod(pod);
         self.managers.volumes.unmount_pod(&uid).await?;
         if !self.pod_manager.contains(&uid) {

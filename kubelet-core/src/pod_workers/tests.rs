@@ -20,6 +20,7 @@ struct RecordingSyncer {
     seen: mpsc::UnboundedSender<Seen>,
     terminal: StdMutex<bool>,
     fail: StdMutex<u32>,
+    backoff: StdMutex<Option<Duration>>,
     gate: tokio::sync::Semaphore,
 }
 
@@ -30,6 +31,7 @@ impl RecordingSyncer {
             seen: tx,
             terminal: StdMutex::new(false),
             fail: StdMutex::new(0),
+            backoff: StdMutex::new(None),
             gate: tokio::sync::Semaphore::new(1000),
         });
         (s, rx)
@@ -46,6 +48,12 @@ impl PodSyncer for RecordingSyncer {
             .map_err(|e| crate::sync::Error::Other(e.to_string()))?;
         let image = pod.containers()[0].image.clone().unwrap_or_default();
         let _ = self.seen.send(Seen::Sync(kind, image));
+        if let Some(retry_after) = self.backoff.lock().expect("lock").take() {
+            return Err(crate::sync::Error::Backoff {
+                message: "app: CrashLoopBackOff: back-off".into(),
+                retry_after,
+            });
+        }
         {
             let mut fail = self.fail.lock().expect("lock");
             if *fail > 0 {
@@ -232,6 +240,22 @@ async fn failed_sync_is_due_after_backoff_and_success_after_resync() {
     assert!(w.due_pods().is_empty());
     tokio::time::advance(Duration::from_secs(31)).await;
     assert_eq!(w.due_pods(), vec![p.uid()]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn backoff_is_retried_by_the_worker_when_the_window_ends() {
+    let (syncer, mut rx) = RecordingSyncer::new();
+    *syncer.backoff.lock().expect("lock") = Some(Duration::from_millis(150));
+    let w = workers(syncer);
+    let p = pod("c");
+    w.update_pod(create(p.clone()));
+    assert!(matches!(next(&mut rx).await, Seen::Sync(..)));
+    tokio::task::yield_now().await;
+    let start = Instant::now();
+    // no tick, no event: the worker syncs by itself when the window ends
+    assert!(matches!(next(&mut rx).await, Seen::Sync(..)));
+    assert_eq!(start.elapsed(), Duration::from_millis(150));
+    assert!(w.due_pods().is_empty());
 }
 
 #[tokio::test]

@@ -393,6 +393,7 @@ impl Runtime for FakeRuntime {
                 ..Default::default()
             });
             calls.push(Call::StartContainer(uid.clone(), spec.name.clone()));
+            result.started.push(spec.name.clone());
             result.changed = true;
         }
         st.calls.extend(calls);
