@@ -107,6 +107,8 @@ pub struct RemoteRuntime {
     pub(crate) opts: Arc<Options>,
     /// Liveness and startup results: a failed container is killed and restarted.
     pub(crate) probes: Option<kubelet_core::probe::Results>,
+    /// Containers whose preStop hook has been started by a kill that has not finished.
+    pub(crate) pre_stop_started: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
 }
 
 impl RemoteRuntime {
@@ -121,6 +123,7 @@ impl RemoteRuntime {
             client,
             opts: Arc::new(opts),
             probes: None,
+            pre_stop_started: Arc::default(),
         })
     }
 
@@ -138,7 +141,12 @@ impl RemoteRuntime {
     }
 
     /// Status of one pod's sandboxes and containers (see [`Runtime::get_pod_status`]).
-    async fn pod_status(&self, uid: &PodUid, name: &str, namespace: &str) -> Result<PodStatus> {
+    pub(crate) async fn pod_status(
+        &self,
+        uid: &PodUid,
+        name: &str,
+        namespace: &str,
+    ) -> Result<PodStatus> {
         let selector = pod_uid_selector(uid);
         let (mut sandboxes, containers) = tokio::try_join!(
             self.client.list_pod_sandbox(None, selector.clone()),

@@ -3,7 +3,7 @@
 //! Mirrors upstream `SyncPod` of `pkg/kubelet/kuberuntime/kuberuntime_manager.go` (kill the
 //! pod or unwanted containers, prune/purge init containers, create the sandbox, start the next
 //! init container, start app containers) and `startContainer` of `kuberuntime_container.go`
-//! (pull, create, start). Per-container failures become
+//! (pull, create, start, postStart hook). Per-container failures become
 //! [`ContainerSyncError`]s with upstream's waiting reasons; a sandbox failure is the
 //! `pod_error`; a runtime that is down aborts the sync with [`Error::Unavailable`].
 
@@ -27,6 +27,7 @@ use crate::convert;
 use crate::error::is_not_found;
 use crate::image::{EnsureError, ensure_image_exists};
 use crate::labels::{ContainerType, new_pod_annotations};
+use crate::lifecycle::{FAILED_POST_START_HOOK, POST_START_HOOK_ERROR};
 use crate::reasons::{CREATE_CONTAINER_CONFIG_ERROR, CREATE_CONTAINER_ERROR, RUN_CONTAINER_ERROR};
 use crate::runtime::RemoteRuntime;
 use crate::sandbox::{generate_pod_sandbox_config, host_dns_config, pod_logs_dir};
@@ -106,6 +107,7 @@ impl RemoteRuntime {
                         &k.name,
                         k.grace_period_seconds,
                         &k.message,
+                        None,
                     )
                     .await
                 {
@@ -207,7 +209,8 @@ impl RemoteRuntime {
         Ok((id, convert::sandbox_ips(&status)))
     }
 
-    /// Pulls, creates and starts one container (upstream `startContainer`, without hooks).
+    /// Pulls, creates and starts one container and runs its postStart hook (upstream
+    /// `startContainer`).
     async fn start_container(
         &self,
         ctx: &StartContext<'_>,
@@ -268,7 +271,46 @@ impl RemoteRuntime {
         self.client
             .start_container(&id)
             .await
-            .map_err(|e| classify(container, RUN_CONTAINER_ERROR, e))
+            .map_err(|e| classify(container, RUN_CONTAINER_ERROR, e))?;
+        self.run_post_start(pod, container, &id).await
+    }
+
+    /// Runs the container's postStart hook; a failing one kills the container (upstream
+    /// `startContainer` step 4) and is reported as `PostStartHookError`.
+    async fn run_post_start(
+        &self,
+        pod: &Pod,
+        container: &Container,
+        id: &str,
+    ) -> Result<(), StartError> {
+        let Some(handler) = container
+            .lifecycle
+            .as_ref()
+            .and_then(|l| l.post_start.as_ref())
+        else {
+            return Ok(());
+        };
+        let Err(message) = self
+            .run_lifecycle_handler(pod, container, id, handler)
+            .await
+        else {
+            return Ok(());
+        };
+        tracing::warn!(pod = %pod.full_name(), container = %container.name, %message, "postStart hook failed");
+        if let Err(e) = self
+            .kill_container(
+                Some(pod),
+                id,
+                &container.name,
+                None,
+                FAILED_POST_START_HOOK,
+                None,
+            )
+            .await
+        {
+            tracing::warn!(pod = %pod.full_name(), container = %container.name, error = %e, "failed to kill container after its postStart hook failed");
+        }
+        Err(container_error(container, POST_START_HOOK_ERROR, message))
     }
 
     /// Removes every instance of the pod's init containers, so that a new sandbox runs them
