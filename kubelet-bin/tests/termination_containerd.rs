@@ -1,0 +1,158 @@
+//! Termination acceptance against a real containerd: a container that ignores SIGTERM is
+//! killed when its grace period ends (exit 137), a preStop hook runs before SIGTERM and counts
+//! against the grace period. Containers report what happens to them by touching files in a
+//! hostPath directory (their modification times are the host's clock); the kubelet's log
+//! says when each kill started and how each container ended (exit code, the runtime's finish
+//! time), since the pod and its containers are gone once the manifest is removed.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use k8s_openapi::jiff::Timestamp;
+use support::{Node, container_status};
+
+const IMAGE: &str = "docker.io/library/busybox:1.36";
+
+/// A pod whose container `name` traps SIGTERM (touching `<out>/<name>-term`) and goes on;
+/// `pre_stop` is an optional preStop exec script.
+fn ignoring_pod(name: &str, out: &Path, grace: u32, pre_stop: Option<&str>) -> String {
+    let lifecycle = pre_stop
+        .map(|script| {
+            format!("    lifecycle:\n      preStop:\n        exec:\n          command: [sh, -c, {script:?}]\n")
+        })
+        .unwrap_or_default();
+    format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata: {{name: {name}}}
+spec:
+  terminationGracePeriodSeconds: {grace}
+  containers:
+  - name: {name}
+    image: {IMAGE}
+    imagePullPolicy: IfNotPresent
+    command: [sh, -c, "trap 'touch /out/{name}-term' TERM; touch /out/{name}-started; while true; do sleep 1; done"]
+    volumeMounts: [{{name: out, mountPath: /out}}]
+{lifecycle}  volumes:
+  - {{name: out, hostPath: {{path: {out}, type: DirectoryOrCreate}}}}
+"#,
+        out = out.display()
+    )
+}
+
+fn mtime(p: &Path) -> Option<Timestamp> {
+    let t = std::fs::metadata(p).ok()?.modified().ok()?;
+    let d = t.duration_since(SystemTime::UNIX_EPOCH).ok()?;
+    Timestamp::from_nanosecond(i128::try_from(d.as_nanos()).ok()?).ok()
+}
+
+fn secs(from: Timestamp, to: Timestamp) -> f64 {
+    (to.as_nanosecond() - from.as_nanosecond()) as f64 / 1e9
+}
+
+/// The value of `key=` in a log line (quotes stripped).
+fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
+    let start = line.find(&format!(" {key}="))? + key.len() + 2;
+    let rest = &line[start..];
+    Some(
+        rest.split_whitespace()
+            .next()
+            .unwrap_or_default()
+            .trim_matches('"'),
+    )
+}
+
+/// When the kill of container `name` started (the log line's timestamp).
+fn kill_started(log: &str, name: &str) -> Option<Timestamp> {
+    log.lines()
+        .find(|l| l.contains("killing container") && field(l, "container") == Some(name))
+        .and_then(|l| l.split_whitespace().next()?.parse().ok())
+}
+
+/// Exit code and finish time of container `name` as the kubelet logged them.
+fn stopped(log: &str, name: &str) -> Option<(i32, Timestamp)> {
+    let line = log
+        .lines()
+        .find(|l| l.contains("container stopped") && field(l, "container") == Some(name))?;
+    Some((
+        field(line, "exit_code")?.parse().ok()?,
+        field(line, "finished_at")?.parse().ok()?,
+    ))
+}
+
+fn out_dir(node: &Node) -> PathBuf {
+    let out = node.dir.join("out");
+    let _ = std::fs::remove_dir_all(&out);
+    std::fs::create_dir_all(&out).expect("out dir");
+    out
+}
+
+#[test]
+fn sigterm_ignoring_container_is_killed_after_the_grace_period_and_pre_stop_runs_first() {
+    let node = Node::start("termination");
+    let out = out_dir(&node);
+    node.write_manifest("stubborn.yaml", &ignoring_pod("stubborn", &out, 5, None));
+    node.write_manifest(
+        "hooked.yaml",
+        &ignoring_pod(
+            "hooked",
+            &out,
+            5,
+            Some("touch /out/prestop-start; sleep 3; touch /out/prestop-end"),
+        ),
+    );
+    for name in ["stubborn", "hooked"] {
+        node.wait_for(Duration::from_secs(20), "both containers running", |n| {
+            let pod = n.pod(name)?;
+            container_status(&pod, name)?["state"]["running"]
+                .is_object()
+                .then_some(())?;
+            out.join(format!("{name}-started")).exists().then_some(())
+        });
+    }
+    node.remove_manifest("stubborn.yaml");
+    node.remove_manifest("hooked.yaml");
+    let log = node.wait_for(Duration::from_secs(20), "both containers stopped", |n| {
+        let log = n.log();
+        (stopped(&log, "stubborn").is_some() && stopped(&log, "hooked").is_some()).then_some(log)
+    });
+
+    // Without a hook: SIGTERM at once (the trap ran), SIGKILL when the 5 s are over.
+    let start = kill_started(&log, "stubborn").expect("kill logged");
+    let (code, finished) = stopped(&log, "stubborn").expect("stop logged");
+    assert_eq!(code, 137, "killed by SIGKILL");
+    let took = secs(start, finished);
+    assert!(
+        (3.5..=6.5).contains(&took),
+        "killed {took:.2} s after the kill started"
+    );
+    let term = mtime(&out.join("stubborn-term")).expect("SIGTERM was delivered");
+    assert!(secs(start, term) < 2.0, "SIGTERM right away");
+
+    // With a 3 s preStop: the hook runs first, SIGTERM after it, SIGKILL still at 5 s.
+    let start = kill_started(&log, "hooked").expect("kill logged");
+    let (code, finished) = stopped(&log, "hooked").expect("stop logged");
+    assert_eq!(code, 137);
+    let took = secs(start, finished);
+    assert!(
+        (3.5..=6.5).contains(&took),
+        "killed {took:.2} s after the kill started"
+    );
+    let hook_start = mtime(&out.join("prestop-start")).expect("preStop ran");
+    let hook_end = mtime(&out.join("prestop-end")).expect("preStop finished");
+    let term = mtime(&out.join("hooked-term")).expect("SIGTERM was delivered");
+    assert!(secs(start, hook_start) < 1.5, "preStop starts the kill");
+    assert!(
+        secs(hook_start, hook_end) >= 2.9,
+        "the hook slept its 3 s before SIGTERM"
+    );
+    assert!(
+        term >= hook_end,
+        "SIGTERM ({term}) only after the preStop hook ({hook_end})"
+    );
+    node.wait_for(Duration::from_secs(10), "pods gone", |n| {
+        (n.pod("stubborn").is_none() && n.pod("hooked").is_none()).then_some(())
+    });
+}
