@@ -47,6 +47,7 @@ pub mod reasons;
 pub mod runtime;
 pub mod sandbox;
 mod sync;
+pub mod termination;
 
 #[cfg(any(test, feature = "test-util"))]
 pub mod fake;

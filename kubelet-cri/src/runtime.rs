@@ -44,6 +44,9 @@ pub struct Options {
     pub node_name: String,
     /// Parent cgroup of the pod sandboxes; `None` lets the runtime choose.
     pub cgroup_parent: Option<String>,
+    /// The kubelet's root directory (`--root-dir`): termination message files live under
+    /// `<root>/pods/<uid>/containers/<name>/`. `None`: no termination message file is mounted.
+    pub root_dir: Option<PathBuf>,
 }
 
 impl Default for Options {
@@ -54,6 +57,7 @@ impl Default for Options {
             resolv_conf: PathBuf::from("/etc/resolv.conf"),
             node_name: String::new(),
             cgroup_parent: None,
+            root_dir: None,
         }
     }
 }
@@ -84,6 +88,13 @@ impl Options {
     #[must_use]
     pub fn with_node_name(mut self, name: impl Into<String>) -> Self {
         self.node_name = name.into();
+        self
+    }
+
+    /// Sets [`Options::root_dir`].
+    #[must_use]
+    pub fn with_root_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.root_dir = Some(dir.into());
         self
     }
 
@@ -188,7 +199,23 @@ impl RemoteRuntime {
         .await;
         for st in statuses {
             match st {
-                Ok(st) => status.containers.push(convert::container_status(&st)),
+                Ok(st) => {
+                    let mut converted = convert::container_status(&st);
+                    if converted.state == kubelet_core::runtime::ContainerState::Exited
+                        && let Some(message) = crate::termination::termination_message(
+                            &st,
+                            converted.exit_code,
+                            &converted.reason,
+                        )
+                        .await
+                    {
+                        if !converted.message.is_empty() {
+                            converted.message.push_str(": ");
+                        }
+                        converted.message.push_str(&message);
+                    }
+                    status.containers.push(converted);
+                }
                 Err(e) if is_not_found(&e) => {}
                 Err(e) => return Err(e),
             }

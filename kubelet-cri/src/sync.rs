@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 use kubelet_core::backoff::Backoff;
 use kubelet_core::pod::PodExt;
 use kubelet_core::runtime::{
-    ContainerState, ContainerSyncError, Error, PodStatus, PodSyncResult, Result, RunningPod,
+    ContainerState, ContainerSyncError, Error, Mount, PodStatus, PodSyncResult, Result, RunningPod,
     RuntimeHelper,
 };
 
@@ -31,6 +31,7 @@ use crate::lifecycle::{FAILED_POST_START_HOOK, POST_START_HOOK_ERROR};
 use crate::reasons::{CREATE_CONTAINER_CONFIG_ERROR, CREATE_CONTAINER_ERROR, RUN_CONTAINER_ERROR};
 use crate::runtime::RemoteRuntime;
 use crate::sandbox::{generate_pod_sandbox_config, host_dns_config, pod_logs_dir};
+use crate::termination::{create_termination_log, termination_message_path};
 
 /// Why one container could not be started.
 enum StartError {
@@ -234,12 +235,14 @@ impl RemoteRuntime {
             }
             EnsureError::Unavailable(e) => StartError::Down(e),
         })?;
-        let opts = ctx
+        let mut opts = ctx
             .helper
             .generate_run_container_options(pod, container, ctx.pod_ips)
             .map_err(|message| {
                 container_error(container, CREATE_CONTAINER_CONFIG_ERROR, message)
             })?;
+        opts.mounts
+            .extend(self.termination_log_mount(pod, container).await);
 
         let logs_dir =
             container_logs_dir(&pod_logs_dir(&self.opts.pod_logs_dir, pod), &container.name);
@@ -273,6 +276,25 @@ impl RemoteRuntime {
             .await
             .map_err(|e| classify(container, RUN_CONTAINER_ERROR, e))?;
         self.run_post_start(pod, container, &id).await
+    }
+
+    /// A fresh termination message file mounted at the container's `terminationMessagePath`
+    /// (upstream `makeMounts`); `None` (logged) when it cannot be created.
+    async fn termination_log_mount(&self, pod: &Pod, container: &Container) -> Option<Mount> {
+        let container_path = termination_message_path(container)?;
+        let root = self.opts.root_dir.as_ref()?;
+        let pod_dir = root.join("pods").join(pod.uid().as_str());
+        match create_termination_log(&pod_dir, &container.name).await {
+            Ok(host_path) => Some(Mount {
+                host_path,
+                container_path: container_path.to_owned(),
+                read_only: false,
+            }),
+            Err(e) => {
+                tracing::warn!(pod = %pod.full_name(), container = %container.name, error = %e, "failed to create the termination message file");
+                None
+            }
+        }
     }
 
     /// Runs the container's postStart hook; a failing one kills the container (upstream

@@ -17,7 +17,7 @@ use kubelet_cri::lifecycle::POST_START_HOOK_ERROR;
 use kubelet_cri::{Options, RemoteRuntime};
 
 struct Env {
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
     server: FakeCriServer,
     rt: RemoteRuntime,
 }
@@ -32,13 +32,10 @@ impl Env {
         let opts = Options::default()
             .with_pod_logs_dir(dir.path().join("logs"))
             .with_resolv_conf(dir.path().join("resolv.conf"))
-            .with_request_timeout(Duration::from_secs(10));
+            .with_request_timeout(Duration::from_secs(10))
+            .with_root_dir(dir.path().join("root"));
         let rt = RemoteRuntime::connect(&server.endpoint(), opts).expect("connect");
-        Self {
-            _dir: dir,
-            server,
-            rt,
-        }
+        Self { dir, server, rt }
     }
 
     fn cri(&self) -> &FakeCri {
@@ -257,4 +254,48 @@ async fn sidecars_stop_after_app_containers() {
     };
     let order: Vec<String> = stops.iter().map(|id| name_of(id)).collect();
     assert_eq!(order, ["app", "proxy"]);
+}
+
+#[tokio::test]
+async fn termination_message_file_is_mounted_and_read_on_exit() {
+    let env = Env::new().await;
+    let mut pod = pod_with("web", "Never", &["app", "custom"]);
+    if let Some(s) = pod.spec.as_mut() {
+        s.containers[1].termination_message_path = Some("/tmp/why".into());
+    }
+    assert!(env.sync(&pod).await.is_ok());
+    let containers = env.cri().containers();
+    let host_file = |name: &str, path: &str| {
+        let c = containers
+            .iter()
+            .find(|c| c.name() == name)
+            .expect("container");
+        let m = c
+            .config
+            .mounts
+            .iter()
+            .find(|m| m.container_path == path)
+            .expect("termination log mounted");
+        (c.id.clone(), std::path::PathBuf::from(&m.host_path))
+    };
+    let (app_id, app_file) = host_file("app", "/dev/termination-log");
+    let (custom_id, custom_file) = host_file("custom", "/tmp/why");
+    let pod_dir = env.dir.path().join("root/pods/uid-web/containers");
+    assert!(app_file.starts_with(pod_dir.join("app")), "{app_file:?}");
+    assert!(custom_file.starts_with(pod_dir.join("custom")));
+    assert_eq!(std::fs::read(&app_file).expect("file exists"), b"");
+
+    std::fs::write(&app_file, "disk full").expect("write");
+    std::fs::write(&custom_file, "x".repeat(5000)).expect("write");
+    assert!(env.cri().exit_container(&app_id, 1));
+    assert!(env.cri().exit_container(&custom_id, 0));
+    let status = env
+        .rt
+        .get_pod_status(&pod.uid(), pod.name_or_empty(), pod.namespace_or_default())
+        .await
+        .expect("status");
+    let app = status.container("app").expect("app");
+    assert_eq!(app.message, "disk full");
+    let custom = status.container("custom").expect("custom");
+    assert_eq!(custom.message.len(), 4096, "cut to 4 KiB");
 }
