@@ -156,3 +156,133 @@ fn sigterm_ignoring_container_is_killed_after_the_grace_period_and_pre_stop_runs
         (n.pod("stubborn").is_none() && n.pod("hooked").is_none()).then_some(())
     });
 }
+
+fn container(name: &str, script: &str, extra: &str) -> String {
+    format!(
+        "  - name: {name}\n    image: {IMAGE}\n    imagePullPolicy: IfNotPresent\n    command: [sh, -c, {script:?}]\n{extra}"
+    )
+}
+
+fn pod(name: &str, spec: &str, containers: &[String]) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  terminationGracePeriodSeconds: 2\n{spec}  containers:\n{}",
+        containers.concat()
+    )
+}
+
+fn terminated<'a>(pod: &'a serde_json::Value, name: &str) -> Option<&'a serde_json::Value> {
+    let t = &container_status(pod, name)?["state"]["terminated"];
+    t.is_object().then_some(t)
+}
+
+#[test]
+fn termination_messages_post_start_failures_and_active_deadlines_show_in_the_status() {
+    let node = Node::start("termination-status");
+    node.write_manifest(
+        "msg.yaml",
+        &pod(
+            "msg",
+            "  restartPolicy: Never\n",
+            &[
+                container("file", "echo -n bye > /dev/termination-log; exit 1", ""),
+                container(
+                    "custom",
+                    "echo -n why > /tmp/reason; exit 0",
+                    "    terminationMessagePath: /tmp/reason\n",
+                ),
+                container(
+                    "logs",
+                    "echo first; echo last words; exit 2",
+                    "    terminationMessagePolicy: FallbackToLogsOnError\n",
+                ),
+            ],
+        ),
+    );
+    node.write_manifest(
+        "hook.yaml",
+        &pod(
+            "hook",
+            "",
+            &[container(
+                "app",
+                "exec sleep 3600",
+                "    lifecycle:\n      postStart:\n        exec:\n          command: [sh, -c, 'echo nope >&2; exit 3']\n",
+            )],
+        ),
+    );
+    node.write_manifest(
+        "deadline.yaml",
+        &pod(
+            "deadline",
+            "  activeDeadlineSeconds: 4\n",
+            &[container("app", "exec sleep 3600", "")],
+        ),
+    );
+
+    let msg = node.wait_for(Duration::from_secs(30), "msg containers exited", |n| {
+        let p = n.pod("msg")?;
+        ["file", "custom", "logs"]
+            .iter()
+            .all(|c| terminated(&p, c).is_some())
+            .then_some(p)
+    });
+    let message = |c: &str| {
+        terminated(&msg, c).expect("terminated")["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert_eq!(message("file"), "bye");
+    assert_eq!(message("custom"), "why");
+    assert_eq!(message("logs"), "first\nlast words\n");
+
+    // The failing hook kills the container (exit 137) and it is started again.
+    node.wait_for(
+        Duration::from_secs(30),
+        "the hooked container killed and restarted",
+        |n| {
+            let p = n.pod("hook")?;
+            let c = container_status(&p, "app")?;
+            (c["lastState"]["terminated"]["exitCode"] == 137 && c["restartCount"].as_i64()? >= 1)
+                .then_some(())
+        },
+    );
+    // The sync reports the failure with upstream's reason and message. (The status shows it
+    // only until the next sync: there is no reason cache yet, so it is read from the log.)
+    let log = node.log();
+    let expected = "PostStartHookError: Exec lifecycle hook ([\"sh\", \"-c\", \"echo nope >&2; exit 3\"]) for Container \"app\" in Pod \"hook-it-node_default(";
+    let line = log
+        .lines()
+        .find(|l| l.contains(expected))
+        .unwrap_or_else(|| panic!("no PostStartHookError in the log:\n{log}"));
+    assert!(line.contains("exited with 3: nope"), "{line}");
+
+    let failed = node.wait_for(Duration::from_secs(30), "deadline exceeded", |n| {
+        let p = n.pod("deadline")?;
+        (p["status"]["phase"] == "Failed").then_some(p)
+    });
+    assert_eq!(failed["status"]["reason"], "DeadlineExceeded");
+    assert_eq!(
+        failed["status"]["message"],
+        "Pod was active on the node longer than the specified deadline"
+    );
+    let start: Timestamp = failed["status"]["startTime"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .expect("startTime");
+    let now = kubelet_core::time::now();
+    assert!(secs(start, now) >= 4.0, "not before the deadline");
+    node.wait_for(
+        Duration::from_secs(20),
+        "the deadline pod's container stopped",
+        |n| {
+            let p = n.pod("deadline")?;
+            terminated(&p, "app").map(|_| ())
+        },
+    );
+    // It stays that way.
+    std::thread::sleep(Duration::from_secs(2));
+    let p = node.pod("deadline").expect("pod");
+    assert_eq!(p["status"]["phase"], "Failed");
+    assert_eq!(p["status"]["reason"], "DeadlineExceeded");
+}
