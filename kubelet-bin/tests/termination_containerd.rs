@@ -286,3 +286,89 @@ fn termination_messages_post_start_failures_and_active_deadlines_show_in_the_sta
     assert_eq!(p["status"]["phase"], "Failed");
     assert_eq!(p["status"]["reason"], "DeadlineExceeded");
 }
+
+/// The runtime half of a shortened grace period: the pod worker cancels a kill in progress
+/// and kills again with the shorter period; containerd must then SIGKILL at the new deadline,
+/// not the first one. Driven through `RemoteRuntime` directly (static pods cannot be given a
+/// deletion grace period).
+#[test]
+fn a_cancelled_kill_followed_by_a_shorter_one_ends_at_the_shorter_deadline() {
+    use std::sync::Arc;
+
+    use kubelet_core::PodExt;
+    use kubelet_core::backoff::Backoff;
+    use kubelet_core::runtime::{ContainerState, Runtime, RuntimeHelper};
+    use kubelet_core::testing::{FakeRuntimeHelper, pod_with};
+
+    let node = Node::new("termination-shorten");
+    let endpoint = node.testbed.endpoint();
+    let logs = node.dir.join("kubelet").join("logs");
+    let rt = tokio::runtime::Runtime::new().expect("tokio");
+    rt.block_on(async {
+        let runtime = kubelet_cri::RemoteRuntime::connect(
+            &endpoint,
+            kubelet_cri::Options::default()
+                .with_pod_logs_dir(&logs)
+                .with_node_name(support::NODE),
+        )
+        .expect("connect");
+        let mut pod = pod_with("shorten", "Always", &["app"]);
+        if let Some(spec) = pod.spec.as_mut() {
+            spec.termination_grace_period_seconds = Some(60);
+            let c = &mut spec.containers[0];
+            c.image = Some(IMAGE.into());
+            c.image_pull_policy = Some("IfNotPresent".into());
+            c.command = Some(vec![
+                "sh".into(),
+                "-c".into(),
+                "trap '' TERM; while true; do sleep 1; done".into(),
+            ]);
+        }
+        let helper: Arc<dyn RuntimeHelper> = Arc::new(FakeRuntimeHelper);
+        let backoff = Backoff::crash_loop_default();
+        let status = |runtime: &kubelet_cri::RemoteRuntime| {
+            let runtime = runtime.clone();
+            let pod = pod.clone();
+            async move {
+                runtime
+                    .get_pod_status(&pod.uid(), pod.name_or_empty(), pod.namespace_or_default())
+                    .await
+                    .expect("status")
+            }
+        };
+        let result = runtime
+            .sync_pod(&pod, &status(&runtime).await, helper, &backoff)
+            .await
+            .expect("sync");
+        assert!(result.is_ok(), "{result:?}");
+        let running = status(&runtime).await.to_running_pod();
+
+        // A 60 s kill, cancelled after 1 s (as the pod worker does on a shorter grace period).
+        let long = runtime.kill_pod(Some(&pod), &running, None);
+        assert!(
+            tokio::time::timeout(Duration::from_secs(1), long)
+                .await
+                .is_err(),
+            "the 60 s kill is still waiting"
+        );
+        let start = kubelet_core::time::now();
+        runtime
+            .kill_pod(Some(&pod), &running, Some(3))
+            .await
+            .expect("short kill");
+        let after = status(&runtime).await;
+        let app = after.container("app").expect("app");
+        assert_eq!(app.state, ContainerState::Exited);
+        assert_eq!(app.exit_code, 137);
+        // The container's own end, not the sandbox teardown that follows it.
+        let took = secs(start, app.finished_at.expect("finished"));
+        assert!(
+            (2.0..=4.5).contains(&took),
+            "killed {took:.2} s after the 3 s kill started"
+        );
+        runtime
+            .remove_pod(&after.to_running_pod())
+            .await
+            .expect("remove");
+    });
+}
