@@ -28,8 +28,10 @@ pub const MAX_CONTAINER_TERMINATION_MESSAGE_LOG_LENGTH: usize = 1024 * 2;
 /// Upstream `MaxContainerTerminationMessageLogLines`: at most the last 80 log lines.
 pub const MAX_CONTAINER_TERMINATION_MESSAGE_LOG_LINES: usize = 80;
 
-/// How much of the end of a log file is read to find its last lines.
-const LOG_TAIL_BYTES: u64 = 256 * 1024;
+/// How much of the end of a log file is read: the last 2 KiB of content of the last 80
+/// lines lie within 2 KiB plus 80 line prefixes (`<RFC 3339 time> <stream> <tag> `, about
+/// 50 bytes each) of the end, so 16 KiB is plenty and keeps each relist cheap.
+const LOG_TAIL_BYTES: u64 = 16 * 1024;
 
 /// The container's `terminationMessagePath`, with the API default when unset; `None` when
 /// set to the empty string (nothing is mounted).
