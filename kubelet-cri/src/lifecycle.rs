@@ -160,8 +160,10 @@ impl RemoteRuntime {
                 ),
                 Err(e) => (e.to_string(), String::new()),
             };
+            // Go's `%v` of a string slice: `[sh -c exit 1]`.
             return Err(format!(
-                "Exec lifecycle hook ({cmd:?}) for Container {:?} in Pod {:?} failed - error: {}, message: {:?}",
+                "Exec lifecycle hook ([{}]) for Container {:?} in Pod {:?} failed - error: {}, message: {:?}",
+                cmd.join(" "),
                 container.name,
                 format_pod(pod),
                 err.0,

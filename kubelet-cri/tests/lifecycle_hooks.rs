@@ -192,7 +192,7 @@ async fn failing_post_start_kills_the_container_and_reports_the_hook_error() {
     assert_eq!(err.reason, POST_START_HOOK_ERROR);
     assert!(
         err.message.starts_with(
-            "Exec lifecycle hook ([\"check\"]) for Container \"app\" in Pod \"web_default(uid-web)\" failed - error: command 'check' exited with 7: not ready"
+            "Exec lifecycle hook ([check]) for Container \"app\" in Pod \"web_default(uid-web)\" failed - error: command 'check' exited with 7: not ready"
         ),
         "{}",
         err.message
