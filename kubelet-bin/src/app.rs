@@ -52,6 +52,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
             &settings.runtime_endpoint,
             kubelet_cri::Options::default()
                 .with_pod_logs_dir(settings.pod_log_dir.clone())
+                .with_root_dir(settings.root_dir.clone())
                 .with_node_name(settings.node_name.clone())
                 .with_seccomp_profile_root(settings.root_dir.join("seccomp")),
         )

@@ -16,6 +16,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod active_deadline;
 pub mod backoff;
 pub mod cache;
 pub mod config;

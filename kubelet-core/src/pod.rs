@@ -134,6 +134,16 @@ pub fn termination_grace_period_seconds(pod: &Pod) -> i64 {
         .unwrap_or(30)
 }
 
+/// The grace period to kill the pod with when nothing overrides it (upstream
+/// `calculateEffectiveGracePeriod`): `deletionGracePeriodSeconds` when the pod is being
+/// deleted with one, else [`termination_grace_period_seconds`].
+pub fn kill_grace_period_seconds(pod: &Pod) -> i64 {
+    match pod.metadata.deletion_grace_period_seconds {
+        Some(g) if pod.metadata.deletion_timestamp.is_some() => g,
+        _ => termination_grace_period_seconds(pod),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

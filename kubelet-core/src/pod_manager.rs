@@ -76,6 +76,12 @@ impl PodManager {
         pods
     }
 
+    /// `f` applied to every desired pod under the lock, keeping the `Some`s (e.g. to pick a
+    /// few pods without cloning them all).
+    pub fn filter_map<T>(&self, f: impl FnMut(&Pod) -> Option<T>) -> Vec<T> {
+        self.read().by_uid.values().filter_map(f).collect()
+    }
+
     /// The UIDs of every desired pod.
     pub fn uids(&self) -> std::collections::HashSet<PodUid> {
         self.read().by_uid.keys().cloned().collect()

@@ -6,7 +6,9 @@
 //! * Once a pod is terminating it never syncs again under the same UID, except when its
 //!   config asks for it again after it has fully terminated (a static pod re-added with the
 //!   same content: upstream's "restartable" pods).
-//! * A termination grace period can only be shortened by a later kill.
+//! * A termination grace period can only be shortened by a later kill (or a shorter
+//!   `deletionGracePeriodSeconds`); a shorter one cancels the termination in progress, which
+//!   then starts again with it.
 //! * After a successful sync the pod is due again after `resync_interval` (jittered); after an
 //!   error after `backoff_period` (jittered). Due pods are collected by the sync loop's tick
 //!   through [`PodWorkers::due_pods`]. A sync that failed only because of backoff windows
@@ -30,7 +32,7 @@ use tracing::{debug, info, warn};
 
 use crate::cache::PodCache;
 use crate::pleg::Pleg;
-use crate::pod::{PodExt, PodUid, termination_grace_period_seconds};
+use crate::pod::{PodExt, PodUid, kill_grace_period_seconds};
 use crate::runtime::{PodStatus, RunningPod};
 use crate::sync::{PodSyncer, SyncPodType};
 
@@ -96,6 +98,9 @@ struct PodState {
     notify: Arc<Notify>,
     /// When a backoff window of the pod ends: the worker syncs again then.
     retry_at: Option<Instant>,
+    /// The termination in progress and the grace period it was started with: cancelled
+    /// when a shorter grace period arrives, so that it restarts with that one.
+    in_flight: Option<(CancellationToken, Option<i64>)>,
 }
 
 impl PodState {
@@ -111,11 +116,21 @@ impl PodState {
             task_running: false,
             notify: Arc::new(Notify::new()),
             retry_at: None,
+            in_flight: None,
         }
     }
 
     fn shorten_grace(&mut self, grace: i64) {
         self.grace = Some(self.grace.map_or(grace, |g| g.min(grace)));
+        if let Some((token, started_with)) = &self.in_flight
+            && started_with.is_none_or(|g| grace < g)
+        {
+            debug!(
+                grace,
+                "grace period shortened; restarting the termination in progress"
+            );
+            token.cancel();
+        }
     }
 }
 
@@ -247,8 +262,8 @@ impl PodWorkers {
             state.restart_requested = false;
             let grace = opts
                 .grace_period_override
-                .or_else(|| opts.pod.as_ref().map(termination_grace_period_seconds))
-                .or_else(|| state.pod.as_ref().map(termination_grace_period_seconds));
+                .or_else(|| opts.pod.as_ref().map(kill_grace_period_seconds))
+                .or_else(|| state.pod.as_ref().map(kill_grace_period_seconds));
             if let Some(g) = grace {
                 state.shorten_grace(g);
             }
@@ -403,10 +418,54 @@ impl PodWorkers {
             let Some(work) = self.take_work(&uid) else {
                 continue;
             };
-            let outcome = self.process(&uid, &work).await;
+            let outcome = match self.register_termination(&uid, &work) {
+                Some(cancel) => {
+                    let outcome = tokio::select! {
+                        biased;
+                        _ = cancel.cancelled() => None,
+                        outcome = self.process(&uid, &work) => Some(outcome),
+                    };
+                    self.unregister_termination(&uid);
+                    match outcome {
+                        Some(outcome) => outcome,
+                        None => {
+                            // Preempted by a shorter grace period (or shutdown): run again.
+                            self.retry_now(&uid);
+                            continue;
+                        }
+                    }
+                }
+                None => self.process(&uid, &work).await,
+            };
             if self.complete(&uid, &work, outcome) {
                 break;
             }
+        }
+    }
+
+    /// For the termination of a pod with config, a token that a shorter grace period
+    /// cancels (upstream cancels the pod's sync context for the same reason).
+    fn register_termination(&self, uid: &PodUid, work: &Work) -> Option<CancellationToken> {
+        if work.phase != WorkerPhase::Terminating || work.pod.is_none() {
+            return None;
+        }
+        let token = self.inner.token.child_token();
+        let mut pods = self.pods();
+        let state = pods.get_mut(uid)?;
+        state.in_flight = Some((token.clone(), work.grace));
+        Some(token)
+    }
+
+    fn unregister_termination(&self, uid: &PodUid) {
+        if let Some(state) = self.pods().get_mut(uid) {
+            state.in_flight = None;
+        }
+    }
+
+    fn retry_now(&self, uid: &PodUid) {
+        if let Some(state) = self.pods().get_mut(uid) {
+            state.pending.get_or_insert(SyncPodType::Sync);
+            state.notify.notify_one();
         }
     }
 
@@ -506,7 +565,7 @@ impl PodWorkers {
                             state.phase = next;
                         }
                         if next == WorkerPhase::Terminating {
-                            let grace = state.pod.as_ref().map(termination_grace_period_seconds);
+                            let grace = state.pod.as_ref().map(kill_grace_period_seconds);
                             if let Some(g) = grace {
                                 state.shorten_grace(g);
                             }

@@ -147,11 +147,12 @@ pub(crate) fn generate_container_config(input: &ContainerConfigInput<'_>) -> cri
     }
 }
 
-/// The grace period to stop a container with (upstream `killContainer`):
-/// an override is used as is (hard kills may pass 0 or 1); otherwise the pod's
-/// `deletionGracePeriodSeconds`, else its `terminationGracePeriodSeconds`, else (no pod, e.g.
-/// an orphan after a kubelet restart) the values recorded in the container's annotations,
-/// else 30 s; never less than [`MINIMUM_GRACE_PERIOD_SECONDS`].
+/// The grace period a container's termination starts with (upstream
+/// `setTerminationGracePeriod` and the override of `killContainer`): an override as is;
+/// otherwise the pod's `deletionGracePeriodSeconds`, else its
+/// `terminationGracePeriodSeconds`, else (no pod, e.g. an orphan after a kubelet restart) the
+/// values recorded in the container's annotations, else 30 s. The preStop hook's time is
+/// taken off this and [`MINIMUM_GRACE_PERIOD_SECONDS`] applied last, when stopping.
 pub fn grace_period_seconds(
     pod: Option<&Pod>,
     annotations: Option<&ContainerAnnotations>,
@@ -174,7 +175,7 @@ pub fn grace_period_seconds(
     from_pod
         .or(from_annotations)
         .unwrap_or(DEFAULT_GRACE_PERIOD_SECONDS)
-        .max(MINIMUM_GRACE_PERIOD_SECONDS)
+        .max(0)
 }
 
 #[cfg(test)]
@@ -314,10 +315,7 @@ mod tests {
         }
         assert_eq!(grace_period_seconds(Some(&p), None, None), 10);
         p.metadata.deletion_grace_period_seconds = Some(0);
-        assert_eq!(
-            grace_period_seconds(Some(&p), None, None),
-            MINIMUM_GRACE_PERIOD_SECONDS
-        );
+        assert_eq!(grace_period_seconds(Some(&p), None, None), 0);
         assert_eq!(grace_period_seconds(Some(&p), None, Some(0)), 0);
         assert_eq!(grace_period_seconds(Some(&p), None, Some(1)), 1);
         let ann = ContainerAnnotations {

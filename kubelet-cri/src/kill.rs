@@ -1,19 +1,22 @@
 //! Stopping and removing containers and sandboxes.
 //!
 //! Mirrors upstream `killPodWithSyncResult`, `killContainersWithSyncResult` and
-//! `killContainer` of `pkg/kubelet/kuberuntime` (containers are stopped concurrently, then the
-//! sandboxes; `NotFound` is success), and the removal half of its garbage collector
-//! (`kuberuntime_gc.go`: `removeContainer`, `removeSandbox`, pod log directories) for pods that
-//! are gone. PreStop hooks are not run yet.
+//! `killContainer` of `pkg/kubelet/kuberuntime` (containers are stopped concurrently, sidecars
+//! last, then the sandboxes; preStop hooks first, see [`crate::graceful`]; `NotFound` is
+//! success), and the removal half of its garbage collector (`kuberuntime_gc.go`:
+//! `removeContainer`, `removeSandbox`, pod log directories) for pods that are gone.
 
+use std::collections::HashSet;
 use std::path::Path;
 
 use futures::future::join_all;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Container, Pod};
+use kubelet_core::pod::PodExt;
 use kubelet_core::runtime::{ContainerState, Error, Result, RunningPod};
 
 use crate::container::grace_period_seconds;
 use crate::error::is_not_found;
+use crate::graceful::{TerminationOrdering, stop_gracefully};
 use crate::labels::ContainerAnnotations;
 use crate::runtime::RemoteRuntime;
 
@@ -79,10 +82,25 @@ async fn remove_path(path: &Path, dir: bool) {
     }
 }
 
+/// The spec of the container called `name` in `pod` (app or init container).
+fn container_spec<'a>(pod: Option<&'a Pod>, name: &str) -> Option<&'a Container> {
+    let pod = pod?;
+    pod.containers()
+        .iter()
+        .chain(pod.init_containers())
+        .find(|c| c.name == name)
+}
+
 impl RemoteRuntime {
-    /// Stops one container (upstream `killContainer` without hooks). Without a pod and an
-    /// override, the grace period comes from the container's annotations, which costs a
-    /// `ContainerStatus` call.
+    /// Stops one container (upstream `killContainer`): the grace period comes from
+    /// `grace_override`, else the pod (`deletionGracePeriodSeconds`, then
+    /// `terminationGracePeriodSeconds`), else the container's annotations (which costs a
+    /// `ContainerStatus` call); the container's preStop hook runs first and its time is taken
+    /// off; a sidecar waits for its turn in `ordering`; `StopContainer` gets what is left, at
+    /// least 2 s.
+    ///
+    /// Cancel safe. A preStop hook that was started by a cancelled call is not run again by
+    /// the next one: that call stops the container with its (shorter) grace period at once.
     pub(crate) async fn kill_container(
         &self,
         pod: Option<&Pod>,
@@ -90,6 +108,7 @@ impl RemoteRuntime {
         name: &str,
         grace_override: Option<i64>,
         reason: &str,
+        ordering: Option<&TerminationOrdering>,
     ) -> Result<()> {
         let annotations = if pod.is_none() && grace_override.is_none() {
             match self.client.container_status(id).await {
@@ -102,21 +121,76 @@ impl RemoteRuntime {
         };
         let grace = grace_period_seconds(pod, annotations.as_ref(), grace_override);
         tracing::info!(container = name, id, grace, reason, "killing container");
-        ok_if_not_found(self.client.stop_container(id, grace).await)
+        let pre_stop = match (pod, container_spec(pod, name)) {
+            (Some(pod), Some(spec)) => spec
+                .lifecycle
+                .as_ref()
+                .and_then(|l| l.pre_stop.as_ref())
+                .filter(|_| self.first_pre_stop(id))
+                .map(|handler| async move {
+                    if let Err(message) = self.run_lifecycle_handler(pod, spec, id, handler).await {
+                        tracing::warn!(container = name, id, %message, "preStop hook failed");
+                    }
+                }),
+            _ => None,
+        };
+        let result = stop_gracefully(
+            grace,
+            pre_stop,
+            ordering.map(|o| (o, name)),
+            |grace| async move {
+                tracing::debug!(container = name, id, grace, "stopping container");
+                ok_if_not_found(self.client.stop_container(id, grace).await)
+            },
+        )
+        .await;
+        if result.is_ok() {
+            self.forget_pre_stop(id);
+        }
+        result
     }
 
-    /// Stops every container that may still run, concurrently, then every sandbox.
+    /// Records that the preStop hook of container `id` starts now; `false` when it was
+    /// started before (by a kill that was cancelled).
+    fn first_pre_stop(&self, id: &str) -> bool {
+        self.pre_stop_started
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id.to_owned())
+    }
+
+    fn forget_pre_stop(&self, id: &str) {
+        self.pre_stop_started
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(id);
+    }
+
+    /// Stops every container that may still run, concurrently (sidecars after the app
+    /// containers, in reverse order), then every sandbox (upstream `killPodWithSyncResult`).
     pub(crate) async fn kill(
         &self,
         pod: Option<&Pod>,
         running: &RunningPod,
         grace_override: Option<i64>,
     ) -> Result<()> {
-        let kills = running
+        let live: Vec<_> = running
             .containers
             .iter()
             .filter(|c| c.state != ContainerState::Exited)
-            .map(|c| self.kill_container(pod, &c.id, &c.name, grace_override, "Need to kill Pod"));
+            .collect();
+        let names: HashSet<&str> = live.iter().map(|c| c.name.as_str()).collect();
+        let ordering = pod.and_then(|p| TerminationOrdering::for_pod(p, &names));
+        let kills = live.iter().map(|c| {
+            self.kill_container(
+                pod,
+                &c.id,
+                &c.name,
+                grace_override,
+                "Need to kill Pod",
+                ordering.as_ref(),
+            )
+        });
         let mut errors: Vec<Error> = join_all(kills)
             .await
             .into_iter()

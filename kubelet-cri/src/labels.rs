@@ -126,17 +126,16 @@ pub fn new_container_annotations(
     );
     a.insert(
         CONTAINER_TERMINATION_MESSAGE_PATH_ANNOTATION.into(),
-        container
-            .termination_message_path
-            .clone()
-            .unwrap_or_default(),
+        crate::termination::termination_message_path(container)
+            .unwrap_or_default()
+            .to_owned(),
     );
     a.insert(
         CONTAINER_TERMINATION_MESSAGE_POLICY_ANNOTATION.into(),
         container
             .termination_message_policy
             .clone()
-            .unwrap_or_default(),
+            .unwrap_or_else(|| "File".to_owned()),
     );
     if let Some(g) = pod.metadata.deletion_grace_period_seconds {
         a.insert(POD_DELETION_GRACE_PERIOD_ANNOTATION.into(), g.to_string());

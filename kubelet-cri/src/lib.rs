@@ -42,15 +42,18 @@ mod client;
 pub mod container;
 pub mod convert;
 mod error;
+mod graceful;
 pub mod image;
 mod kill;
 pub mod labels;
+pub mod lifecycle;
 pub mod pull_backoff;
 pub mod reasons;
 pub mod runtime;
 pub mod sandbox;
 pub mod security;
 mod sync;
+pub mod termination;
 
 #[cfg(any(test, feature = "test-util"))]
 pub mod fake;

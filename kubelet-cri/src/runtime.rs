@@ -46,6 +46,9 @@ pub struct Options {
     pub cgroup_parent: Option<String>,
     /// Where `Localhost` seccomp profiles live (upstream `<root-dir>/seccomp`).
     pub seccomp_profile_root: PathBuf,
+    /// The kubelet's root directory (`--root-dir`): termination message files live under
+    /// `<root>/pods/<uid>/containers/<name>/`. `None`: no termination message file is mounted.
+    pub root_dir: Option<PathBuf>,
 }
 
 impl Default for Options {
@@ -57,6 +60,7 @@ impl Default for Options {
             node_name: String::new(),
             cgroup_parent: None,
             seccomp_profile_root: PathBuf::from("/var/lib/kubelet/seccomp"),
+            root_dir: None,
         }
     }
 }
@@ -90,6 +94,13 @@ impl Options {
         self
     }
 
+    /// Sets [`Options::root_dir`].
+    #[must_use]
+    pub fn with_root_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.root_dir = Some(dir.into());
+        self
+    }
+
     /// Sets [`Options::cgroup_parent`].
     #[must_use]
     pub fn with_cgroup_parent(mut self, cgroup: impl Into<String>) -> Self {
@@ -119,6 +130,8 @@ pub struct RemoteRuntime {
     pub(crate) probes: Option<kubelet_core::probe::Results>,
     /// Image pull backoff windows (`ErrImagePull`, then `ImagePullBackOff`).
     pub(crate) image_backoff: Arc<crate::pull_backoff::ImagePullBackoff>,
+    /// Containers whose preStop hook has been started by a kill that has not finished.
+    pub(crate) pre_stop_started: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
 }
 
 impl RemoteRuntime {
@@ -134,6 +147,7 @@ impl RemoteRuntime {
             opts: Arc::new(opts),
             probes: None,
             image_backoff: Arc::default(),
+            pre_stop_started: Arc::default(),
         })
     }
 
@@ -161,7 +175,12 @@ impl RemoteRuntime {
     }
 
     /// Status of one pod's sandboxes and containers (see [`Runtime::get_pod_status`]).
-    async fn pod_status(&self, uid: &PodUid, name: &str, namespace: &str) -> Result<PodStatus> {
+    pub(crate) async fn pod_status(
+        &self,
+        uid: &PodUid,
+        name: &str,
+        namespace: &str,
+    ) -> Result<PodStatus> {
         let selector = pod_uid_selector(uid);
         let (mut sandboxes, containers) = tokio::try_join!(
             self.client.list_pod_sandbox(None, selector.clone()),
@@ -203,7 +222,23 @@ impl RemoteRuntime {
         .await;
         for st in statuses {
             match st {
-                Ok(st) => status.containers.push(convert::container_status(&st)),
+                Ok(st) => {
+                    let mut converted = convert::container_status(&st);
+                    if converted.state == kubelet_core::runtime::ContainerState::Exited
+                        && let Some(message) = crate::termination::termination_message(
+                            &st,
+                            converted.exit_code,
+                            &converted.reason,
+                        )
+                        .await
+                    {
+                        if !converted.message.is_empty() {
+                            converted.message.push_str(": ");
+                        }
+                        converted.message.push_str(&message);
+                    }
+                    status.containers.push(converted);
+                }
                 Err(e) if is_not_found(&e) => {}
                 Err(e) => return Err(e),
             }

@@ -3,7 +3,7 @@
 //! Mirrors upstream `SyncPod` of `pkg/kubelet/kuberuntime/kuberuntime_manager.go` (kill the
 //! pod or unwanted containers, prune/purge init containers, create the sandbox, start the next
 //! init container, start app containers) and `startContainer` of `kuberuntime_container.go`
-//! (pull, create, start). Per-container failures become
+//! (pull, create, start, postStart hook). Per-container failures become
 //! [`ContainerSyncError`]s with upstream's waiting reasons; a sandbox failure is the
 //! `pod_error`; a runtime that is down aborts the sync with [`Error::Unavailable`].
 
@@ -16,7 +16,7 @@ use kubelet_core::backoff::Backoff;
 use kubelet_core::container::is_restartable_init_container;
 use kubelet_core::pod::PodExt;
 use kubelet_core::runtime::{
-    ContainerState, ContainerSyncError, Error, PodStatus, PodSyncResult, Result, RunningPod,
+    ContainerState, ContainerSyncError, Error, Mount, PodStatus, PodSyncResult, Result, RunningPod,
     RuntimeHelper,
 };
 
@@ -28,12 +28,14 @@ use crate::convert;
 use crate::error::is_not_found;
 use crate::image::{EnsureError, ensure_image_exists};
 use crate::labels::{ContainerType, new_pod_annotations};
+use crate::lifecycle::{FAILED_POST_START_HOOK, POST_START_HOOK_ERROR};
 use crate::reasons::{
     CREATE_CONTAINER_CONFIG_ERROR, CREATE_CONTAINER_ERROR, IMAGE_PULL_BACK_OFF, RUN_CONTAINER_ERROR,
 };
 use crate::runtime::RemoteRuntime;
 use crate::sandbox::{generate_pod_sandbox_config, host_dns_config, pod_logs_dir};
 use crate::security::{ImageUser, container_security_context, verify_run_as_non_root};
+use crate::termination::{create_termination_log, termination_message_path};
 
 /// Why one container could not be started.
 enum StartError {
@@ -112,6 +114,7 @@ impl RemoteRuntime {
                         &k.name,
                         k.grace_period_seconds,
                         &k.message,
+                        None,
                     )
                     .await
                 {
@@ -231,7 +234,8 @@ impl RemoteRuntime {
         Ok((id, convert::sandbox_ips(&status)))
     }
 
-    /// Pulls, creates and starts one container (upstream `startContainer`, without hooks).
+    /// Pulls, creates and starts one container and runs its postStart hook (upstream
+    /// `startContainer`).
     async fn start_container(
         &self,
         ctx: &StartContext<'_>,
@@ -274,7 +278,7 @@ impl RemoteRuntime {
             ),
             EnsureError::Unavailable(e) => StartError::Down(e),
         })?;
-        let opts = ctx
+        let mut opts = ctx
             .helper
             .generate_run_container_options(pod, container, ctx.pod_ips)
             .await
@@ -282,6 +286,8 @@ impl RemoteRuntime {
                 container_error(container, CREATE_CONTAINER_CONFIG_ERROR, message)
             })?;
         let security_context = self.security_context(pod, container, &image_ref).await?;
+        opts.mounts
+            .extend(self.termination_log_mount(pod, container).await);
 
         let logs_dir =
             container_logs_dir(&pod_logs_dir(&self.opts.pod_logs_dir, pod), &container.name);
@@ -314,7 +320,66 @@ impl RemoteRuntime {
         self.client
             .start_container(&id)
             .await
-            .map_err(|e| classify(container, RUN_CONTAINER_ERROR, e))
+            .map_err(|e| classify(container, RUN_CONTAINER_ERROR, e))?;
+        self.run_post_start(pod, container, &id).await
+    }
+
+    /// A fresh termination message file mounted at the container's `terminationMessagePath`
+    /// (upstream `makeMounts`); `None` (logged) when it cannot be created.
+    async fn termination_log_mount(&self, pod: &Pod, container: &Container) -> Option<Mount> {
+        let container_path = termination_message_path(container)?;
+        let root = self.opts.root_dir.as_ref()?;
+        let pod_dir = root.join("pods").join(pod.uid().as_str());
+        match create_termination_log(&pod_dir, &container.name).await {
+            Ok(host_path) => Some(Mount {
+                host_path,
+                container_path: container_path.to_owned(),
+                read_only: false,
+                ..Mount::default()
+            }),
+            Err(e) => {
+                tracing::warn!(pod = %pod.full_name(), container = %container.name, error = %e, "failed to create the termination message file");
+                None
+            }
+        }
+    }
+
+    /// Runs the container's postStart hook; a failing one kills the container (upstream
+    /// `startContainer` step 4) and is reported as `PostStartHookError`.
+    async fn run_post_start(
+        &self,
+        pod: &Pod,
+        container: &Container,
+        id: &str,
+    ) -> Result<(), StartError> {
+        let Some(handler) = container
+            .lifecycle
+            .as_ref()
+            .and_then(|l| l.post_start.as_ref())
+        else {
+            return Ok(());
+        };
+        let Err(message) = self
+            .run_lifecycle_handler(pod, container, id, handler)
+            .await
+        else {
+            return Ok(());
+        };
+        tracing::warn!(pod = %pod.full_name(), container = %container.name, %message, "postStart hook failed");
+        if let Err(e) = self
+            .kill_container(
+                Some(pod),
+                id,
+                &container.name,
+                None,
+                FAILED_POST_START_HOOK,
+                None,
+            )
+            .await
+        {
+            tracing::warn!(pod = %pod.full_name(), container = %container.name, error = %e, "failed to kill container after its postStart hook failed");
+        }
+        Err(container_error(container, POST_START_HOOK_ERROR, message))
     }
 
     /// The container's CRI security context, after checking `runAsNonRoot` against the

@@ -742,7 +742,7 @@ async fn kill_orphan_uses_annotations_and_override() {
         .expect("kill_pod");
     assert_eq!(env.cri().containers()[0].stop_timeout, Some(45));
 
-    // a hard-kill override passes through, even below the minimum
+    // a hard-kill override still gets the 2 s minimum (upstream `killContainer`)
     assert!(env.sync(&pod, &backoff).await.is_ok());
     let running = env.rt.get_pods(false).await.expect("get_pods").remove(0);
     env.rt
@@ -750,7 +750,7 @@ async fn kill_orphan_uses_annotations_and_override() {
         .await
         .expect("kill_pod");
     let newest = env.cri().containers().pop().expect("container");
-    assert_eq!(newest.stop_timeout, Some(0));
+    assert_eq!(newest.stop_timeout, Some(2));
 }
 
 #[tokio::test]

@@ -12,6 +12,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kubelet_core::PodExt;
+use kubelet_core::active_deadline;
 use kubelet_core::runtime::PodStatus;
 use kubelet_core::status::StatusInputs;
 
@@ -167,6 +168,14 @@ pub fn generate_api_pod_status_with(
         tracing::warn!(pod = %pod.full_name(), from = ?api.phase, to = %phase, "pod attempted illegal phase transition");
         phase = api.phase.clone().unwrap_or_default();
     }
+    // Past `activeDeadlineSeconds` (upstream `ShouldEvict` of the active deadline handler).
+    let start_time = old.start_time.clone().unwrap_or(Time(now));
+    let deadline_exceeded = !is_terminal(old.phase.as_deref())
+        && !is_terminal(api.phase.as_deref())
+        && active_deadline::past_active_deadline(pod, Some(start_time.0), now);
+    if deadline_exceeded {
+        phase = FAILED.to_owned();
+    }
     if old.phase.as_deref() == Some(phase.as_str()) {
         s.reason = old
             .reason
@@ -178,6 +187,11 @@ pub fn generate_api_pod_status_with(
             .clone()
             .filter(|m| !m.is_empty())
             .or_else(|| api.message.clone());
+    }
+
+    if deadline_exceeded {
+        s.reason = Some(active_deadline::REASON.to_owned());
+        s.message = Some(active_deadline::MESSAGE.to_owned());
     }
 
     // Conditions: those owned by others first, then the kubelet's.
@@ -242,7 +256,7 @@ pub fn generate_api_pod_status_with(
         }
     }
 
-    s.start_time = Some(old.start_time.clone().unwrap_or(Time(now)));
+    s.start_time = Some(start_time);
     s.phase = Some(phase);
     s.container_statuses = Some(app);
     s.init_container_statuses = (!init.is_empty()).then_some(init);
@@ -317,6 +331,71 @@ fn sort_pod_ips(ips: &[String], node_ips: &[String]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn active_deadline_fails_the_pod_for_good() {
+        use k8s_openapi::api::core::v1::{Container, PodSpec};
+        use k8s_openapi::jiff::SignedDuration;
+        use kubelet_core::runtime::{ContainerState, ContainerStatus};
+
+        let pod = Pod {
+            metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                name: Some("d".into()),
+                uid: Some("uid-d".into()),
+                ..Default::default()
+            },
+            spec: Some(PodSpec {
+                active_deadline_seconds: Some(30),
+                containers: vec![Container {
+                    name: "app".into(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let runtime = PodStatus {
+            containers: vec![ContainerStatus {
+                id: "c1".into(),
+                name: "app".into(),
+                state: ContainerState::Running,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let start: Timestamp = "2024-01-01T00:00:00Z".parse().expect("time");
+        let at = |secs| Options::new().now(start + SignedDuration::from_secs(secs));
+        let inputs = StatusInputs::default();
+        let first = generate_api_pod_status_with(&pod, &runtime, &inputs, None, &at(0));
+        assert_eq!(first.phase.as_deref(), Some("Running"));
+        let before = generate_api_pod_status_with(&pod, &runtime, &inputs, Some(&first), &at(29));
+        assert_eq!(before.phase.as_deref(), Some("Running"));
+        let failed = generate_api_pod_status_with(&pod, &runtime, &inputs, Some(&before), &at(30));
+        assert_eq!(failed.phase.as_deref(), Some("Failed"));
+        assert_eq!(failed.reason.as_deref(), Some("DeadlineExceeded"));
+        assert_eq!(
+            failed.message.as_deref(),
+            Some("Pod was active on the node longer than the specified deadline")
+        );
+        // Once the containers are gone it stays Failed with the same reason.
+        let later = generate_api_pod_status_with(
+            &pod,
+            &PodStatus::default(),
+            &inputs,
+            Some(&failed),
+            &at(100),
+        );
+        assert_eq!(later.phase.as_deref(), Some("Failed"));
+        assert_eq!(later.reason.as_deref(), Some("DeadlineExceeded"));
+        // A pod that already succeeded stays Succeeded.
+        let done = ApiPodStatus {
+            phase: Some("Succeeded".into()),
+            ..first
+        };
+        let after = generate_api_pod_status_with(&pod, &runtime, &inputs, Some(&done), &at(60));
+        assert_eq!(after.phase.as_deref(), Some("Succeeded"));
+        assert_eq!(after.reason, None);
+    }
 
     #[test]
     fn pod_ips_follow_node_family() {

@@ -18,6 +18,7 @@ use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Pod;
 use tracing::{debug, info, warn};
 
+use crate::active_deadline;
 use crate::backoff::Backoff;
 use crate::pod::{PodExt, PodUid};
 use crate::pod_manager::PodManager;
@@ -98,7 +99,12 @@ impl Kubelet {
 
     /// Syncs the pods whose resync or retry time has come (the sync tick).
     pub async fn sync_due_pods(&self) {
-        let due = self.workers.due_pods();
+        let mut due = self.workers.due_pods();
+        for uid in self.pods_past_active_deadline() {
+            if !due.contains(&uid) {
+                due.push(uid);
+            }
+        }
         if due.is_empty() {
             return;
         }
@@ -110,6 +116,32 @@ impl Kubelet {
             }
         }
         self.handle_pod_syncs(pods).await;
+    }
+
+    /// Running pods that are past their `activeDeadlineSeconds` (upstream
+    /// `activeDeadlineHandler.ShouldSync`): their next sync fails them.
+    fn pods_past_active_deadline(&self) -> Vec<PodUid> {
+        let with_deadline = self
+            .pod_manager
+            .filter_map(|p| active_deadline::active_deadline_seconds(p).map(|_| p.clone()));
+        if with_deadline.is_empty() {
+            return Vec::new();
+        }
+        let now = crate::time::now();
+        with_deadline
+            .into_iter()
+            .filter(|p| self.workers.phase(&p.uid()) == Some(WorkerPhase::Syncing))
+            .filter(|p| {
+                let start = self
+                    .status
+                    .pod_status(&p.uid())
+                    .and_then(|s| s.start_time)
+                    .or_else(|| p.status.as_ref().and_then(|s| s.start_time.clone()))
+                    .map(|t| t.0);
+                active_deadline::past_active_deadline(p, start, now)
+            })
+            .map(|p| p.uid())
+            .collect()
     }
 
     /// Syncs the pod a PLEG event is about, if it is desired.

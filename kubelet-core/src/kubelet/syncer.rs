@@ -145,6 +145,27 @@ impl KubeletPodSyncer {
     }
 }
 
+/// Logs how each container that was running before a kill ended (exit code and the
+/// runtime's finish time), as the last word on it once the pod is gone.
+fn log_stopped_containers(pod: &Pod, before: &PodStatus, after: &PodStatus) {
+    for c in after.containers.iter().filter(|c| {
+        c.state == ContainerState::Exited
+            && before
+                .containers
+                .iter()
+                .any(|b| b.id == c.id && b.state != ContainerState::Exited)
+    }) {
+        info!(
+            pod = %pod.full_name(),
+            container = %c.name,
+            exit_code = c.exit_code,
+            reason = %c.reason,
+            finished_at = %c.finished_at.map(|t| t.to_string()).unwrap_or_default(),
+            "container stopped"
+        );
+    }
+}
+
 #[async_trait]
 impl PodSyncer for KubeletPodSyncer {
     async fn sync_pod(&self, kind: SyncPodType, pod: &Pod, status: &PodStatus) -> Result<bool> {
@@ -254,6 +275,7 @@ impl PodSyncer for KubeletPodSyncer {
                 "containers are still running after kill".into(),
             ));
         }
+        log_stopped_containers(pod, status, &fresh);
         self.record_status(pod, &fresh, &inputs);
         self.managers.status.terminate_pod(pod);
         Ok(())

@@ -247,6 +247,41 @@ async fn added_pod_runs_without_waiting_for_a_tick() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn pod_past_its_active_deadline_fails_on_the_next_tick() {
+    let n = node();
+    let mut p = pod("deadline");
+    if let Some(s) = p.spec.as_mut() {
+        s.active_deadline_seconds = Some(30);
+    }
+    n.send(Operation::Add, vec![p.clone()]).await;
+    eventually(Duration::from_secs(30), "running", || {
+        running(&n.runtime, &p.uid(), "app").is_some()
+    })
+    .await;
+    let start = tokio::time::Instant::now();
+    // The pod has been active for a minute as far as the wall clock goes.
+    n.status.set_start_time(
+        &p.uid(),
+        crate::time::now() - k8s_openapi::jiff::SignedDuration::from_secs(60),
+    );
+    eventually(Duration::from_secs(5), "killed for its deadline", || {
+        running(&n.runtime, &p.uid(), "app").is_none()
+    })
+    .await;
+    assert!(
+        start.elapsed() <= Duration::from_secs(2),
+        "the sync tick, not the 60 s resync, noticed it: {:?}",
+        start.elapsed()
+    );
+    assert_eq!(n.status.phase(&p.uid()).as_deref(), Some("Failed"));
+    assert_eq!(
+        n.status.reason(&p.uid()).as_deref(),
+        Some(crate::active_deadline::REASON)
+    );
+    n.token.cancel();
+}
+
+#[tokio::test(start_paused = true)]
 async fn removed_pod_is_killed_removed_and_unmounted() {
     let n = node();
     let p = pod("gone");

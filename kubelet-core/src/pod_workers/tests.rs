@@ -22,6 +22,8 @@ struct RecordingSyncer {
     fail: StdMutex<u32>,
     backoff: StdMutex<Option<Duration>>,
     gate: tokio::sync::Semaphore,
+    /// Terminations with a grace period above this never finish.
+    hang_terminating_above: StdMutex<Option<i64>>,
 }
 
 impl RecordingSyncer {
@@ -33,6 +35,7 @@ impl RecordingSyncer {
             fail: StdMutex::new(0),
             backoff: StdMutex::new(None),
             gate: tokio::sync::Semaphore::new(1000),
+            hang_terminating_above: StdMutex::new(None),
         });
         (s, rx)
     }
@@ -70,6 +73,12 @@ impl PodSyncer for RecordingSyncer {
         grace: Option<i64>,
     ) -> SyncResult<()> {
         let _ = self.seen.send(Seen::Terminating(grace));
+        let limit = *self.hang_terminating_above.lock().expect("lock");
+        if let (Some(limit), Some(grace)) = (limit, grace)
+            && grace > limit
+        {
+            std::future::pending::<()>().await;
+        }
         Ok(())
     }
     async fn sync_terminating_runtime_pod(&self, _r: &RunningPod) -> SyncResult<()> {
@@ -207,6 +216,47 @@ async fn grace_period_only_shortens() {
     drop(held);
     assert!(matches!(next(&mut rx).await, Seen::Sync(..)));
     assert_eq!(next(&mut rx).await, Seen::Terminating(Some(5)));
+    assert_eq!(next(&mut rx).await, Seen::Terminated);
+}
+
+#[tokio::test]
+async fn shorter_grace_period_restarts_the_termination_in_progress() {
+    let (syncer, mut rx) = RecordingSyncer::new();
+    *syncer.hang_terminating_above.lock().expect("lock") = Some(10);
+    let w = workers(syncer);
+    let p = pod("short");
+    w.update_pod(create(p.clone()));
+    assert!(matches!(next(&mut rx).await, Seen::Sync(..)));
+    w.update_pod(kill(p.clone(), Some(30)));
+    assert_eq!(next(&mut rx).await, Seen::Terminating(Some(30)));
+    // A longer grace period changes nothing: the 30 s termination goes on.
+    w.update_pod(kill(p.clone(), Some(60)));
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), rx.recv())
+            .await
+            .is_err()
+    );
+    w.update_pod(kill(p.clone(), Some(5)));
+    assert_eq!(next(&mut rx).await, Seen::Terminating(Some(5)));
+    assert_eq!(next(&mut rx).await, Seen::Terminated);
+}
+
+#[tokio::test]
+async fn deletion_grace_period_is_used_for_a_pod_being_deleted() {
+    let (syncer, mut rx) = RecordingSyncer::new();
+    let w = workers(syncer);
+    let mut p = pod("deleted");
+    w.update_pod(create(p.clone()));
+    assert!(matches!(next(&mut rx).await, Seen::Sync(..)));
+    p.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        crate::time::now(),
+    ));
+    p.metadata.deletion_grace_period_seconds = Some(7);
+    w.update_pod(UpdatePodOptions {
+        kind: SyncPodType::Update,
+        ..create(p)
+    });
+    assert_eq!(next(&mut rx).await, Seen::Terminating(Some(7)));
     assert_eq!(next(&mut rx).await, Seen::Terminated);
 }
 

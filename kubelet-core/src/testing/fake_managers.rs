@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{Pod, PodStatus as ApiPodStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::pod::{PodExt, PodUid};
 use crate::runtime::{ContainerState, PodStatus};
@@ -22,6 +23,18 @@ pub struct FakeStatusManager {
 impl FakeStatusManager {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PodUid, ApiPodStatus>> {
         self.statuses.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Overwrites the stored start time of a pod (e.g. to put it past its deadline).
+    pub fn set_start_time(&self, uid: &PodUid, start: k8s_openapi::jiff::Timestamp) {
+        if let Some(s) = self.lock().get_mut(uid) {
+            s.start_time = Some(Time(start));
+        }
+    }
+
+    /// The stored reason of a pod.
+    pub fn reason(&self, uid: &PodUid) -> Option<String> {
+        self.lock().get(uid).and_then(|s| s.reason.clone())
     }
 
     /// The stored phase of a pod.
@@ -57,9 +70,26 @@ impl StatusManager for FakeStatusManager {
         } else {
             "Pending"
         };
+        // The start time stays; past `activeDeadlineSeconds` the pod fails.
+        let start_time = self
+            .lock()
+            .get(&pod.uid())
+            .and_then(|s| s.start_time.clone())
+            .unwrap_or(Time(crate::time::now()));
+        if crate::active_deadline::past_active_deadline(pod, Some(start_time.0), crate::time::now())
+        {
+            return ApiPodStatus {
+                phase: Some("Failed".into()),
+                reason: Some(crate::active_deadline::REASON.into()),
+                message: Some(crate::active_deadline::MESSAGE.into()),
+                start_time: Some(start_time),
+                ..Default::default()
+            };
+        }
         ApiPodStatus {
             phase: Some(phase.into()),
             pod_ips: None,
+            start_time: Some(start_time),
             ..Default::default()
         }
     }

@@ -445,9 +445,27 @@ impl RuntimeService for Service {
     }
     async fn exec_sync(
         &self,
-        _: Request<cri::ExecSyncRequest>,
+        request: Request<cri::ExecSyncRequest>,
     ) -> Result<Response<cri::ExecSyncResponse>, Status> {
-        Err(unimplemented("ExecSync"))
+        let req = request.into_inner();
+        let mut st = self.enter("ExecSync", &req.container_id).await?;
+        let running = st
+            .containers
+            .get(&req.container_id)
+            .is_some_and(|c| c.state == cri::ContainerState::ContainerRunning);
+        if !running {
+            return Err(Status::not_found(format!(
+                "container {} is not running",
+                req.container_id
+            )));
+        }
+        st.execs.push((req.container_id, req.cmd));
+        let (exit_code, stderr) = st.exec_result.clone();
+        Ok(Response::new(cri::ExecSyncResponse {
+            stdout: Vec::new(),
+            stderr: stderr.into_bytes(),
+            exit_code,
+        }))
     }
     async fn exec(
         &self,

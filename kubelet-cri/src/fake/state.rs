@@ -121,6 +121,10 @@ pub(crate) struct State {
     pub(crate) hanging: HashSet<&'static str>,
     pub(crate) runtime_ready: bool,
     pub(crate) network_ready: bool,
+    /// Commands received by `ExecSync`: container ID and command.
+    pub(crate) execs: Vec<(String, Vec<String>)>,
+    /// What every `ExecSync` answers: exit code and stderr.
+    pub(crate) exec_result: (i32, String),
     next_id: u64,
     last_time: i64,
 }
@@ -202,6 +206,8 @@ impl FakeCri {
                 hanging: HashSet::new(),
                 runtime_ready: true,
                 network_ready: true,
+                execs: Vec::new(),
+                exec_result: (0, String::new()),
                 next_id: 0,
                 last_time: 0,
             })),
@@ -230,6 +236,16 @@ impl FakeCri {
             return Err(Status::new(*code, message.clone()));
         }
         Ok(st)
+    }
+
+    /// Makes every later `ExecSync` exit with `exit_code` and write `stderr`.
+    pub fn set_exec_result(&self, exit_code: i32, stderr: impl Into<String>) {
+        self.lock().exec_result = (exit_code, stderr.into());
+    }
+
+    /// Every `ExecSync` so far: container ID and command.
+    pub fn execs(&self) -> Vec<(String, Vec<String>)> {
+        self.lock().execs.clone()
     }
 
     /// Every call so far, in order.

@@ -1,0 +1,285 @@
+//! Lifecycle hook handlers: exec (CRI `ExecSync`), httpGet (to the pod IP by default) and
+//! sleep, with upstream's failure messages.
+//!
+//! Mirrors upstream `pkg/kubelet/lifecycle/handlers.go` (`handlerRunner.Run`,
+//! `runHTTPHandler`, `runSleepHandler`). As upstream, an httpGet hook fails only when the
+//! request cannot be made; any HTTP status counts as success. HTTPS hooks are not supported
+//! yet and fail with a message saying so.
+
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Bytes;
+use hyper_util::rt::TokioIo;
+use k8s_openapi::api::core::v1::{Container, HTTPGetAction, LifecycleHandler, Pod};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kubelet_core::pod::PodExt;
+use tokio::net::TcpStream;
+
+use crate::runtime::RemoteRuntime;
+
+/// The `User-Agent` of httpGet hooks (upstream `kube-lifecycle/<major>.<minor>`).
+pub const USER_AGENT: &str = "kube-lifecycle/1.34";
+
+/// Upstream `ErrPostStartHook`: the waiting reason of a container whose postStart hook failed.
+pub const POST_START_HOOK_ERROR: &str = "PostStartHookError";
+
+/// The kill reason of a container whose postStart hook failed (upstream's event reason).
+pub const FAILED_POST_START_HOOK: &str = "FailedPostStartHook";
+
+/// `"<name>_<namespace>(<uid>)"`, upstream `format.Pod`.
+fn format_pod(pod: &Pod) -> String {
+    format!(
+        "{}_{}({})",
+        pod.name_or_empty(),
+        pod.namespace_or_default(),
+        pod.uid()
+    )
+}
+
+/// Resolves an httpGet port: a number, or the name of one of the container's ports.
+fn resolve_port(port: &IntOrString, container: &Container) -> Result<u16, String> {
+    match port {
+        IntOrString::Int(n) => u16::try_from(*n)
+            .ok()
+            .filter(|p| *p > 0)
+            .ok_or_else(|| format!("invalid port number: {n}")),
+        IntOrString::String(name) => {
+            if let Ok(n) = name.parse::<i32>() {
+                return resolve_port(&IntOrString::Int(n), container);
+            }
+            container
+                .ports
+                .iter()
+                .flatten()
+                .find(|p| p.name.as_deref() == Some(name.as_str()))
+                .and_then(|p| u16::try_from(p.container_port).ok())
+                .ok_or_else(|| {
+                    format!(
+                        "couldn't find port: {name:?} in container {:?}",
+                        container.name
+                    )
+                })
+        }
+    }
+}
+
+fn host_port(host: &str, port: u16) -> String {
+    if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+/// One GET request; any answer is success (upstream ignores the status code of hooks).
+async fn http_get(get: &HTTPGetAction, host: &str, port: u16) -> Result<(), String> {
+    if get
+        .scheme
+        .as_deref()
+        .is_some_and(|s| s.eq_ignore_ascii_case("https"))
+    {
+        return Err("HTTPS lifecycle hooks are not supported by this kubelet".into());
+    }
+    let mut path = get.path.clone().unwrap_or_default();
+    if !path.starts_with('/') {
+        path.insert(0, '/');
+    }
+    let authority = host_port(host, port);
+    let url = format!("http://{authority}{path}");
+    let stream = TcpStream::connect(&authority)
+        .await
+        .map_err(|e| format!("Get {url:?}: dial tcp {authority}: {e}"))?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| format!("Get {url:?}: {e}"))?;
+    let conn = tokio::spawn(conn);
+    let mut req = hyper::Request::get(path.as_str())
+        .header(hyper::header::USER_AGENT, USER_AGENT)
+        .header(hyper::header::ACCEPT, "*/*");
+    let mut has_host = false;
+    for h in get.http_headers.iter().flatten() {
+        has_host |= h.name.eq_ignore_ascii_case("host");
+        req = req.header(h.name.as_str(), h.value.as_str());
+    }
+    if !has_host {
+        req = req.header(hyper::header::HOST, authority.as_str());
+    }
+    let req = req
+        .body(Empty::<Bytes>::new())
+        .map_err(|e| format!("Get {url:?}: {e}"))?;
+    let result = async {
+        let resp = sender.send_request(req).await?;
+        // Drain the body so the server sees a complete exchange.
+        resp.into_body().collect().await.map(|_| ())
+    }
+    .await
+    .map_err(|e| format!("Get {url:?}: {e}"));
+    conn.abort();
+    result
+}
+
+impl RemoteRuntime {
+    /// Runs one lifecycle handler against the container `container_id` (upstream
+    /// `handlerRunner.Run`). `Err` carries upstream's message for events and statuses.
+    ///
+    /// Cancel safe: dropping the future abandons the hook (an exec is cancelled with its
+    /// CRI call).
+    pub(crate) async fn run_lifecycle_handler(
+        &self,
+        pod: &Pod,
+        container: &Container,
+        container_id: &str,
+        handler: &LifecycleHandler,
+    ) -> Result<(), String> {
+        if let Some(exec) = &handler.exec {
+            let cmd = exec.command.clone().unwrap_or_default();
+            let err = match self
+                .client
+                .exec_sync(container_id, &cmd, Duration::ZERO)
+                .await
+            {
+                Ok(Some(r)) if r.exit_code == 0 => return Ok(()),
+                Ok(Some(r)) => {
+                    let mut output = r.stdout;
+                    output.extend_from_slice(&r.stderr);
+                    let output = String::from_utf8_lossy(&output).into_owned();
+                    (
+                        format!(
+                            "command '{}' exited with {}: {}",
+                            cmd.join(" "),
+                            r.exit_code,
+                            String::from_utf8_lossy(&r.stderr)
+                        ),
+                        output,
+                    )
+                }
+                Ok(None) => (
+                    format!("command '{}' timed out", cmd.join(" ")),
+                    String::new(),
+                ),
+                Err(e) => (e.to_string(), String::new()),
+            };
+            // Go's `%v` of a string slice: `[sh -c exit 1]`.
+            return Err(format!(
+                "Exec lifecycle hook ([{}]) for Container {:?} in Pod {:?} failed - error: {}, message: {:?}",
+                cmd.join(" "),
+                container.name,
+                format_pod(pod),
+                err.0,
+                err.1
+            ));
+        }
+        if let Some(get) = &handler.http_get {
+            let result = async {
+                let port = resolve_port(&get.port, container)?;
+                let host = match get.host.as_deref().filter(|h| !h.is_empty()) {
+                    Some(h) => h.to_owned(),
+                    None => {
+                        let status = self
+                            .pod_status(&pod.uid(), pod.name_or_empty(), pod.namespace_or_default())
+                            .await
+                            .map_err(|e| e.to_string())?;
+                        status
+                            .ips
+                            .first()
+                            .cloned()
+                            .ok_or_else(|| "failed to find networking container".to_owned())?
+                    }
+                };
+                http_get(get, &host, port).await
+            }
+            .await;
+            return result.map_err(|e| {
+                format!(
+                    "HTTP lifecycle hook ({}) for Container {:?} in Pod {:?} failed - error: {e}",
+                    get.path.as_deref().unwrap_or_default(),
+                    container.name,
+                    format_pod(pod)
+                )
+            });
+        }
+        if let Some(sleep) = &handler.sleep {
+            tokio::time::sleep(Duration::from_secs(sleep.seconds.max(0).unsigned_abs())).await;
+            return Ok(());
+        }
+        Err("Cannot run handler: invalid handler: no exec, httpGet or sleep action".into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::{ContainerPort, HTTPHeader};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    use super::*;
+
+    #[test]
+    fn named_and_numeric_ports() {
+        let c = Container {
+            name: "web".into(),
+            ports: Some(vec![ContainerPort {
+                name: Some("http".into()),
+                container_port: 8080,
+                ..Default::default()
+            }]),
+            ..Default::default()
+        };
+        assert_eq!(resolve_port(&IntOrString::Int(80), &c), Ok(80));
+        assert_eq!(
+            resolve_port(&IntOrString::String("http".into()), &c),
+            Ok(8080)
+        );
+        assert_eq!(resolve_port(&IntOrString::String("81".into()), &c), Ok(81));
+        assert!(resolve_port(&IntOrString::Int(0), &c).is_err());
+        let err = resolve_port(&IntOrString::String("nope".into()), &c).expect_err("unknown");
+        assert!(err.contains("couldn't find port"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn http_hook_sends_get_with_headers_and_ignores_the_status() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let server = tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.expect("accept");
+            let mut buf = vec![0u8; 4096];
+            let n = s.read(&mut buf).await.expect("read");
+            s.write_all(b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 0\r\n\r\n")
+                .await
+                .expect("write");
+            String::from_utf8_lossy(&buf[..n]).into_owned()
+        });
+        let get = HTTPGetAction {
+            path: Some("/hook".into()),
+            port: IntOrString::Int(i32::from(port)),
+            http_headers: Some(vec![HTTPHeader {
+                name: "X-Test".into(),
+                value: "yes".into(),
+            }]),
+            ..Default::default()
+        };
+        http_get(&get, "127.0.0.1", port)
+            .await
+            .expect("any status is success");
+        let request = server.await.expect("server");
+        assert!(request.starts_with("GET /hook HTTP/1.1\r\n"), "{request}");
+        assert!(request.to_lowercase().contains("x-test: yes"), "{request}");
+        assert!(request.contains(USER_AGENT), "{request}");
+    }
+
+    #[tokio::test]
+    async fn http_hook_fails_when_nothing_listens() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        drop(listener);
+        let get = HTTPGetAction {
+            port: IntOrString::Int(i32::from(port)),
+            ..Default::default()
+        };
+        let err = http_get(&get, "127.0.0.1", port)
+            .await
+            .expect_err("refused");
+        assert!(err.contains("dial tcp"), "{err}");
+    }
+}
