@@ -65,6 +65,9 @@ pub struct Flags {
     /// Log verbosity (0 info, 2 more, 4 debug, 6+ trace).
     #[arg(short = 'v', long = "v", default_value_t = 0)]
     pub verbosity: u8,
+    /// Pod cgroup, CPU limit and DNS flags.
+    #[command(flatten)]
+    pub pod_runtime: crate::pod_runtime::Flags,
 }
 
 /// The subset of `KubeletConfiguration` this kubelet reads (same field names).
@@ -82,6 +85,8 @@ struct ConfigFile {
     sync_frequency: Option<String>,
     file_check_frequency: Option<String>,
     pod_logs_dir: Option<PathBuf>,
+    #[serde(flatten)]
+    pod_runtime: crate::pod_runtime::ConfigFile,
     #[serde(flatten)]
     other: std::collections::BTreeMap<String, serde_json::Value>,
 }
@@ -115,6 +120,8 @@ pub struct Settings {
     pub verbosity: u8,
     /// Config-file fields this kubelet does not use (warned about at start).
     pub ignored_config_fields: Vec<String>,
+    /// Pod cgroup, CPU limit and DNS settings.
+    pub pod_runtime: crate::pod_runtime::Settings,
 }
 
 /// A bad flag or config value; the binary exits with [`EXIT_USAGE`].
@@ -261,6 +268,7 @@ impl Settings {
             file_check_frequency,
             verbosity: flags.verbosity,
             ignored_config_fields: file.other.into_keys().collect(),
+            pod_runtime: crate::pod_runtime::Settings::merge(flags.pod_runtime, file.pod_runtime)?,
         })
     }
 }

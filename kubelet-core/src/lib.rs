@@ -18,6 +18,7 @@
 
 pub mod backoff;
 pub mod cache;
+pub mod cm;
 pub mod config;
 pub mod container;
 pub mod expansion;
@@ -28,6 +29,8 @@ pub mod pod;
 pub mod pod_manager;
 pub mod pod_workers;
 pub mod probe;
+pub mod qos;
+pub mod resources;
 pub mod runtime;
 pub mod status;
 pub mod sync;

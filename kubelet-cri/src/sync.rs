@@ -24,10 +24,12 @@ use crate::container::{
     ContainerConfigInput, container_logs_dir, generate_container_config, restart_count_from_log_dir,
 };
 use crate::convert;
+use crate::dns::pod_dns_config;
 use crate::error::is_not_found;
 use crate::image::{EnsureError, ensure_image_exists};
 use crate::labels::{ContainerType, new_pod_annotations};
 use crate::reasons::{CREATE_CONTAINER_CONFIG_ERROR, CREATE_CONTAINER_ERROR, RUN_CONTAINER_ERROR};
+use crate::resources::{apply_to_sandbox, container_resources};
 use crate::runtime::RemoteRuntime;
 use crate::sandbox::{generate_pod_sandbox_config, host_dns_config, pod_logs_dir};
 
@@ -123,8 +125,19 @@ impl RemoteRuntime {
             return Ok(result);
         }
 
-        let dns = host_dns_config(&self.opts.resolv_conf).await;
-        let sandbox_config = generate_pod_sandbox_config(pod, actions.attempt, &self.opts, dns);
+        let host_dns = if self.opts.resolv_conf.as_os_str().is_empty() {
+            None
+        } else {
+            Some(host_dns_config(&self.opts.resolv_conf).await)
+        };
+        let dns = pod_dns_config(pod, host_dns, &self.opts.cluster_dns, &self.opts.node_ips);
+        let mut sandbox_config = generate_pod_sandbox_config(pod, actions.attempt, &self.opts, dns);
+        apply_to_sandbox(
+            &mut sandbox_config,
+            pod,
+            &helper.get_pod_cgroup_parent(pod),
+            self.opts.cfs_quota,
+        );
         let mut pod_ips = status.ips.clone();
         let sandbox_id = if actions.create_sandbox {
             match self.create_sandbox(pod, &sandbox_config).await {
@@ -251,7 +264,7 @@ impl RemoteRuntime {
                 format!("create container log directory {}: {e}", logs_dir.display()),
             )
         })?;
-        let config = generate_container_config(&ContainerConfigInput {
+        let mut config = generate_container_config(&ContainerConfigInput {
             pod,
             container,
             container_type,
@@ -259,6 +272,14 @@ impl RemoteRuntime {
             image_ref: &image_ref,
             opts: &opts,
         });
+        if let Some(linux) = config.linux.as_mut() {
+            linux.resources = Some(container_resources(
+                pod,
+                container,
+                self.opts.memory_capacity,
+                self.opts.cfs_quota,
+            ));
+        }
         tracing::info!(pod = %pod.full_name(), container = %container.name, restart_count, "creating container");
         let id = self
             .client

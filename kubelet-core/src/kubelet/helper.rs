@@ -7,6 +7,7 @@ use std::collections::HashMap;
 
 use k8s_openapi::api::core::v1::{Container, Pod, VolumeMount};
 
+use crate::cm::PodContainerManager;
 use crate::expansion::expand;
 use crate::pod::PodExt;
 use crate::runtime::{Mount, RunContainerOptions, RuntimeHelper};
@@ -16,6 +17,7 @@ use crate::volume::VolumeManager;
 #[derive(Clone)]
 pub struct KubeletRuntimeHelper {
     volumes: Arc<dyn VolumeManager>,
+    cgroups: Arc<dyn PodContainerManager>,
 }
 
 impl std::fmt::Debug for KubeletRuntimeHelper {
@@ -28,7 +30,17 @@ impl std::fmt::Debug for KubeletRuntimeHelper {
 impl KubeletRuntimeHelper {
     /// A helper reading mounts from `volumes`.
     pub fn new(volumes: Arc<dyn VolumeManager>) -> Self {
-        Self { volumes }
+        Self {
+            volumes,
+            cgroups: Arc::new(crate::cm::Noop::default()),
+        }
+    }
+
+    /// Takes pod cgroup parents from `cgroups` (default: none, the runtime chooses).
+    #[must_use]
+    pub fn with_cgroups(mut self, cgroups: Arc<dyn PodContainerManager>) -> Self {
+        self.cgroups = cgroups;
+        self
     }
 }
 
@@ -92,6 +104,10 @@ impl RuntimeHelper for KubeletRuntimeHelper {
             mounts,
             hostname,
         })
+    }
+
+    fn get_pod_cgroup_parent(&self, pod: &Pod) -> String {
+        self.cgroups.pod_cgroup_parent(pod)
     }
 }
 

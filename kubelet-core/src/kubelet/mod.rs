@@ -15,6 +15,7 @@ use k8s_openapi::api::core::v1::Pod;
 use tracing::{debug, info, warn};
 
 use crate::backoff::Backoff;
+use crate::cm::PodContainerManager;
 use crate::pod::{PodExt, PodUid};
 use crate::pod_manager::PodManager;
 use crate::pod_workers::{PodWorkers, UpdatePodOptions, WorkerPhase};
@@ -40,6 +41,7 @@ pub struct Kubelet {
     status: Arc<dyn StatusManager>,
     volumes: Arc<dyn VolumeManager>,
     probes: Arc<dyn ProbeManager>,
+    cgroups: Arc<dyn PodContainerManager>,
     crash_backoff: Arc<Backoff>,
     sources_ready: SourcesReady,
 }
@@ -66,6 +68,7 @@ impl Kubelet {
             status: managers.status.clone(),
             volumes: managers.volumes.clone(),
             probes: managers.probes.clone(),
+            cgroups: managers.cgroups.clone(),
             crash_backoff,
             sources_ready,
         }
@@ -131,6 +134,26 @@ impl Kubelet {
                 self.handle_pod_syncs(vec![pod]).await
             }
             None => debug!(pod = %update.pod_uid, "probe update for a pod with no config"),
+        }
+    }
+}
+
+impl Kubelet {
+    /// Removes the cgroups of pods that are neither desired, nor known to a pod worker, nor
+    /// running in the runtime (upstream `cleanupOrphanedPodCgroups`).
+    fn cleanup_orphaned_pod_cgroups(&self, keep: &HashSet<PodUid>) {
+        let cgroups = match self.cgroups.pod_cgroups() {
+            Ok(c) => c,
+            Err(e) => {
+                warn!(error = %e, "listing pod cgroups");
+                return;
+            }
+        };
+        for uid in cgroups.into_iter().filter(|u| !keep.contains(u)) {
+            info!(pod = %uid, "removing orphaned pod cgroup");
+            if let Err(e) = self.cgroups.destroy(&uid) {
+                warn!(pod = %uid, error = %e, "removing orphaned pod cgroup");
+            }
         }
     }
 }
@@ -228,6 +251,7 @@ impl SyncHandler for Kubelet {
             .cleanup_orphaned(&keep)
             .await
             .map_err(|e| format!("cleaning up orphaned volumes: {e}"))?;
+        self.cleanup_orphaned_pod_cgroups(&keep);
         Ok(())
     }
 }
