@@ -92,7 +92,11 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         status: status.clone(),
         pleg: pleg.clone(),
         cache: cache.clone(),
-        helper: Arc::new(KubeletRuntimeHelper::new(volumes).with_cgroups(cgroups.clone())),
+        helper: Arc::new(
+            KubeletRuntimeHelper::new(volumes)
+                .with_cgroups(cgroups.clone())
+                .with_hosts_file(settings.root_dir.clone(), pr.cluster_domain.clone()),
+        ),
         probes: Arc::new(probe_manager),
         cgroups,
     };

@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use k8s_cri::v1 as cri;
 use k8s_openapi::api::core::v1::{Container, Pod};
 use kubelet_core::backoff::Backoff;
+use kubelet_core::kubelet::hosts::{kernel_hostname, pod_hostname_and_domain};
 use kubelet_core::pod::PodExt;
 use kubelet_core::runtime::{
     ContainerState, ContainerSyncError, Error, PodStatus, PodSyncResult, Result, RunningPod,
@@ -132,6 +133,21 @@ impl RemoteRuntime {
         };
         let dns = pod_dns_config(pod, host_dns, &self.opts.cluster_dns, &self.opts.node_ips);
         let mut sandbox_config = generate_pod_sandbox_config(pod, actions.attempt, &self.opts, dns);
+        if !pod.host_network() {
+            let fqdn = pod.spec.as_ref().and_then(|s| s.set_hostname_as_fqdn) == Some(true);
+            match pod_hostname_and_domain(pod, &self.opts.cluster_dns.domain)
+                .and_then(|(h, d)| kernel_hostname(&h, &d, fqdn))
+            {
+                Ok(h) => sandbox_config.hostname = h,
+                Err(message) => {
+                    let e = Error::InvalidSpec {
+                        field: "spec.hostname".into(),
+                        reason: message,
+                    };
+                    return fail_pod(result, "failed to create pod sandbox", e);
+                }
+            }
+        }
         apply_to_sandbox(
             &mut sandbox_config,
             pod,
@@ -280,7 +296,18 @@ impl RemoteRuntime {
                 self.opts.cfs_quota,
             ));
         }
-        tracing::info!(pod = %pod.full_name(), container = %container.name, restart_count, "creating container");
+        let res = config.linux.as_ref().and_then(|l| l.resources.as_ref());
+        tracing::info!(
+            pod = %pod.full_name(),
+            container = %container.name,
+            restart_count,
+            cpu_shares = res.map(|r| r.cpu_shares),
+            cpu_quota = res.map(|r| r.cpu_quota),
+            memory_limit = res.map(|r| r.memory_limit_in_bytes),
+            oom_score_adj = res.map(|r| r.oom_score_adj),
+            cgroup_parent = ctx.sandbox_config.linux.as_ref().map(|l| l.cgroup_parent.as_str()),
+            "creating container"
+        );
         let id = self
             .client
             .create_container(ctx.sandbox_id, config, ctx.sandbox_config.clone())

@@ -22,6 +22,10 @@ pub struct Node {
     kubelet: Option<Child>,
     pub read_only_port: u16,
     pub healthz_port: u16,
+    /// `--cgroup-root` of this node's kubelet: its own, so suites never share pod cgroups.
+    pub cgroup_root: String,
+    /// Extra kubelet flags.
+    pub extra_args: Vec<String>,
     starts: u32,
 }
 
@@ -56,6 +60,8 @@ impl Node {
             kubelet: None,
             read_only_port: free_port(),
             healthz_port: free_port(),
+            cgroup_root: format!("/rk-it-{}-{name}", checkout_tag()),
+            extra_args: Vec::new(),
             starts: 0,
         }
     }
@@ -90,6 +96,8 @@ impl Node {
             .args(["--read-only-port", &self.read_only_port.to_string()])
             .args(["--healthz-port", &self.healthz_port.to_string()])
             .args(["--file-check-frequency", "2s", "--sync-frequency", "10s"])
+            .args(["--cgroup-root", &self.cgroup_root])
+            .args(&self.extra_args)
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
             .stderr(log)

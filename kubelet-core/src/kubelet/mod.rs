@@ -3,6 +3,7 @@
 //! (upstream `pkg/kubelet/kubelet.go`, `kubelet_pods.go`).
 
 mod helper;
+pub mod hosts;
 pub mod runtime_state;
 pub mod sync_loop;
 mod syncer;
