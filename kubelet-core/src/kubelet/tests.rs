@@ -252,6 +252,29 @@ async fn pod_cgroup_lives_from_before_the_sandbox_until_the_containers_are_gone(
 }
 
 #[tokio::test(start_paused = true)]
+async fn housekeeping_removes_cgroups_of_pods_nobody_knows() {
+    use crate::cm::PodContainerManager;
+    let n = node();
+    let ghost = pod("ghost");
+    n.cgroups.ensure_exists(&ghost).expect("fake");
+    let p = pod("kept");
+    n.send(Operation::Add, vec![p.clone()]).await;
+    eventually(Duration::from_secs(30), "running", || {
+        running(&n.runtime, &p.uid(), "app").is_some()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(n.cgroups.exists(&ghost.uid()), "removed before sources were ready");
+    n.ready.store(true, Ordering::SeqCst);
+    eventually(Duration::from_secs(30), "orphaned cgroup removed", || {
+        !n.cgroups.exists(&ghost.uid())
+    })
+    .await;
+    assert!(n.cgroups.exists(&p.uid()), "a desired pod keeps its cgroup");
+    n.token.cancel();
+}
+
+#[tokio::test(start_paused = true)]
 async fn added_pod_runs_without_waiting_for_a_tick() {
     let n = node();
     let p = pod("web");
