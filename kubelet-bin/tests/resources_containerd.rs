@@ -200,6 +200,9 @@ fn qos_classes_land_in_their_cgroups_with_upstream_limits() {
         cg_read("cpu", &format!("{root}/kubepods/besteffort"), "cpu.shares"),
         "2"
     );
+    // The burstable QoS cgroup has the shares of the Burstable pods' requests.
+    let burstable_qos = format!("{root}/kubepods/burstable");
+    assert_eq!(cg_read("cpu", &burstable_qos, "cpu.shares"), "102");
 
     // Container processes: inside their pod cgroup, with the container-level settings.
     let g_pid = task_pid(&node, &g_id);
@@ -282,6 +285,11 @@ fn qos_classes_land_in_their_cgroups_with_upstream_limits() {
         |_| (!cg_dir("cpu", &b_pod).exists() && !cg_dir("memory", &b_pod).exists()).then_some(()),
     );
     assert!(cg_dir("cpu", &g_pod).exists());
+    node.wait_for(
+        Duration::from_secs(10),
+        "burstable QoS shares back to 2",
+        |_| (cg_read("cpu", &burstable_qos, "cpu.shares") == "2").then_some(()),
+    );
 }
 
 #[test]
@@ -368,8 +376,10 @@ spec:
     );
     assert!(!resolv.contains("ndots:5"), "{resolv}");
     // Managed /etc/hosts: pod IP with FQDN and hostname, then the host aliases.
-    let pod = node.pod("cf").expect("cf pod");
-    let ip = pod["status"]["podIP"].as_str().expect("pod IP").to_owned();
+    let ip = node.wait_for(Duration::from_secs(10), "cf pod IP in the status", |n| {
+        n.pod("cf")
+            .and_then(|p| p["status"]["podIP"].as_str().map(str::to_owned))
+    });
     let hosts = read("cf.hosts");
     assert!(
         hosts.starts_with("# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n"),

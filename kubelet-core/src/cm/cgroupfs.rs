@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 use k8s_openapi::api::core::v1::Pod;
 
 use super::helpers::{
-    MIN_SHARES, QUOTA_PERIOD, ResourceConfig, resource_config_for_pod, shares_to_weight,
+    MIN_SHARES, QUOTA_PERIOD, ResourceConfig, burstable_cpu_shares, resource_config_for_pod,
+    shares_to_weight,
 };
 use super::{
     Error, KUBEPODS, PodContainerManager, Result, cgroupfs_name, pod_cgroup_suffix,
@@ -323,16 +324,34 @@ impl PodContainerManager for Cgroupfs {
         super::pod_cgroupfs_name(&self.root, pod)
     }
 
+    fn pod_cgroup_exists(&self, pod: &Pod) -> bool {
+        let name = self.pod_cgroup_parent(pod);
+        self.mounts()
+            .iter()
+            .all(|(mount, _)| Self::dir(mount, &name).is_dir())
+    }
+
+    fn update_qos_cgroups(&self, active_pods: &[Pod]) -> Result<()> {
+        for (segments, shares) in [
+            (QOS_PARENTS[1], burstable_cpu_shares(active_pods)),
+            (QOS_PARENTS[2], MIN_SHARES),
+        ] {
+            let leaves = self.create(segments)?;
+            let config = ResourceConfig {
+                cpu_shares: Some(shares),
+                ..Default::default()
+            };
+            self.apply(&leaves, &config)?;
+        }
+        Ok(())
+    }
+
     fn ensure_exists(&self, pod: &Pod) -> Result<()> {
         let suffix = pod_cgroup_suffix(&pod.uid());
         let mut segments = qos_cgroup_segments(pod);
         segments.push(&suffix);
         let name = self.name(&segments);
-        if self
-            .mounts()
-            .iter()
-            .all(|(mount, _)| Self::dir(mount, &name).is_dir())
-        {
+        if self.pod_cgroup_exists(pod) {
             return Ok(());
         }
         let leaves = self.create(&segments)?;

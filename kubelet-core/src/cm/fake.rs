@@ -20,6 +20,7 @@ struct State {
     existing: BTreeSet<PodUid>,
     created: Vec<PodUid>,
     destroyed: Vec<PodUid>,
+    qos_updates: usize,
 }
 
 impl FakePodContainerManager {
@@ -46,6 +47,11 @@ impl FakePodContainerManager {
     pub fn exists(&self, uid: &PodUid) -> bool {
         self.state().existing.contains(uid)
     }
+
+    /// How many times the QoS cgroups were updated.
+    pub fn qos_updates(&self) -> usize {
+        self.state().qos_updates
+    }
 }
 
 impl PodContainerManager for FakePodContainerManager {
@@ -71,5 +77,14 @@ impl PodContainerManager for FakePodContainerManager {
 
     fn pod_cgroups(&self) -> Result<Vec<PodUid>> {
         Ok(self.state().existing.iter().cloned().collect())
+    }
+
+    fn pod_cgroup_exists(&self, pod: &Pod) -> bool {
+        self.exists(&pod.uid())
+    }
+
+    fn update_qos_cgroups(&self, _active_pods: &[Pod]) -> Result<()> {
+        self.state().qos_updates += 1;
+        Ok(())
     }
 }

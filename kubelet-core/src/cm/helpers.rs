@@ -107,6 +107,17 @@ pub fn resource_config_for_pod(
     }
 }
 
+/// The cpu shares of the `burstable` QoS cgroup for `active_pods` (upstream
+/// `setCPUCgroupConfig`): the shares of the summed cpu requests of the Burstable pods.
+pub fn burstable_cpu_shares(active_pods: &[Pod]) -> u64 {
+    let milli: i64 = active_pods
+        .iter()
+        .filter(|p| pod_qos(p) == BURSTABLE)
+        .filter_map(|p| pod_requests(p, true).get(CPU).map(|n| milli_value(*n)))
+        .sum();
+    milli_cpu_to_shares(milli)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -208,6 +219,15 @@ mod tests {
                 ..Default::default()
             }
         );
+        assert_eq!(
+            burstable_cpu_shares(&[
+                burstable_limits.clone(),
+                partial.clone(),
+                guaranteed.clone()
+            ]),
+            307
+        );
+        assert_eq!(burstable_cpu_shares(std::slice::from_ref(&guaranteed)), 2);
         let best_effort = pod(vec![container("a", &[], &[])]);
         assert_eq!(
             resource_config_for_pod(&best_effort, true, 100_000),

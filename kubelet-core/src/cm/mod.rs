@@ -99,6 +99,14 @@ pub trait PodContainerManager: Send + Sync {
 
     /// UIDs of every pod cgroup that exists (upstream `GetAllPodsFromCgroups`).
     fn pod_cgroups(&self) -> Result<Vec<PodUid>>;
+
+    /// Whether the pod's cgroup exists (upstream `Exists`).
+    fn pod_cgroup_exists(&self, pod: &Pod) -> bool;
+
+    /// Sets the QoS cgroups' cpu shares from the active pods (upstream `UpdateCgroups`):
+    /// `burstable` gets the shares of all Burstable pods' cpu requests, `besteffort` the
+    /// minimum.
+    fn update_qos_cgroups(&self, active_pods: &[Pod]) -> Result<()>;
 }
 
 /// The manager with `--cgroups-per-qos=false`: pods go straight into the cgroup root.
@@ -120,6 +128,12 @@ impl PodContainerManager for Noop {
     }
     fn pod_cgroups(&self) -> Result<Vec<PodUid>> {
         Ok(Vec::new())
+    }
+    fn pod_cgroup_exists(&self, _pod: &Pod) -> bool {
+        true
+    }
+    fn update_qos_cgroups(&self, _active_pods: &[Pod]) -> Result<()> {
+        Ok(())
     }
 }
 

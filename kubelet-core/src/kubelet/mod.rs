@@ -253,6 +253,9 @@ impl SyncHandler for Kubelet {
             .await
             .map_err(|e| format!("cleaning up orphaned volumes: {e}"))?;
         self.cleanup_orphaned_pod_cgroups(&keep);
+        if let Err(e) = self.cgroups.update_qos_cgroups(&self.pod_manager.pods()) {
+            warn!(error = %e, "updating the QoS cgroups");
+        }
         Ok(())
     }
 }

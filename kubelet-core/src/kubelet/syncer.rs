@@ -153,7 +153,17 @@ impl PodSyncer for KubeletPodSyncer {
         {
             return Err(Error::Other(format!("network is not ready: {e}")));
         }
-        // Upstream creates the pod cgroup before anything else of the pod.
+        // Upstream creates the pod cgroup before anything else of the pod, after sizing the
+        // QoS cgroups for it.
+        if !self.managers.cgroups.pod_cgroup_exists(pod) {
+            let mut active = self.pod_manager.pods();
+            if !self.pod_manager.contains(&uid) {
+                active.push(pod.clone());
+            }
+            if let Err(e) = self.managers.cgroups.update_qos_cgroups(&active) {
+                tracing::warn!(error = %e, "updating the QoS cgroups");
+            }
+        }
         self.managers.cgroups.ensure_exists(pod).map_err(|e| {
             Error::Other(format!(
                 "failed to ensure that the pod cgroups exist and are correctly applied: {e}"

@@ -241,6 +241,10 @@ async fn pod_cgroup_lives_from_before_the_sandbox_until_the_containers_are_gone(
     .await;
     assert_eq!(n.cgroups.created(), [p.uid()]);
     assert!(n.cgroups.destroyed().is_empty());
+    assert!(
+        n.cgroups.qos_updates() >= 1,
+        "QoS cgroups sized before the pod cgroup"
+    );
     n.send(Operation::Remove, vec![p.clone()]).await;
     eventually(Duration::from_secs(30), "cgroup removed", || {
         !n.cgroups.exists(&p.uid())
@@ -264,7 +268,10 @@ async fn housekeeping_removes_cgroups_of_pods_nobody_knows() {
     })
     .await;
     tokio::time::sleep(Duration::from_secs(5)).await;
-    assert!(n.cgroups.exists(&ghost.uid()), "removed before sources were ready");
+    assert!(
+        n.cgroups.exists(&ghost.uid()),
+        "removed before sources were ready"
+    );
     n.ready.store(true, Ordering::SeqCst);
     eventually(Duration::from_secs(30), "orphaned cgroup removed", || {
         !n.cgroups.exists(&ghost.uid())
