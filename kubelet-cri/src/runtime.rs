@@ -37,8 +37,8 @@ pub struct Options {
     pub request_timeout: Duration,
     /// Root of the pod log directories (upstream `--pod-logs-dir`, default `/var/log/pods`).
     pub pod_logs_dir: PathBuf,
-    /// The resolv.conf whose nameservers, search domains and options every sandbox gets
-    /// (upstream `--resolv-conf`, default `/etc/resolv.conf`).
+    /// The host resolv.conf: the base of every pod's DNS config, all of it for `Default`
+    /// pods (upstream `--resolv-conf`, default `/etc/resolv.conf`; empty for none).
     pub resolv_conf: PathBuf,
     /// This node's name.
     pub node_name: String,
