@@ -311,7 +311,7 @@ fn managed_etc_hosts_and_dns_policies() {
     std::fs::create_dir_all(&out).expect("out dir");
     let script = |name: &str| {
         format!(
-            "cat /etc/hosts > /out/{name}.hosts; cat /etc/resolv.conf > /out/{name}.resolv; hostname > /out/{name}.hostname; echo done > /out/{name}.done; sleep 3600"
+            "cat /etc/hosts > /out/{name}.hosts; cat /etc/resolv.conf > /out/{name}.resolv; hostname > /out/{name}.hostname; cat /proc/1/cmdline > /out/{name}.pid1; echo done > /out/{name}.done; sleep 3600"
         )
     };
     let manifest = |name: &str, spec: &str| {
@@ -351,8 +351,12 @@ spec:
         ),
     );
     node.write_manifest("hostnet.yaml", &manifest("hostnet", "  hostNetwork: true"));
+    node.write_manifest(
+        "sharepid.yaml",
+        &manifest("sharepid", "  shareProcessNamespace: true"),
+    );
 
-    for name in ["cf", "none", "hostnet"] {
+    for name in ["cf", "none", "hostnet", "sharepid"] {
         node.wait_for(
             Duration::from_secs(30),
             &format!("{name} wrote its files"),
@@ -407,6 +411,12 @@ spec:
 
     // Host network: ClusterFirst falls back to the node's resolver; the node's hosts file
     // with the host-network header.
+    // shareProcessNamespace: the sandbox's pause process is PID 1 of the container.
+    let pid1 = std::fs::read_to_string(out.join("sharepid.pid1")).expect("pid1");
+    assert!(pid1.starts_with("/pause"), "{pid1:?}");
+    let own = std::fs::read_to_string(out.join("cf.pid1")).expect("pid1");
+    assert!(own.starts_with("sh"), "{own:?}");
+
     let resolv = read("hostnet.resolv");
     assert!(!resolv.contains("10.96.0.10"), "{resolv}");
     let hosts = read("hostnet.hosts");
