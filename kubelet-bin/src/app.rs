@@ -46,6 +46,8 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     let token = CancellationToken::new();
     let tracker = TaskTracker::new();
 
+    let pr = &settings.pod_runtime;
+    let cgroups = pod_cgroups(pr)?;
     let (probe_results, probe_updates) = kubelet_core::probe::Results::new();
     let runtime: Arc<dyn Runtime> = Arc::new(
         kubelet_cri::RemoteRuntime::connect(
@@ -54,7 +56,17 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
                 .with_pod_logs_dir(settings.pod_log_dir.clone())
                 .with_root_dir(settings.root_dir.clone())
                 .with_node_name(settings.node_name.clone())
-                .with_seccomp_profile_root(settings.root_dir.join("seccomp")),
+                .with_seccomp_profile_root(settings.root_dir.join("seccomp"))
+                .with_node_ips(settings.node_ips.clone())
+                .with_resolv_conf(pr.resolv_conf.clone())
+                .with_cluster_dns(kubelet_cri::dns::ClusterDns {
+                    servers: pr.cluster_dns.clone(),
+                    domain: pr.cluster_domain.clone(),
+                })
+                .with_cfs_quota(kubelet_cri::resources::CfsQuota {
+                    enforce: pr.cpu_cfs_quota,
+                    period_us: i64::try_from(pr.cpu_cfs_quota_period_us).unwrap_or(100_000),
+                }),
         )
         .with_context(|| format!("--container-runtime-endpoint {}", settings.runtime_endpoint))?
         .with_probe_results(probe_results.clone())
@@ -103,8 +115,13 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         status: status.clone(),
         pleg: pleg.clone(),
         cache: cache.clone(),
-        helper: Arc::new(helper),
+        helper: Arc::new(
+            helper
+                .with_cgroups(cgroups.clone())
+                .with_hosts_file(settings.root_dir.clone(), pr.cluster_domain.clone()),
+        ),
         probes: Arc::new(probe_manager),
+        cgroups,
     };
 
     let (mut pod_config, updates) = PodConfig::new();
@@ -264,4 +281,31 @@ async fn wait_for_signal() -> anyhow::Result<()> {
         _ = int.recv() => info!("received SIGINT"),
     }
     Ok(())
+}
+
+/// The pod cgroup manager of the settings: cgroupfs under `--cgroup-root` with
+/// `--cgroups-per-qos`, after creating the QoS cgroups (upstream `ContainerManager.Start`).
+fn pod_cgroups(
+    pr: &crate::pod_runtime::Settings,
+) -> anyhow::Result<Arc<dyn kubelet_core::cm::PodContainerManager>> {
+    use kubelet_core::cm::cgroupfs::{Cgroupfs, Layout};
+    if !pr.cgroups_per_qos {
+        let root = if pr.cgroup_root == "/" {
+            String::new()
+        } else {
+            pr.cgroup_root.clone()
+        };
+        return Ok(Arc::new(kubelet_core::cm::Noop { cgroup_root: root }));
+    }
+    let layout = Layout::detect().context("--cgroups-per-qos: detecting cgroups")?;
+    let cgroups = Cgroupfs::new(layout, pr.cgroup_root.clone())
+        .with_cpu_cfs_quota(pr.cpu_cfs_quota, pr.cpu_cfs_quota_period_us);
+    cgroups.setup_qos().with_context(|| {
+        format!(
+            "--cgroups-per-qos: creating the QoS cgroups under {}",
+            pr.cgroup_root
+        )
+    })?;
+    tracing::info!(root = %pr.cgroup_root, "pod cgroups enabled (cgroupfs)");
+    Ok(Arc::new(cgroups))
 }

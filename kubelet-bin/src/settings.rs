@@ -74,6 +74,9 @@ pub struct Flags {
     /// Log verbosity (0 info, 2 more, 4 debug, 6+ trace).
     #[arg(short = 'v', long = "v", default_value_t = 0)]
     pub verbosity: u8,
+    /// Pod cgroup, CPU limit and DNS flags.
+    #[command(flatten)]
+    pub pod_runtime: crate::pod_runtime::Flags,
 }
 
 /// The subset of `KubeletConfiguration` this kubelet reads (same field names).
@@ -92,6 +95,8 @@ struct ConfigFile {
     file_check_frequency: Option<String>,
     pod_logs_dir: Option<PathBuf>,
     crash_loop_back_off: Option<CrashLoopBackOffConfig>,
+    #[serde(flatten)]
+    pod_runtime: crate::pod_runtime::ConfigFile,
     #[serde(flatten)]
     other: std::collections::BTreeMap<String, serde_json::Value>,
 }
@@ -141,6 +146,8 @@ pub struct Settings {
     pub verbosity: u8,
     /// Config-file fields this kubelet does not use (warned about at start).
     pub ignored_config_fields: Vec<String>,
+    /// Pod cgroup, CPU limit and DNS settings.
+    pub pod_runtime: crate::pod_runtime::Settings,
 }
 
 /// A bad flag or config value; the binary exits with [`EXIT_USAGE`].
@@ -334,6 +341,7 @@ impl Settings {
             image_pull_backoff,
             verbosity: flags.verbosity,
             ignored_config_fields: file.other.into_keys().collect(),
+            pod_runtime: crate::pod_runtime::Settings::merge(flags.pod_runtime, file.pod_runtime)?,
         })
     }
 }

@@ -71,6 +71,7 @@ fn setup() -> Setup {
         cache,
         helper: Arc::new(KubeletRuntimeHelper::new(volumes)),
         probes: Arc::new(kubelet_core::probe::NoProbes),
+        cgroups: Arc::new(kubelet_core::cm::Noop::default()),
     };
     let syncer = KubeletPodSyncer::new(
         managers,

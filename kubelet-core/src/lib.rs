@@ -19,6 +19,7 @@
 pub mod active_deadline;
 pub mod backoff;
 pub mod cache;
+pub mod cm;
 pub mod config;
 pub mod container;
 pub mod expansion;
@@ -28,8 +29,10 @@ pub mod objects;
 pub mod pleg;
 pub mod pod;
 pub mod pod_manager;
+pub mod pod_resources;
 pub mod pod_workers;
 pub mod probe;
+pub mod qos;
 pub mod resources;
 pub mod runtime;
 pub mod status;

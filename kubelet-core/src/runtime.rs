@@ -386,6 +386,12 @@ pub trait RuntimeHelper: Send + Sync {
         container: &Container,
         pod_ips: &[String],
     ) -> std::result::Result<RunContainerOptions, String>;
+
+    /// The cgroup parent of the pod's sandbox (upstream `GetPodCgroupParent`), e.g.
+    /// `/kubepods/burstable/pod<uid>`; empty lets the runtime choose.
+    fn get_pod_cgroup_parent(&self, _pod: &Pod) -> String {
+        String::new()
+    }
 }
 
 /// A container runtime (upstream `kubecontainer.Runtime`), implemented over CRI by

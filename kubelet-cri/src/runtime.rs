@@ -37,18 +37,28 @@ pub struct Options {
     pub request_timeout: Duration,
     /// Root of the pod log directories (upstream `--pod-logs-dir`, default `/var/log/pods`).
     pub pod_logs_dir: PathBuf,
-    /// The resolv.conf whose nameservers, search domains and options every sandbox gets
-    /// (upstream `--resolv-conf`, default `/etc/resolv.conf`).
+    /// The host resolv.conf: the base of every pod's DNS config, all of it for `Default`
+    /// pods (upstream `--resolv-conf`, default `/etc/resolv.conf`; empty for none).
     pub resolv_conf: PathBuf,
     /// This node's name.
     pub node_name: String,
-    /// Parent cgroup of the pod sandboxes; `None` lets the runtime choose.
+    /// Parent cgroup of the pod sandboxes when the runtime helper gives none; `None` lets
+    /// the runtime choose.
     pub cgroup_parent: Option<String>,
     /// Where `Localhost` seccomp profiles live (upstream `<root-dir>/seccomp`).
     pub seccomp_profile_root: PathBuf,
     /// The kubelet's root directory (`--root-dir`): termination message files live under
     /// `<root>/pods/<uid>/containers/<name>/`. `None`: no termination message file is mounted.
     pub root_dir: Option<PathBuf>,
+    /// Cluster DNS servers and domain (upstream `--cluster-dns`, `--cluster-domain`).
+    pub cluster_dns: crate::dns::ClusterDns,
+    /// Node IPs, for the localhost nameserver of `Default` pods when `resolv_conf` is empty.
+    pub node_ips: Vec<String>,
+    /// The machine's memory in bytes, for Burstable `oom_score_adj`; 0 reads
+    /// `/proc/meminfo` at connect.
+    pub memory_capacity: i64,
+    /// CPU limit enforcement (upstream `--cpu-cfs-quota`, `--cpu-cfs-quota-period`).
+    pub cfs_quota: crate::resources::CfsQuota,
 }
 
 impl Default for Options {
@@ -61,6 +71,10 @@ impl Default for Options {
             cgroup_parent: None,
             seccomp_profile_root: PathBuf::from("/var/lib/kubelet/seccomp"),
             root_dir: None,
+            cluster_dns: Default::default(),
+            node_ips: Vec::new(),
+            memory_capacity: 0,
+            cfs_quota: Default::default(),
         }
     }
 }
@@ -98,6 +112,34 @@ impl Options {
     #[must_use]
     pub fn with_root_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.root_dir = Some(dir.into());
+        self
+    }
+
+    /// Sets [`Options::cluster_dns`].
+    #[must_use]
+    pub fn with_cluster_dns(mut self, dns: crate::dns::ClusterDns) -> Self {
+        self.cluster_dns = dns;
+        self
+    }
+
+    /// Sets [`Options::node_ips`].
+    #[must_use]
+    pub fn with_node_ips(mut self, ips: Vec<String>) -> Self {
+        self.node_ips = ips;
+        self
+    }
+
+    /// Sets [`Options::memory_capacity`].
+    #[must_use]
+    pub fn with_memory_capacity(mut self, bytes: i64) -> Self {
+        self.memory_capacity = bytes;
+        self
+    }
+
+    /// Sets [`Options::cfs_quota`].
+    #[must_use]
+    pub fn with_cfs_quota(mut self, cfs: crate::resources::CfsQuota) -> Self {
+        self.cfs_quota = cfs;
         self
     }
 
@@ -139,8 +181,11 @@ impl RemoteRuntime {
     ///
     /// Does not dial: must be called within a Tokio runtime, and only fails on a malformed
     /// endpoint (or outside a runtime).
-    pub fn connect(endpoint: &str, opts: Options) -> Result<Self, ConnectError> {
+    pub fn connect(endpoint: &str, mut opts: Options) -> Result<Self, ConnectError> {
         let path = socket_path(endpoint)?;
+        if opts.memory_capacity <= 0 {
+            opts.memory_capacity = crate::resources::machine_memory_capacity().unwrap_or(0);
+        }
         let client = CriClient::connect_lazy(&path, opts.request_timeout)?;
         Ok(Self {
             client,

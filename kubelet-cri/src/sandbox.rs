@@ -4,8 +4,10 @@
 //! Mirrors upstream `pkg/kubelet/kuberuntime/kuberuntime_sandbox.go`
 //! (`generatePodSandboxConfig`, `generatePodSandboxLinuxConfig`),
 //! `pkg/kubelet/kuberuntime/util/util.go` (`NamespacesForPod`) and the host DNS part of
-//! `pkg/kubelet/network/dns/dns.go` (`parseResolvConf`). Cluster DNS (`ClusterFirst`) is not
-//! implemented yet: every pod gets the host's resolver configuration.
+//! `pkg/kubelet/network/dns/dns.go` (`parseResolvConf`). The DNS policies are applied by
+//! [`crate::dns`]; resources, overhead and the pod cgroup parent by [`crate::resources`];
+//! the sync replaces [`pod_hostname`] with the kubelet's hostname/domain/FQDN logic
+//! (`kubelet_core::kubelet::hosts`) for pods off the host network.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

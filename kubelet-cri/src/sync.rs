@@ -14,6 +14,7 @@ use k8s_cri::v1 as cri;
 use k8s_openapi::api::core::v1::{Container, Pod};
 use kubelet_core::backoff::Backoff;
 use kubelet_core::container::is_restartable_init_container;
+use kubelet_core::kubelet::hosts::{kernel_hostname, pod_hostname_and_domain};
 use kubelet_core::pod::PodExt;
 use kubelet_core::runtime::{
     ContainerState, ContainerSyncError, Error, Mount, PodStatus, PodSyncResult, Result, RunningPod,
@@ -25,6 +26,7 @@ use crate::container::{
     ContainerConfigInput, container_logs_dir, generate_container_config, restart_count_from_log_dir,
 };
 use crate::convert;
+use crate::dns::pod_dns_config;
 use crate::error::is_not_found;
 use crate::image::{EnsureError, ensure_image_exists};
 use crate::labels::{ContainerType, new_pod_annotations};
@@ -32,6 +34,7 @@ use crate::lifecycle::{FAILED_POST_START_HOOK, POST_START_HOOK_ERROR};
 use crate::reasons::{
     CREATE_CONTAINER_CONFIG_ERROR, CREATE_CONTAINER_ERROR, IMAGE_PULL_BACK_OFF, RUN_CONTAINER_ERROR,
 };
+use crate::resources::{apply_to_sandbox, container_resources};
 use crate::runtime::RemoteRuntime;
 use crate::sandbox::{generate_pod_sandbox_config, host_dns_config, pod_logs_dir};
 use crate::security::{ImageUser, container_security_context, verify_run_as_non_root};
@@ -140,8 +143,34 @@ impl RemoteRuntime {
             result.pod_error = Some(message);
             return Ok(result);
         }
-        let dns = host_dns_config(&self.opts.resolv_conf).await;
-        let sandbox_config = generate_pod_sandbox_config(pod, actions.attempt, &self.opts, dns);
+        let host_dns = if self.opts.resolv_conf.as_os_str().is_empty() {
+            None
+        } else {
+            Some(host_dns_config(&self.opts.resolv_conf).await)
+        };
+        let dns = pod_dns_config(pod, host_dns, &self.opts.cluster_dns, &self.opts.node_ips);
+        let mut sandbox_config = generate_pod_sandbox_config(pod, actions.attempt, &self.opts, dns);
+        if !pod.host_network() {
+            let fqdn = pod.spec.as_ref().and_then(|s| s.set_hostname_as_fqdn) == Some(true);
+            match pod_hostname_and_domain(pod, &self.opts.cluster_dns.domain)
+                .and_then(|(h, d)| kernel_hostname(&h, &d, fqdn))
+            {
+                Ok(h) => sandbox_config.hostname = h,
+                Err(message) => {
+                    let e = Error::InvalidSpec {
+                        field: "spec.hostname".into(),
+                        reason: message,
+                    };
+                    return fail_pod(result, "failed to create pod sandbox", e);
+                }
+            }
+        }
+        apply_to_sandbox(
+            &mut sandbox_config,
+            pod,
+            &helper.get_pod_cgroup_parent(pod),
+            self.opts.cfs_quota,
+        );
         let mut pod_ips = status.ips.clone();
         let sandbox_id = if actions.create_sandbox {
             match self.create_sandbox(pod, &sandbox_config).await {
@@ -302,7 +331,7 @@ impl RemoteRuntime {
                 format!("create container log directory {}: {e}", logs_dir.display()),
             )
         })?;
-        let config = generate_container_config(&ContainerConfigInput {
+        let mut config = generate_container_config(&ContainerConfigInput {
             pod,
             container,
             container_type,
@@ -311,7 +340,26 @@ impl RemoteRuntime {
             opts: &opts,
             security_context: &security_context,
         });
-        tracing::info!(pod = %pod.full_name(), container = %container.name, restart_count, "creating container");
+        if let Some(linux) = config.linux.as_mut() {
+            linux.resources = Some(container_resources(
+                pod,
+                container,
+                self.opts.memory_capacity,
+                self.opts.cfs_quota,
+            ));
+        }
+        let res = config.linux.as_ref().and_then(|l| l.resources.as_ref());
+        tracing::info!(
+            pod = %pod.full_name(),
+            container = %container.name,
+            restart_count,
+            cpu_shares = res.map(|r| r.cpu_shares),
+            cpu_quota = res.map(|r| r.cpu_quota),
+            memory_limit = res.map(|r| r.memory_limit_in_bytes),
+            oom_score_adj = res.map(|r| r.oom_score_adj),
+            cgroup_parent = ctx.sandbox_config.linux.as_ref().map(|l| l.cgroup_parent.as_str()),
+            "creating container"
+        );
         let id = self
             .client
             .create_container(ctx.sandbox_id, config, ctx.sandbox_config.clone())

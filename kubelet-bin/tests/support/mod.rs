@@ -22,6 +22,8 @@ pub struct Node {
     kubelet: Option<Child>,
     pub read_only_port: u16,
     pub healthz_port: u16,
+    /// `--cgroup-root` of this node's kubelet: its own, so suites never share pod cgroups.
+    pub cgroup_root: String,
     starts: u32,
     /// Extra kubelet flags, added after the harness's own (set before `start_kubelet`).
     pub extra_args: Vec<String>,
@@ -58,6 +60,7 @@ impl Node {
             kubelet: None,
             read_only_port: free_port(),
             healthz_port: free_port(),
+            cgroup_root: format!("/rk-it-{}-{name}", checkout_tag()),
             starts: 0,
             extra_args: Vec::new(),
         }
@@ -93,6 +96,7 @@ impl Node {
             .args(["--read-only-port", &self.read_only_port.to_string()])
             .args(["--healthz-port", &self.healthz_port.to_string()])
             .args(["--file-check-frequency", "2s", "--sync-frequency", "10s"])
+            .args(["--cgroup-root", &self.cgroup_root])
             .args(&self.extra_args)
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())

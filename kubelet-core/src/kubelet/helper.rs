@@ -2,6 +2,7 @@
 //! (upstream `GenerateRunContainerOptions` and `makeMounts` in `pkg/kubelet/kubelet_pods.go`).
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -9,7 +10,9 @@ use k8s_openapi::api::core::v1::{Container, Pod, VolumeMount};
 
 use super::env::EnvSource;
 use super::propagation::translate_mount_propagation;
+use crate::cm::PodContainerManager;
 use crate::expansion::expand;
+use crate::kubelet::hosts;
 use crate::objects::InMemoryObjectSource;
 use crate::pod::PodExt;
 use crate::resources::NodeAllocatable;
@@ -21,6 +24,16 @@ use crate::volume::VolumeManager;
 pub struct KubeletRuntimeHelper {
     volumes: Arc<dyn VolumeManager>,
     env: EnvSource,
+    cgroups: Arc<dyn PodContainerManager>,
+    hosts: Option<HostsConfig>,
+}
+
+/// Where the managed `/etc/hosts` files live and what goes in them.
+#[derive(Clone, Debug)]
+struct HostsConfig {
+    root_dir: PathBuf,
+    cluster_domain: String,
+    node_hosts: PathBuf,
 }
 
 impl std::fmt::Debug for KubeletRuntimeHelper {
@@ -44,6 +57,8 @@ impl KubeletRuntimeHelper {
                 allocatable: NodeAllocatable::detect(),
                 objects: Arc::new(InMemoryObjectSource::new()),
             },
+            cgroups: Arc::new(crate::cm::Noop::default()),
+            hosts: None,
         }
     }
 
@@ -51,6 +66,29 @@ impl KubeletRuntimeHelper {
     #[must_use]
     pub fn with_env_source(mut self, env: EnvSource) -> Self {
         self.env = env;
+        self
+    }
+
+    /// Mounts a kubelet-managed `/etc/hosts` (`<root_dir>/pods/<uid>/etc-hosts`) into the
+    /// containers, with pod domains under `cluster_domain` (default: no managed hosts file).
+    #[must_use]
+    pub fn with_hosts_file(
+        mut self,
+        root_dir: impl Into<PathBuf>,
+        cluster_domain: impl Into<String>,
+    ) -> Self {
+        self.hosts = Some(HostsConfig {
+            root_dir: root_dir.into(),
+            cluster_domain: cluster_domain.into(),
+            node_hosts: PathBuf::from(hosts::ETC_HOSTS_PATH),
+        });
+        self
+    }
+
+    /// Takes pod cgroup parents from `cgroups` (default: none, the runtime chooses).
+    #[must_use]
+    pub fn with_cgroups(mut self, cgroups: Arc<dyn PodContainerManager>) -> Self {
+        self.cgroups = cgroups;
         self
     }
 }
@@ -108,16 +146,42 @@ impl RuntimeHelper for KubeletRuntimeHelper {
                 propagation,
             });
         }
-        let hostname = pod
+        let cluster_domain = self
+            .hosts
+            .as_ref()
+            .map_or("", |h| h.cluster_domain.as_str());
+        let (hostname, domain) = hosts::pod_hostname_and_domain(pod, cluster_domain)?;
+        if let Some(h) = &self.hosts
+            && hosts::should_mount_hosts_file(pod, container, pod_ips)
+        {
+            let pod_dir = h.root_dir.join("pods").join(pod.uid().as_str());
+            let file = hosts::HostsFile {
+                pod_dir: &pod_dir,
+                node_hosts: &h.node_hosts,
+                pod_ips,
+                hostname: &hostname,
+                domain: &domain,
+            };
+            let mount = hosts::ensure_hosts_mount(pod, &file).map_err(|e| {
+                format!("writing the pod's /etc/hosts in {}: {e}", pod_dir.display())
+            })?;
+            mounts.push(mount);
+        }
+        let set_fqdn = pod
             .spec
             .as_ref()
-            .and_then(|s| s.hostname.clone())
-            .unwrap_or_else(|| pod.name_or_empty().to_owned());
+            .and_then(|s| s.set_hostname_as_fqdn)
+            .unwrap_or(false);
+        let hostname = hosts::kernel_hostname(&hostname, &domain, set_fqdn)?;
         Ok(RunContainerOptions {
             envs,
             mounts,
             hostname,
         })
+    }
+
+    fn get_pod_cgroup_parent(&self, pod: &Pod) -> String {
+        self.cgroups.pod_cgroup_parent(pod)
     }
 }
 

@@ -5,6 +5,7 @@
 mod admit;
 pub mod env;
 mod helper;
+pub mod hosts;
 mod propagation;
 mod reason_cache;
 pub mod runtime_state;
@@ -20,6 +21,7 @@ use tracing::{debug, info, warn};
 
 use crate::active_deadline;
 use crate::backoff::Backoff;
+use crate::cm::PodContainerManager;
 use crate::pod::{PodExt, PodUid};
 use crate::pod_manager::PodManager;
 use crate::pod_workers::{PodWorkers, UpdatePodOptions, WorkerPhase};
@@ -45,6 +47,7 @@ pub struct Kubelet {
     status: Arc<dyn StatusManager>,
     volumes: Arc<dyn VolumeManager>,
     probes: Arc<dyn ProbeManager>,
+    cgroups: Arc<dyn PodContainerManager>,
     crash_backoff: Arc<Backoff>,
     sources_ready: SourcesReady,
 }
@@ -71,6 +74,7 @@ impl Kubelet {
             status: managers.status.clone(),
             volumes: managers.volumes.clone(),
             probes: managers.probes.clone(),
+            cgroups: managers.cgroups.clone(),
             crash_backoff,
             sources_ready,
         }
@@ -167,6 +171,26 @@ impl Kubelet {
                 self.handle_pod_syncs(vec![pod]).await
             }
             None => debug!(pod = %update.pod_uid, "probe update for a pod with no config"),
+        }
+    }
+}
+
+impl Kubelet {
+    /// Removes the cgroups of pods that are neither desired, nor known to a pod worker, nor
+    /// running in the runtime (upstream `cleanupOrphanedPodCgroups`).
+    fn cleanup_orphaned_pod_cgroups(&self, keep: &HashSet<PodUid>) {
+        let cgroups = match self.cgroups.pod_cgroups() {
+            Ok(c) => c,
+            Err(e) => {
+                warn!(error = %e, "listing pod cgroups");
+                return;
+            }
+        };
+        for uid in cgroups.into_iter().filter(|u| !keep.contains(u)) {
+            info!(pod = %uid, "removing orphaned pod cgroup");
+            if let Err(e) = self.cgroups.destroy(&uid) {
+                warn!(pod = %uid, error = %e, "removing orphaned pod cgroup");
+            }
         }
     }
 }
@@ -268,6 +292,10 @@ impl SyncHandler for Kubelet {
             .cleanup_orphaned(&keep)
             .await
             .map_err(|e| format!("cleaning up orphaned volumes: {e}"))?;
+        self.cleanup_orphaned_pod_cgroups(&keep);
+        if let Err(e) = self.cgroups.update_qos_cgroups(&self.pod_manager.pods()) {
+            warn!(error = %e, "updating the QoS cgroups");
+        }
         Ok(())
     }
 }

@@ -11,6 +11,7 @@ use tracing::{debug, info};
 
 use crate::backoff::Backoff;
 use crate::cache::PodCache;
+use crate::cm::PodContainerManager;
 use crate::pleg::Pleg;
 use crate::pod::{PodExt, PodUid};
 use crate::pod_manager::PodManager;
@@ -45,6 +46,8 @@ pub struct Managers {
     pub helper: Arc<dyn RuntimeHelper>,
     /// The probe manager (`probe::NoProbes` for none).
     pub probes: Arc<dyn ProbeManager>,
+    /// Pod cgroups (`cm::Noop` for none).
+    pub cgroups: Arc<dyn PodContainerManager>,
 }
 
 /// The kubelet's pod syncer.
@@ -180,6 +183,22 @@ impl PodSyncer for KubeletPodSyncer {
         {
             return Err(Error::Other(format!("network is not ready: {e}")));
         }
+        // Upstream creates the pod cgroup before anything else of the pod, after sizing the
+        // QoS cgroups for it.
+        if !self.managers.cgroups.pod_cgroup_exists(pod) {
+            let mut active = self.pod_manager.pods();
+            if !self.pod_manager.contains(&uid) {
+                active.push(pod.clone());
+            }
+            if let Err(e) = self.managers.cgroups.update_qos_cgroups(&active) {
+                tracing::warn!(error = %e, "updating the QoS cgroups");
+            }
+        }
+        self.managers.cgroups.ensure_exists(pod).map_err(|e| {
+            Error::Other(format!(
+                "failed to ensure that the pod cgroups exist and are correctly applied: {e}"
+            ))
+        })?;
         self.make_pod_dirs(&uid)?;
         if let Err(e) = self.managers.volumes.wait_for_attach_and_mount(pod).await {
             let message = format!("unable to attach or mount volumes: {e}");
@@ -311,6 +330,12 @@ impl PodSyncer for KubeletPodSyncer {
                 return Err(Error::Other(format!("removing {}: {e}", dir.display())));
             }
         }
+        // No container of the pod runs any more: its cgroup goes (upstream
+        // SyncTerminatedPod).
+        self.managers
+            .cgroups
+            .destroy(&uid)
+            .map_err(|e| Error::Other(format!("removing the pod cgroup: {e}")))?;
         Ok(())
     }
 }

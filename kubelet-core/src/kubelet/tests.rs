@@ -25,6 +25,7 @@ struct Node {
     health: sync_loop::Health,
     token: CancellationToken,
     probe_results: crate::probe::Results,
+    cgroups: crate::cm::FakePodContainerManager,
     _root: tempfile::TempDir,
 }
 
@@ -77,14 +78,16 @@ fn node_with_probes(probes: Arc<dyn ProbeManager>) -> Node {
     let rt: Arc<dyn Runtime> = Arc::new(runtime.clone());
     let pleg: Arc<dyn crate::pleg::Pleg> = Arc::new(FakePleg::new(rt.clone(), cache.clone()));
     let vm: Arc<dyn VolumeManager> = Arc::new(volumes.clone());
+    let cgroups = crate::cm::FakePodContainerManager::new();
     let managers = Managers {
         runtime: rt.clone(),
         volumes: vm.clone(),
         status: Arc::new(status.clone()),
         pleg: pleg.clone(),
         cache: cache.clone(),
-        helper: Arc::new(KubeletRuntimeHelper::new(vm)),
+        helper: Arc::new(KubeletRuntimeHelper::new(vm).with_cgroups(Arc::new(cgroups.clone()))),
         probes,
+        cgroups: Arc::new(cgroups.clone()),
     };
     let (probe_results, probe_updates) = crate::probe::Results::new();
     let token = CancellationToken::new();
@@ -146,6 +149,7 @@ fn node_with_probes(probes: Arc<dyn ProbeManager>) -> Node {
         health,
         token,
         probe_results,
+        cgroups,
         _root: root,
     }
 }
@@ -223,6 +227,57 @@ async fn probe_manager_follows_the_pod_and_probe_updates_sync_it() {
         probes.count("remove") >= 1 && probes.count("stop") >= 1
     })
     .await;
+    n.token.cancel();
+}
+
+#[tokio::test(start_paused = true)]
+async fn pod_cgroup_lives_from_before_the_sandbox_until_the_containers_are_gone() {
+    let n = node();
+    let p = pod("cg");
+    n.send(Operation::Add, vec![p.clone()]).await;
+    eventually(Duration::from_secs(30), "running", || {
+        running(&n.runtime, &p.uid(), "app").is_some()
+    })
+    .await;
+    assert_eq!(n.cgroups.created(), [p.uid()]);
+    assert!(n.cgroups.destroyed().is_empty());
+    assert!(
+        n.cgroups.qos_updates() >= 1,
+        "QoS cgroups sized before the pod cgroup"
+    );
+    n.send(Operation::Remove, vec![p.clone()]).await;
+    eventually(Duration::from_secs(30), "cgroup removed", || {
+        !n.cgroups.exists(&p.uid())
+    })
+    .await;
+    assert!(running(&n.runtime, &p.uid(), "app").is_none());
+    assert_eq!(n.cgroups.destroyed(), [p.uid()]);
+    n.token.cancel();
+}
+
+#[tokio::test(start_paused = true)]
+async fn housekeeping_removes_cgroups_of_pods_nobody_knows() {
+    use crate::cm::PodContainerManager;
+    let n = node();
+    let ghost = pod("ghost");
+    n.cgroups.ensure_exists(&ghost).expect("fake");
+    let p = pod("kept");
+    n.send(Operation::Add, vec![p.clone()]).await;
+    eventually(Duration::from_secs(30), "running", || {
+        running(&n.runtime, &p.uid(), "app").is_some()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(
+        n.cgroups.exists(&ghost.uid()),
+        "removed before sources were ready"
+    );
+    n.ready.store(true, Ordering::SeqCst);
+    eventually(Duration::from_secs(30), "orphaned cgroup removed", || {
+        !n.cgroups.exists(&ghost.uid())
+    })
+    .await;
+    assert!(n.cgroups.exists(&p.uid()), "a desired pod keeps its cgroup");
     n.token.cancel();
 }
 

@@ -60,4 +60,8 @@ impl RuntimeHelper for FakeRuntimeHelper {
             hostname: pod.metadata.name.clone().unwrap_or_default(),
         })
     }
+
+    fn get_pod_cgroup_parent(&self, pod: &Pod) -> String {
+        crate::cm::pod_cgroupfs_name("/", pod)
+    }
 }

@@ -1,0 +1,223 @@
+//! Flags and `KubeletConfiguration` fields for pod cgroups, CPU limits and DNS (upstream
+//! `--cgroups-per-qos`, `--cgroup-root`, `--cgroup-driver`, `--cpu-cfs-quota`,
+//! `--cpu-cfs-quota-period`, `--cluster-dns`, `--cluster-domain`, `--resolv-conf`), merged
+//! with the same precedence as the other settings: defaults < file < flags.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::duration;
+use crate::settings::UsageError;
+
+/// The flags of this module.
+#[derive(Debug, Default, clap::Args)]
+#[group(id = "pod-runtime")]
+pub struct Flags {
+    /// Put pods in the `kubepods` QoS cgroup hierarchy (default true).
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
+    pub cgroups_per_qos: Option<bool>,
+    /// Root cgroup of the pod cgroups (default `/`).
+    #[arg(long)]
+    pub cgroup_root: Option<String>,
+    /// Cgroup driver; only `cgroupfs` is supported.
+    #[arg(long)]
+    pub cgroup_driver: Option<String>,
+    /// Enforce CPU limits with CFS quota (default true).
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
+    pub cpu_cfs_quota: Option<bool>,
+    /// CFS quota period (default 100ms).
+    #[arg(long, value_parser = duration::parse)]
+    pub cpu_cfs_quota_period: Option<Duration>,
+    /// Comma-separated cluster DNS server IPs for `ClusterFirst` pods.
+    #[arg(long, value_delimiter = ',')]
+    pub cluster_dns: Vec<IpAddr>,
+    /// Cluster domain added to the search paths of `ClusterFirst` pods.
+    #[arg(long)]
+    pub cluster_domain: Option<String>,
+    /// Resolver configuration of `Default` pods (default `/etc/resolv.conf`; empty for none).
+    #[arg(long)]
+    pub resolv_conf: Option<String>,
+}
+
+/// The `KubeletConfiguration` fields of this module.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigFile {
+    #[serde(rename = "cgroupsPerQOS")]
+    cgroups_per_qos: Option<bool>,
+    cgroup_root: Option<String>,
+    cgroup_driver: Option<String>,
+    #[serde(rename = "cpuCFSQuota")]
+    cpu_cfs_quota: Option<bool>,
+    #[serde(rename = "cpuCFSQuotaPeriod")]
+    cpu_cfs_quota_period: Option<String>,
+    #[serde(rename = "clusterDNS")]
+    cluster_dns: Option<Vec<String>>,
+    cluster_domain: Option<String>,
+    resolv_conf: Option<PathBuf>,
+}
+
+/// Merged pod cgroup and DNS settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// `--cgroups-per-qos`.
+    pub cgroups_per_qos: bool,
+    /// `--cgroup-root`, `/` by default.
+    pub cgroup_root: String,
+    /// Enforce CPU limits.
+    pub cpu_cfs_quota: bool,
+    /// CFS period in microseconds.
+    pub cpu_cfs_quota_period_us: u64,
+    /// Cluster DNS servers.
+    pub cluster_dns: Vec<String>,
+    /// Cluster domain.
+    pub cluster_domain: String,
+    /// Host resolv.conf; empty for none.
+    pub resolv_conf: PathBuf,
+}
+
+impl Settings {
+    /// Merges `flags` over `file`; errors name the flag or field.
+    pub fn merge(flags: Flags, file: ConfigFile) -> Result<Self, UsageError> {
+        let driver = flags
+            .cgroup_driver
+            .or(file.cgroup_driver)
+            .unwrap_or_else(|| "cgroupfs".into());
+        if driver != "cgroupfs" {
+            return Err(UsageError(format!(
+                "--cgroup-driver {driver:?}: only \"cgroupfs\" is supported by this kubelet (configure the runtime with SystemdCgroup = false)"
+            )));
+        }
+        let cgroup_root = flags
+            .cgroup_root
+            .or(file.cgroup_root)
+            .filter(|r| !r.is_empty())
+            .unwrap_or_else(|| "/".into());
+        if !cgroup_root.starts_with('/') {
+            return Err(UsageError(format!(
+                "--cgroup-root {cgroup_root:?}: must be an absolute cgroup path"
+            )));
+        }
+        let period = match flags.cpu_cfs_quota_period {
+            Some(d) => d,
+            None => match file.cpu_cfs_quota_period.as_deref() {
+                Some(v) => {
+                    duration::parse(v).map_err(|e| UsageError(format!("cpuCFSQuotaPeriod: {e}")))?
+                }
+                None => Duration::from_millis(100),
+            },
+        };
+        let period_us = u64::try_from(period.as_micros()).unwrap_or(u64::MAX);
+        if !(1000..=1_000_000).contains(&period_us) {
+            return Err(UsageError(
+                "--cpu-cfs-quota-period must be between 1ms and 1s".into(),
+            ));
+        }
+        let cluster_dns = if flags.cluster_dns.is_empty() {
+            let list = file.cluster_dns.unwrap_or_default();
+            for ip in &list {
+                ip.parse::<IpAddr>()
+                    .map_err(|_| UsageError(format!("clusterDNS: {ip:?} is not an IP address")))?;
+            }
+            list
+        } else {
+            flags.cluster_dns.iter().map(ToString::to_string).collect()
+        };
+        Ok(Self {
+            cgroups_per_qos: flags
+                .cgroups_per_qos
+                .or(file.cgroups_per_qos)
+                .unwrap_or(true),
+            cgroup_root,
+            cpu_cfs_quota: flags.cpu_cfs_quota.or(file.cpu_cfs_quota).unwrap_or(true),
+            cpu_cfs_quota_period_us: period_us,
+            cluster_dns,
+            cluster_domain: flags
+                .cluster_domain
+                .or(file.cluster_domain)
+                .unwrap_or_default()
+                .trim_end_matches('.')
+                .to_owned(),
+            resolv_conf: flags
+                .resolv_conf
+                .map(PathBuf::from)
+                .or(file.resolv_conf)
+                .unwrap_or_else(|| PathBuf::from("/etc/resolv.conf")),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        flags: Flags,
+    }
+
+    fn parse(args: &[&str], file: &str) -> Result<Settings, UsageError> {
+        let mut argv = vec!["kubelet"];
+        argv.extend_from_slice(args);
+        let cli = Cli::try_parse_from(argv).map_err(|e| UsageError(e.to_string()))?;
+        let file: ConfigFile = serde_saphyr::from_str(if file.is_empty() { "{}" } else { file })
+            .map_err(|e| UsageError(e.to_string()))?;
+        Settings::merge(cli.flags, file)
+    }
+
+    #[test]
+    fn defaults_are_upstreams() {
+        let s = parse(&[], "").expect("valid");
+        assert!(s.cgroups_per_qos);
+        assert_eq!(s.cgroup_root, "/");
+        assert!(s.cpu_cfs_quota);
+        assert_eq!(s.cpu_cfs_quota_period_us, 100_000);
+        assert!(s.cluster_dns.is_empty());
+        assert_eq!(s.resolv_conf, PathBuf::from("/etc/resolv.conf"));
+    }
+
+    #[test]
+    fn flags_over_file() {
+        let file = "cgroupsPerQOS: false\ncgroupRoot: /file\nclusterDNS: [10.0.0.10]\nclusterDomain: cluster.local\ncpuCFSQuotaPeriod: 50ms\n";
+        let s = parse(&[], file).expect("valid");
+        assert!(!s.cgroups_per_qos);
+        assert_eq!(s.cgroup_root, "/file");
+        assert_eq!(s.cluster_dns, ["10.0.0.10"]);
+        assert_eq!(s.cluster_domain, "cluster.local");
+        assert_eq!(s.cpu_cfs_quota_period_us, 50_000);
+        let s = parse(
+            &[
+                "--cgroups-per-qos",
+                "--cgroup-root",
+                "/flag",
+                "--cluster-dns",
+                "10.96.0.10,10.96.0.11",
+            ],
+            file,
+        )
+        .expect("valid");
+        assert!(s.cgroups_per_qos);
+        assert_eq!(s.cgroup_root, "/flag");
+        assert_eq!(s.cluster_dns, ["10.96.0.10", "10.96.0.11"]);
+        let s = parse(&["--cgroups-per-qos=false", "--resolv-conf="], "").expect("valid");
+        assert!(!s.cgroups_per_qos);
+        assert_eq!(s.resolv_conf, PathBuf::new());
+    }
+
+    #[test]
+    fn rejects_bad_values() {
+        let e = parse(&["--cgroup-driver", "systemd"], "").expect_err("systemd");
+        assert!(e.0.contains("only \"cgroupfs\""), "{}", e.0);
+        let e = parse(&[], "cgroupDriver: systemd").expect_err("systemd");
+        assert!(e.0.contains("systemd"), "{}", e.0);
+        assert!(parse(&["--cgroup-root", "relative"], "").is_err());
+        let e = parse(&[], "clusterDNS: [nope]").expect_err("ip");
+        assert!(e.0.contains("clusterDNS"), "{}", e.0);
+        assert!(parse(&["--cpu-cfs-quota-period", "2s"], "").is_err());
+    }
+}
