@@ -207,7 +207,9 @@ pub enum ProbeState {
 pub trait ProbeResults: Send + Sync {
     /// State of the startup probe of the container instance.
     fn startup(&self, pod: &PodUid, container: &str, container_id: &str) -> ProbeState;
-    /// State of the readiness probe of the container instance.
+    /// State of the readiness probe of the container instance. Status generation asks only
+    /// for started containers; an implementation may run the probe at once when the answer
+    /// is not [`ProbeState::Success`] (upstream `UpdatePodStatus` triggers the worker).
     fn readiness(&self, pod: &PodUid, container: &str, container_id: &str) -> ProbeState;
 }
 

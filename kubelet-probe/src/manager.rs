@@ -11,6 +11,7 @@ use kubelet_core::probe::{
     ProbeKind, ProbeManager, ProbeResult, ProbeResults, ProbeState, Results,
 };
 use kubelet_core::runtime::Runtime;
+use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
@@ -26,6 +27,8 @@ struct Key {
 
 struct Handle {
     stop: CancellationToken,
+    /// Runs the worker's probe at once (upstream `worker.manualTriggerCh`).
+    trigger: Arc<Notify>,
     generation: u64,
 }
 
@@ -118,6 +121,20 @@ impl Manager {
         })
     }
 
+    /// Asks the worker, if there is one, to probe at once instead of at its next period
+    /// (upstream's non-blocking send on `manualTriggerCh`).
+    fn trigger(&self, pod: &PodUid, container: &str, kind: ProbeKind) {
+        let key = Key {
+            pod: pod.clone(),
+            container: container.to_owned(),
+            kind,
+        };
+        if let Some(handle) = self.lock().1.get(&key) {
+            debug!(pod = %pod, container, %kind, "triggering a probe run");
+            handle.trigger.notify_one();
+        }
+    }
+
     fn start_worker(&self, pod: &Pod, container: &Container, kind: ProbeKind, probe: &Probe) {
         let key = Key {
             pod: pod.uid(),
@@ -131,10 +148,12 @@ impl Manager {
         guard.0 += 1;
         let generation = guard.0;
         let stop = self.inner.token.child_token();
+        let trigger = Arc::new(Notify::new());
         guard.1.insert(
             key.clone(),
             Handle {
                 stop: stop.clone(),
+                trigger: trigger.clone(),
                 generation,
             },
         );
@@ -154,7 +173,7 @@ impl Manager {
         );
         let this = self.clone();
         tokio::spawn(async move {
-            worker.run(stop).await;
+            worker.run(stop, trigger).await;
             let mut guard = this.lock();
             if guard
                 .1
@@ -232,8 +251,16 @@ impl ProbeResults for Manager {
         self.state(ProbeKind::Startup, pod, container, container_id)
     }
 
+    /// Status generation asks only for started containers; one that is not ready yet (no
+    /// result, or a failure) gets its readiness probe run at once rather than at the next
+    /// period, so a container becomes ready right after its startup probe succeeds (upstream
+    /// `UpdatePodStatus`, which does the same).
     fn readiness(&self, pod: &PodUid, container: &str, container_id: &str) -> ProbeState {
-        self.state(ProbeKind::Readiness, pod, container, container_id)
+        let state = self.state(ProbeKind::Readiness, pod, container, container_id);
+        if matches!(state, ProbeState::Pending | ProbeState::Failure) {
+            self.trigger(pod, container, ProbeKind::Readiness);
+        }
+        state
     }
 }
 

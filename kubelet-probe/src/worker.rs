@@ -8,6 +8,7 @@ use kubelet_core::PodUid;
 use kubelet_core::cache::PodCache;
 use kubelet_core::probe::{ProbeKind, ProbeResult, ResultsManager};
 use kubelet_core::runtime::{ContainerState, Runtime};
+use tokio::sync::Notify;
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
@@ -98,7 +99,11 @@ impl Worker {
 
     /// Probes until `stop` is cancelled or the container is done for good (upstream
     /// `worker.run`). Forgets the result of the last instance on the way out.
-    pub(crate) async fn run(mut self, stop: CancellationToken) {
+    ///
+    /// Between two periodic probes, a notification on `trigger` runs one at once (upstream
+    /// `manualTriggerCh`); like upstream's one-slot channel, a notification that arrives while
+    /// the worker is busy is kept for the next wait, and several collapse into one.
+    pub(crate) async fn run(mut self, stop: CancellationToken, trigger: Arc<Notify>) {
         let period = self.timing.period;
         // After a kubelet (re)start, spread the first runs over one period.
         if period > self.env.manager_start.elapsed() {
@@ -124,6 +129,9 @@ impl Worker {
                 biased;
                 _ = stop.cancelled() => break,
                 _ = ticker.tick() => {}
+                _ = trigger.notified() => {
+                    debug!(pod = %self.pod_name, container = %self.container.name, probe = %self.kind, "probe triggered manually");
+                }
             }
         }
         self.finish();

@@ -183,7 +183,8 @@ async fn readiness_success_and_failure_thresholds() {
         drain(&mut f.updates),
         [(ProbeKind::Readiness, ProbeResult::Success)]
     );
-    assert_eq!(execs(&f.runtime, "ready"), 6);
+    // Five periodic runs after the first, plus the one the not-ready query at 0.5 s triggered.
+    assert_eq!(execs(&f.runtime, "ready"), 7);
     // Containers without the probe.
     assert_eq!(
         f.manager.readiness(&uid, "other", "containerd://x"),
@@ -342,4 +343,55 @@ async fn exited_container_fails_and_never_policy_stops_the_worker() {
     );
     assert_eq!(f.manager.worker_count(), 0);
     assert_eq!(execs(&f.runtime, "ready"), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn readiness_runs_at_once_when_status_asks_after_startup() {
+    let mut f = fixture(secs(60.0)).await;
+    f.runtime.set_exec_result(CID, exit(1));
+    let t0 = Instant::now();
+    let uid = PodUid::from(UID);
+    f.manager.add_pod(&pod(json!({
+        "name": "app",
+        "startupProbe": exec("start", json!({"periodSeconds": 1, "failureThreshold": 10})),
+        "readinessProbe": exec("ready", json!({"periodSeconds": 10})),
+    })));
+    sleep_until(t0 + secs(2.5)).await;
+    f.runtime.set_exec_result(CID, exit(0));
+    sleep_until(t0 + secs(3.2)).await;
+    assert_eq!(
+        drain(&mut f.updates),
+        [
+            (ProbeKind::Startup, ProbeResult::Unknown),
+            (ProbeKind::Readiness, ProbeResult::Failure),
+            (ProbeKind::Startup, ProbeResult::Success),
+        ]
+    );
+    assert_eq!(execs(&f.runtime, "ready"), 0);
+    // Status generation of the now started container (the sync loop's reaction to the
+    // startup update) finds it not ready: its readiness probe runs now, not at t0 + 10 s.
+    assert_eq!(
+        f.manager.readiness(&uid, "app", "containerd://c1"),
+        ProbeState::Failure
+    );
+    sleep_until(t0 + secs(3.3)).await;
+    assert_eq!(execs(&f.runtime, "ready"), 1);
+    assert_eq!(
+        drain(&mut f.updates),
+        [(ProbeKind::Readiness, ProbeResult::Success)]
+    );
+    // A ready container triggers nothing; the period goes on from the worker's start.
+    assert_eq!(
+        f.manager.readiness(&uid, "app", "containerd://c1"),
+        ProbeState::Success
+    );
+    sleep_until(t0 + secs(9.5)).await;
+    assert_eq!(execs(&f.runtime, "ready"), 1);
+    sleep_until(t0 + secs(10.5)).await;
+    assert_eq!(execs(&f.runtime, "ready"), 2);
+    // Containers without a readiness worker: nothing to trigger.
+    assert_eq!(
+        f.manager.readiness(&uid, "other", "containerd://x"),
+        ProbeState::NoProbe
+    );
 }

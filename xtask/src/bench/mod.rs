@@ -16,11 +16,14 @@
 //!
 //! Scenarios, each alternating A and B (ABAB…) after a warm-up: G1, single pods in sequence;
 //! G2, batches of 30 pods at once (B at the same parallelism: one task per pod). G4 samples the
-//! kubelet's and containerd's `VmRSS` and `Pss` idle and with the batch running. The table
-//! goes to stdout and, with every sample, to `bench.md` and `bench.json`.
+//! kubelet's and containerd's `VmRSS` and `Pss` idle and with the batch running. Probes (issue
+//! 5): 50 pods × 2 probes at a 1 s period, the kubelet's CPU next to containerd's and the probe
+//! start jitter (see [`probes`]). The table goes to stdout and, with every sample, to `bench.md`
+//! and `bench.json`.
 
 mod agent;
 mod kubelet;
+mod probes;
 mod report;
 mod rss;
 mod scenario;
@@ -52,7 +55,8 @@ const SETTLE: Duration = Duration::from_secs(5);
 /// Options of `cargo xtask bench`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
-    /// A short run (10 single-pod rounds and 2 batch blocks per arm), a few minutes.
+    /// A short run (10 single-pod rounds and 2 batch blocks per arm, a 20 s probe window instead
+    /// of 60 s), a few minutes.
     #[arg(long)]
     quick: bool,
     /// Where bench.md and bench.json go [default: target/bench].
@@ -140,10 +144,27 @@ pub(crate) fn run(args: Args) -> Result<()> {
         (rss::sample(kubelet.pid())?, rss::sample(containerd)?);
     check(&interrupted, &mut kubelet)?;
 
-    let rows = report::rows(&g1, &g2, batch, &mem);
+    let window = Duration::from_secs(if args.quick { 20 } else { 60 });
+    println!(
+        "==> probes: {} pods × 2 probes at 1 s, {window:?} window",
+        probes::PODS
+    );
+    let probes = probes::run(
+        &mut kubelet,
+        containerd,
+        testbed.socket(),
+        &dirs.manifests,
+        &work,
+        window,
+        &interrupted,
+    )?;
+
+    let mut rows = report::rows(&g1, &g2, batch, &mem);
+    rows.extend(probes.rows());
     let table = report::text(&rows);
     println!("\n{table}\n");
-    println!("{}", notes(&g1, &busy));
+    let notes = format!("{}\n{}", notes(&g1, &busy), probes.note());
+    println!("{notes}");
 
     fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
     let params = json!({
@@ -153,7 +174,7 @@ pub(crate) fn run(args: Args) -> Result<()> {
     let env = environment(&agent.runtime);
     fs::write(
         out.join("bench.md"),
-        markdown(&report::markdown(&rows), &notes(&g1, &busy), &params, &env),
+        markdown(&report::markdown(&rows), &notes, &params, &env),
     )?;
     let data = json!({
         "params": params,
@@ -170,6 +191,7 @@ pub(crate) fn run(args: Args) -> Result<()> {
             "containerd_after": mem.containerd_after.to_json(),
         },
         "kubelet_sync_calls": g1.b.first().map(|s| s.calls.clone()).unwrap_or_default(),
+        "probes": probes.to_json(),
     });
     fs::write(out.join("bench.json"), serde_json::to_string_pretty(&data)?)?;
     println!(

@@ -67,6 +67,24 @@ pub(crate) struct Row {
 }
 
 impl Row {
+    /// A row without a goal verdict (for information).
+    pub(crate) fn info(
+        metric: impl Into<String>,
+        kubelet: impl Into<String>,
+        baseline: impl Into<String>,
+        ratio: impl Into<String>,
+        goal: impl Into<String>,
+    ) -> Row {
+        Row {
+            metric: metric.into(),
+            kubelet: kubelet.into(),
+            baseline: baseline.into(),
+            ratio: ratio.into(),
+            goal: goal.into(),
+            verdict: Verdict::Info,
+        }
+    }
+
     fn json(&self) -> Value {
         json!({
             "metric": self.metric,
