@@ -5,6 +5,7 @@
 
 mod app;
 mod duration;
+mod pleg;
 mod server;
 mod settings;
 

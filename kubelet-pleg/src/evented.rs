@@ -262,8 +262,8 @@ impl EventedPleg {
                     let Some(e) = self.consume(stream, &mut settling, &token).await else {
                         break;
                     };
-                    self.set_mode(Mode::Relisting);
                     warn!(error = %e, "pleg: lost the runtime event stream");
+                    self.set_mode(Mode::Relisting);
                     // Whatever changed since the stream broke.
                     self.generic.relist_now();
                 }

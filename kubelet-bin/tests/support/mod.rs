@@ -22,6 +22,9 @@ pub struct Node {
     kubelet: Option<Child>,
     pub read_only_port: u16,
     pub healthz_port: u16,
+    /// Extra kubelet flags; one of `--file-check-frequency`/`--sync-frequency` given here
+    /// replaces the harness's default.
+    pub extra_args: Vec<String>,
     starts: u32,
 }
 
@@ -56,6 +59,7 @@ impl Node {
             kubelet: None,
             read_only_port: free_port(),
             healthz_port: free_port(),
+            extra_args: Vec::new(),
             starts: 0,
         }
     }
@@ -77,7 +81,16 @@ impl Node {
         self.starts += 1;
         let log = std::fs::File::create(self.log_path()).expect("log file");
         let kdir = self.dir.join("kubelet");
-        let child = Command::new(env!("CARGO_BIN_EXE_kubelet"))
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_kubelet"));
+        for (flag, value) in [
+            ("--file-check-frequency", "2s"),
+            ("--sync-frequency", "10s"),
+        ] {
+            if !self.extra_args.iter().any(|a| a == flag) {
+                cmd.args([flag, value]);
+            }
+        }
+        let child = cmd
             .arg("--pod-manifest-path")
             .arg(&self.manifests)
             .arg("--container-runtime-endpoint")
@@ -89,7 +102,7 @@ impl Node {
             .args(["--hostname-override", NODE, "--node-ip", "192.0.2.10"])
             .args(["--read-only-port", &self.read_only_port.to_string()])
             .args(["--healthz-port", &self.healthz_port.to_string()])
-            .args(["--file-check-frequency", "2s", "--sync-frequency", "10s"])
+            .args(&self.extra_args)
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
             .stderr(log)
