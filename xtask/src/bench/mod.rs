@@ -1,5 +1,5 @@
 //! `cargo xtask bench`: pod start latency and memory of the kubelet against baselines measured
-//! in the same run (goals G1, G2 and G4 of `performance.md`, §3.1 ground rules).
+//! in the same run (goals G1, G2, G3 and G4 of `performance.md`, §3.1 ground rules).
 //!
 //! One private containerd (pod network on the testbed's CNI bridge) serves both arms:
 //!
@@ -20,6 +20,7 @@
 //! goes to stdout and, with every sample, to `bench.md` and `bench.json`.
 
 mod agent;
+mod exit;
 mod kubelet;
 mod report;
 mod rss;
@@ -140,7 +141,21 @@ pub(crate) fn run(args: Args) -> Result<()> {
         (rss::sample(kubelet.pid())?, rss::sample(containerd)?);
     check(&interrupted, &mut kubelet)?;
 
-    let rows = report::rows(&g1, &g2, batch, &mem);
+    println!(
+        "==> G3: containers exiting on their own, {exit_blocks} blocks of 10 pods",
+        exit_blocks = if args.quick { 1 } else { 3 }
+    );
+    let g3 = exit::run(
+        &kubelet,
+        testbed.socket(),
+        &dirs.manifests,
+        if args.quick { 1 } else { 3 },
+        &interrupted,
+    )?;
+    check(&interrupted, &mut kubelet)?;
+
+    let mut rows = report::rows(&g1, &g2, batch, &mem);
+    rows.extend(exit::rows(&g3));
     let table = report::text(&rows);
     println!("\n{table}\n");
     println!("{}", notes(&g1, &busy));
@@ -161,6 +176,7 @@ pub(crate) fn run(args: Args) -> Result<()> {
         "rows": report::json(&rows),
         "g1": runs_json(&g1),
         "g2": runs_json(&g2),
+        "g3_exit_detect_ms": g3.detect_ms,
         "memory_kib": {
             "kubelet_idle": mem.kubelet_idle.to_json(),
             "containerd_idle": mem.containerd_idle.to_json(),
