@@ -3,7 +3,7 @@
 //!
 //! Upstream's evented PLEG needs CRI `GetContainerEvents` (containerd ≥ 1.7). This one takes
 //! any [`EventSource`], such as containerd's native events service
-//! ([`crate::containerd::ContainerdEvents`] with feature `containerd`), which containerd 1.6
+//! (`containerd::ContainerdEvents`, feature `containerd`), which containerd 1.6
 //! already serves. For each event it re-inspects only the pod holding the container, from the
 //! [`GenericPleg`]'s last listing ([`GenericPleg::relist_container`]); a container no listing
 //! knows yet asks for a full relist. Because the runtime's own view (what CRI reports) can
