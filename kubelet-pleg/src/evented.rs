@@ -121,7 +121,12 @@ pub struct Config {
     /// First wait before re-inspecting a pod whose runtime view does not show its event yet;
     /// doubles per try. Default 5 ms.
     pub settle_initial: Duration,
-    /// Longest wait between such re-inspections. Default 500 ms.
+    /// Longest wait between such re-inspections during [`Config::settle_fast_window`]: the
+    /// runtime usually catches up within tens of milliseconds. Default 20 ms.
+    pub settle_fast_max: Duration,
+    /// How long re-inspections stay frequent. Default 1 s.
+    pub settle_fast_window: Duration,
+    /// Longest wait between re-inspections after that. Default 500 ms.
     pub settle_max: Duration,
     /// How long to keep re-inspecting before leaving the change to the relist. Default 10 s.
     pub settle_timeout: Duration,
@@ -135,6 +140,8 @@ impl Default for Config {
             resubscribe_initial: Duration::from_secs(1),
             resubscribe_max: Duration::from_secs(30),
             settle_initial: Duration::from_millis(5),
+            settle_fast_max: Duration::from_millis(20),
+            settle_fast_window: Duration::from_secs(1),
             settle_max: Duration::from_millis(500),
             settle_timeout: Duration::from_secs(10),
         }
@@ -312,7 +319,8 @@ impl EventedPleg {
 /// Re-inspects the pod of `event`'s container until the runtime shows the event, with backoff
 /// (a full relist first when no listing knows the container).
 async fn settle(generic: GenericPleg, event: Event, config: Config) {
-    let deadline = Instant::now() + config.settle_timeout;
+    let start = Instant::now();
+    let deadline = start + config.settle_timeout;
     let mut delay = config.settle_initial;
     let mut relisted_all = false;
     loop {
@@ -344,7 +352,12 @@ async fn settle(generic: GenericPleg, event: Event, config: Config) {
             return;
         }
         tokio::time::sleep(delay).await;
-        delay = (delay * 2).min(config.settle_max);
+        let max = if start.elapsed() < config.settle_fast_window {
+            config.settle_fast_max
+        } else {
+            config.settle_max
+        };
+        delay = (delay * 2).min(max);
     }
 }
 
