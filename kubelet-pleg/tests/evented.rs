@@ -253,6 +253,34 @@ async fn event_ahead_of_the_runtime_view_is_retried_until_it_shows() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn reinspection_stays_frequent_for_a_second_then_backs_off() {
+    let mut h = Harness::start(&["a"], evented::Config::default()).await;
+    let id = h.app_id("a");
+    h.source.send(Event::new(Kind::Exited, &id));
+    settle().await;
+    // Inspections at 0, 5, 15, 35, 55, 75, 95 ms: the wait doubles to 20 ms and stays there.
+    for _ in 0..100 {
+        tokio::time::advance(Duration::from_millis(1)).await;
+        settle().await;
+    }
+    assert_eq!(h.status_calls("a"), 7);
+    // After the first second the wait doubles on to 500 ms.
+    tokio::time::advance(Duration::from_millis(900)).await;
+    settle().await;
+    let at_one_second = h.status_calls("a");
+    for _ in 0..5 {
+        tokio::time::advance(Duration::from_millis(500)).await;
+        settle().await;
+    }
+    let later = h.status_calls("a") - at_one_second;
+    assert!(
+        (3..=5).contains(&later),
+        "{later} inspections in the 2.5 s after the first second"
+    );
+    assert_eq!(h.events(), vec![], "the runtime never showed the exit");
+}
+
+#[tokio::test(start_paused = true)]
 async fn event_about_an_unknown_container_relists_everything() {
     let mut h = Harness::start(&["a"], evented::Config::default()).await;
     start_pod(&h.runtime, "new").await;
