@@ -170,7 +170,12 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         RUNTIME_STATUS_PERIOD,
         token.child_token(),
     ));
-    tracker.spawn(generic_pleg.run(token.child_token()));
+    tracker.spawn(crate::pleg::run(
+        settings.pleg_choice(),
+        runtime.clone(),
+        generic_pleg,
+        token.child_token(),
+    ));
     match &settings.pod_manifest_path {
         Some(path) => {
             let source: Box<dyn PodSource> = Box::new(

@@ -5,6 +5,7 @@
 
 mod app;
 mod duration;
+mod pleg;
 mod pod_runtime;
 mod server;
 mod settings;

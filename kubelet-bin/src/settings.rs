@@ -12,6 +12,9 @@ use serde::Deserialize;
 
 use crate::duration;
 
+/// Default safety-net relist period of the evented PLEG.
+const EVENTED_PLEG_RELIST_PERIOD: Duration = Duration::from_secs(60);
+
 /// Exit status for bad flags or config (`EX_USAGE`).
 pub const EXIT_USAGE: i32 = 64;
 
@@ -71,6 +74,14 @@ pub struct Flags {
     /// Largest image pull backoff window (upstream: 300 s, not configurable; for tests).
     #[arg(long, hide = true, value_parser = duration::parse)]
     pub experimental_image_pull_max_backoff: Option<Duration>,
+    /// Learn of container changes from containerd's native events when the runtime is
+    /// containerd, relisting only as a safety net (default true; false: relist every 1 s).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub evented_pleg: Option<bool>,
+    /// Relist period while containerd's events flow (e.g. 60s); must stay below the PLEG
+    /// health threshold of 3m.
+    #[arg(long, value_parser = duration::parse)]
+    pub evented_pleg_relist_period: Option<Duration>,
     /// Log verbosity (0 info, 2 more, 4 debug, 6+ trace).
     #[arg(short = 'v', long = "v", default_value_t = 0)]
     pub verbosity: u8,
@@ -142,6 +153,10 @@ pub struct Settings {
     pub crash_loop_backoff: (Duration, Duration),
     /// First and largest image pull (ImagePullBackOff) windows.
     pub image_pull_backoff: (Duration, Duration),
+    /// Use containerd's events for the PLEG when the runtime is containerd.
+    pub evented_pleg: bool,
+    /// Safety-net relist period of the evented PLEG.
+    pub evented_pleg_relist_period: Duration,
     /// Log verbosity.
     pub verbosity: u8,
     /// Config-file fields this kubelet does not use (warned about at start).
@@ -248,6 +263,15 @@ fn default_node_name() -> String {
 }
 
 impl Settings {
+    /// How the PLEG is chosen.
+    pub fn pleg_choice(&self) -> crate::pleg::Choice {
+        crate::pleg::Choice {
+            evented: self.evented_pleg,
+            safety_net_period: self.evented_pleg_relist_period,
+            socket: self.runtime_socket.clone(),
+        }
+    }
+
     /// Merges defaults, the config file and flags.
     pub fn from_flags(flags: Flags) -> Result<Self, UsageError> {
         let file = match &flags.config {
@@ -301,6 +325,17 @@ impl Settings {
                 "--experimental-image-pull-initial-backoff must be greater than 0 and at most --experimental-image-pull-max-backoff".into(),
             ));
         }
+        let evented_pleg_relist_period = flags
+            .evented_pleg_relist_period
+            .unwrap_or(EVENTED_PLEG_RELIST_PERIOD);
+        if evented_pleg_relist_period.is_zero()
+            || evented_pleg_relist_period >= kubelet_pleg::Config::default().relist_threshold
+        {
+            return Err(UsageError(
+                "--evented-pleg-relist-period must be greater than 0 and less than 3m (the PLEG health threshold)"
+                    .into(),
+            ));
+        }
         let localhost: IpAddr = [127, 0, 0, 1].into();
         let read_only_port = flags
             .read_only_port
@@ -339,6 +374,8 @@ impl Settings {
             file_check_frequency,
             crash_loop_backoff,
             image_pull_backoff,
+            evented_pleg: flags.evented_pleg.unwrap_or(true),
+            evented_pleg_relist_period,
             verbosity: flags.verbosity,
             ignored_config_fields: file.other.into_keys().collect(),
             pod_runtime: crate::pod_runtime::Settings::merge(flags.pod_runtime, file.pod_runtime)?,
@@ -451,6 +488,23 @@ mod tests {
             "{}",
             err.0
         );
+    }
+
+    #[test]
+    fn evented_pleg_flags() {
+        let s = parse(&[]).expect("valid");
+        assert!(s.evented_pleg);
+        assert_eq!(s.evented_pleg_relist_period, Duration::from_secs(60));
+        let s = parse(&[
+            "--evented-pleg=false",
+            "--evented-pleg-relist-period",
+            "30s",
+        ])
+        .expect("valid");
+        assert!(!s.evented_pleg);
+        assert_eq!(s.pleg_choice().safety_net_period, Duration::from_secs(30));
+        let err = parse(&["--evented-pleg-relist-period", "5m"]).expect_err("bad");
+        assert!(err.0.contains("--evented-pleg-relist-period"), "{}", err.0);
     }
 
     #[test]

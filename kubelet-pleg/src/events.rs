@@ -84,6 +84,14 @@ fn sandbox_state(pod: Option<&RunningPod>, id: &str) -> PlegState {
         .map_or(PlegState::NonExistent, |s| s.state.into())
 }
 
+/// The state of the container or sandbox with runtime ID `id` in `pod`.
+pub(crate) fn state_of(pod: Option<&RunningPod>, id: &str) -> PlegState {
+    match container_state(pod, id) {
+        PlegState::NonExistent => sandbox_state(pod, id),
+        state => state,
+    }
+}
+
 /// Every event between two observations of a pod: per container as [`generate_events`], and
 /// one [`EventType::PodSync`] per sandbox whose state changed (appeared, became ready or not
 /// ready, disappeared). Containers come first, each in the order they are first seen in

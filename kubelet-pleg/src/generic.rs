@@ -6,6 +6,7 @@
 //! run and removed within one period; the sync loop's periodic resync is the safety net.
 
 use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -14,13 +15,13 @@ use kubelet_core::PodUid;
 use kubelet_core::cache::PodCache;
 use kubelet_core::pleg::{Event, EventType, Pleg};
 use kubelet_core::runtime::{self, PodStatus, RunningPod, Runtime, SandboxState};
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::{Notify, mpsc, watch};
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, trace, warn};
 
 use crate::duration::go_duration;
-use crate::events::compute_events;
+use crate::events::{PlegState, compute_events, state_of};
 
 /// Capacity of the event channel, as upstream's `plegChannelCapacity`. When the sync loop
 /// falls this far behind, further events of a relist are dropped (the periodic resync
@@ -104,6 +105,30 @@ impl RelistState {
             }
         }
     }
+
+    /// The pod whose last listing holds a container or sandbox with runtime ID `id`.
+    fn pod_of(&self, id: &str) -> Option<&RunningPod> {
+        self.records.values().find_map(|r| {
+            [r.current.as_ref(), r.old.as_ref()]
+                .into_iter()
+                .flatten()
+                .find(|p| {
+                    p.containers.iter().any(|c| c.id == id)
+                        || p.sandboxes.iter().any(|s| s.id == id)
+                })
+        })
+    }
+}
+
+/// What [`GenericPleg::relist_container`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ContainerRelist {
+    /// No pod of the last listing has a container or sandbox with this ID: only a full
+    /// relist can find it.
+    Unknown,
+    /// The container's pod was re-inspected; this is the container's (or sandbox's) state
+    /// now, [`PlegState::NonExistent`] when it is gone.
+    Relisted(PlegState),
 }
 
 struct Shared {
@@ -117,6 +142,11 @@ struct Shared {
     cache_lock: tokio::sync::Mutex<()>,
     last_relist: Mutex<Option<Instant>>,
     relist_now: Notify,
+    /// The period the run loop relists with (upstream `Update(relistDuration)`).
+    period: watch::Sender<Duration>,
+    /// Relists that have started listing, and (watched) relists that have finished.
+    started: AtomicU64,
+    finished: watch::Sender<u64>,
 }
 
 /// The generic relisting PLEG. Cheap to clone; clones share state.
@@ -157,6 +187,9 @@ impl GenericPleg {
             cache_lock: tokio::sync::Mutex::new(()),
             last_relist: Mutex::new(None),
             relist_now: Notify::new(),
+            period: watch::Sender::new(config.relist_period),
+            started: AtomicU64::new(0),
+            finished: watch::Sender::new(0),
         };
         (
             Self {
@@ -171,12 +204,14 @@ impl GenericPleg {
         self.shared.config
     }
 
-    /// Relists every [`Config::relist_period`] (the first time right away) until `token` is
-    /// cancelled. A relist requested with [`relist_now`](Self::relist_now) runs as soon as
-    /// the current one finishes and restarts the period. Cancellation interrupts a relist in
-    /// progress; the PLEG stays usable.
+    /// Relists every [`relist_period`](Self::relist_period) (the first time right away)
+    /// until `token` is cancelled. A relist requested with [`relist_now`](Self::relist_now)
+    /// runs as soon as the current one finishes and restarts the period; a new period set
+    /// with [`set_relist_period`](Self::set_relist_period) starts counting when it is set.
+    /// Cancellation interrupts a relist in progress; the PLEG stays usable.
     pub async fn run(self, token: CancellationToken) {
-        let mut interval = tokio::time::interval(self.shared.config.relist_period);
+        let mut period = self.shared.period.subscribe();
+        let mut interval = tokio::time::interval(*period.borrow_and_update());
         interval.set_missed_tick_behavior(MissedTickBehavior::Delay);
         loop {
             tokio::select! {
@@ -184,6 +219,12 @@ impl GenericPleg {
                 () = token.cancelled() => break,
                 _ = interval.tick() => {}
                 () = self.shared.relist_now.notified() => interval.reset(),
+                Ok(()) = period.changed() => {
+                    let every = *period.borrow_and_update();
+                    interval = tokio::time::interval_at(Instant::now() + every, every);
+                    interval.set_missed_tick_behavior(MissedTickBehavior::Delay);
+                    continue;
+                }
             }
             tokio::select! {
                 biased;
@@ -200,6 +241,34 @@ impl GenericPleg {
         self.shared.relist_now.notify_one();
     }
 
+    /// Asks the running loop for a relist now, as [`relist_now`](Self::relist_now), and
+    /// waits until a relist that started after this call has finished (successfully or
+    /// not). Many callers share one relist. Cancel safe.
+    pub async fn relist_and_wait(&self) {
+        let target = self.shared.started.load(Ordering::SeqCst) + 1;
+        let mut finished = self.shared.finished.subscribe();
+        self.relist_now();
+        // The sender lives as long as `self`.
+        let _ = finished.wait_for(|n| *n >= target).await;
+    }
+
+    /// The period the run loop relists with now.
+    pub fn relist_period(&self) -> Duration {
+        *self.shared.period.borrow()
+    }
+
+    /// Changes the relist period of the running loop (upstream `Update`): an event-driven
+    /// PLEG slows the relist down to a safety net while its event stream is healthy, and
+    /// speeds it up again when the stream breaks. The health threshold stays
+    /// [`Config::relist_threshold`].
+    pub fn set_relist_period(&self, period: Duration) {
+        self.shared.period.send_if_modified(|p| {
+            let changed = *p != period;
+            *p = period;
+            changed
+        });
+    }
+
     /// One relist (upstream `Relist`): lists the runtime's pods, sends the events of what
     /// changed since the last listing, refreshes the cache of those pods and then the cache's
     /// global timestamp. A pod whose inspection fails gets no events this time and is
@@ -209,6 +278,13 @@ impl GenericPleg {
     pub async fn relist(&self) {
         let shared = &self.shared;
         let mut state = shared.relist.lock().await;
+        let seq = shared.started.fetch_add(1, Ordering::SeqCst) + 1;
+        self.relist_locked(&mut state).await;
+        shared.finished.send_modify(|n| *n = (*n).max(seq));
+    }
+
+    async fn relist_locked(&self, state: &mut RelistState) {
+        let shared = &self.shared;
         trace!("relisting");
         let timestamp = Instant::now();
         let pods = match shared.runtime.get_pods(true).await {
@@ -238,25 +314,69 @@ impl GenericPleg {
                 continue;
             }
             state.update(&uid);
-            for event in events {
-                // Upstream drops these: not reliable, and nothing uses them.
-                if event.kind == EventType::ContainerChanged {
-                    continue;
-                }
-                match shared.events.try_send(event) {
-                    Ok(()) => {}
-                    Err(mpsc::error::TrySendError::Full(_)) => {
-                        error!("pleg: event channel is full, discarding this relist cycle's event");
-                    }
-                    Err(mpsc::error::TrySendError::Closed(_)) => {
-                        trace!("pleg: event receiver is gone");
-                    }
-                }
-            }
+            self.send(events);
         }
         // Only after every pod above is in the cache.
         shared.cache.update_time(timestamp);
         state.reinspect = needs_reinspection;
+    }
+
+    /// Re-inspects only the pod that holds the container or sandbox `id` in the last listing
+    /// and sends the events of what changed since then, as a relist would for that pod; the
+    /// pod's record then holds the new state, so the next relist does not repeat them. For
+    /// an event-driven PLEG that learned that `id` changed.
+    ///
+    /// # Errors
+    ///
+    /// The runtime's, when the inspection fails; the next relist then re-inspects the pod.
+    pub async fn relist_container(&self, id: &str) -> runtime::Result<ContainerRelist> {
+        let mut state = self.shared.relist.lock().await;
+        let Some(pod) = state.pod_of(id) else {
+            return Ok(ContainerRelist::Unknown);
+        };
+        let (uid, name, namespace) = (pod.uid.clone(), pod.name.clone(), pod.namespace.clone());
+        let status = match self.inspect(&uid, &name, &namespace).await {
+            Ok(status) => status,
+            Err(e) => {
+                state.reinspect.insert(uid);
+                return Err(e);
+            }
+        };
+        let listed = status.to_running_pod();
+        let current =
+            (!listed.sandboxes.is_empty() || !listed.containers.is_empty()).then_some(listed);
+        let now = state_of(current.as_ref(), id);
+        let record = state.records.entry(uid.clone()).or_default();
+        let events = compute_events(&uid, record.old.as_ref(), current.as_ref());
+        let gone = current.is_none();
+        record.current = current;
+        state.update(&uid);
+        state.reinspect.remove(&uid);
+        if gone {
+            debug!(pod = %uid, "pleg: deleting status of pod gone from the runtime");
+            self.shared.cache.delete(&uid);
+        }
+        self.send(events);
+        Ok(ContainerRelist::Relisted(now))
+    }
+
+    /// Sends a relist's events to the sync loop, dropping [`EventType::ContainerChanged`]
+    /// as upstream does (not reliable, and nothing uses them).
+    fn send(&self, events: Vec<Event>) {
+        for event in events {
+            if event.kind == EventType::ContainerChanged {
+                continue;
+            }
+            match self.shared.events.try_send(event) {
+                Ok(()) => {}
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    error!("pleg: event channel is full, discarding this relist cycle's event");
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => {
+                    trace!("pleg: event receiver is gone");
+                }
+            }
+        }
     }
 
     /// Upstream `updateCache`: a pod gone from the runtime leaves the cache; any other is
@@ -267,10 +387,18 @@ impl GenericPleg {
             self.shared.cache.delete(uid);
             return Ok(());
         };
-        self.inspect(&pod.uid, &pod.name, &pod.namespace).await
+        self.inspect(&pod.uid, &pod.name, &pod.namespace)
+            .await
+            .map(drop)
     }
 
-    async fn inspect(&self, uid: &PodUid, name: &str, namespace: &str) -> runtime::Result<()> {
+    /// Inspects a pod and stores its status in the cache; returns the status stored.
+    async fn inspect(
+        &self,
+        uid: &PodUid,
+        name: &str,
+        namespace: &str,
+    ) -> runtime::Result<PodStatus> {
         let shared = &self.shared;
         let _guard = shared.cache_lock.lock().await;
         let timestamp = Instant::now();
@@ -280,8 +408,8 @@ impl GenericPleg {
             .await
             .inspect_err(|e| warn!(pod = %uid, error = %e, "pleg: inspecting pod"))?;
         status.ips = self.pod_ips(uid, &status);
-        shared.cache.set(uid, status, timestamp);
-        Ok(())
+        shared.cache.set(uid, status.clone(), timestamp);
+        Ok(status)
     }
 
     /// Keeps the cached pod IPs when the new status has none and no sandbox is ready: a pod
@@ -325,7 +453,7 @@ impl Pleg for GenericPleg {
         name: &str,
         namespace: &str,
     ) -> Result<(), runtime::Error> {
-        self.inspect(uid, name, namespace).await
+        self.inspect(uid, name, namespace).await.map(drop)
     }
 
     fn healthy(&self) -> Result<(), String> {

@@ -1,8 +1,10 @@
 //! Pod lifecycle event generators (PLEG) for a Rust kubelet.
 //!
-//! Mirrors upstream `pkg/kubelet/pleg/generic.go` (the relisting [`GenericPleg`]) and
-//! `pkg/kubelet/pleg/pleg.go` (its configuration); the contract, [`kubelet_core::pleg::Pleg`]
-//! and [`kubelet_core::pleg::Event`], lives in `kubelet-core`.
+//! Mirrors upstream `pkg/kubelet/pleg/generic.go` (the relisting [`GenericPleg`]),
+//! `pkg/kubelet/pleg/evented.go` (the event-driven [`EventedPleg`], here over any
+//! [`evented::EventSource`], e.g. containerd's native events with feature `containerd`) and
+//! `pkg/kubelet/pleg/pleg.go` (their configuration); the contract,
+//! [`kubelet_core::pleg::Pleg`] and [`kubelet_core::pleg::Event`], lives in `kubelet-core`.
 //!
 //! The PLEG periodically lists the runtime's pods, turns container and sandbox state changes
 //! into events for the sync loop, and keeps the [`kubelet_core::cache::PodCache`] that pod
@@ -30,8 +32,12 @@
 //! # }
 //! ```
 
+#[cfg(feature = "containerd")]
+pub mod containerd;
 mod duration;
+pub mod evented;
 pub mod events;
 pub mod generic;
 
-pub use generic::{CHANNEL_CAPACITY, Config, GenericPleg};
+pub use evented::EventedPleg;
+pub use generic::{CHANNEL_CAPACITY, Config, ContainerRelist, GenericPleg};

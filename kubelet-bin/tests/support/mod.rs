@@ -83,7 +83,16 @@ impl Node {
         self.starts += 1;
         let log = std::fs::File::create(self.log_path()).expect("log file");
         let kdir = self.dir.join("kubelet");
-        let child = Command::new(env!("CARGO_BIN_EXE_kubelet"))
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_kubelet"));
+        for (flag, value) in [
+            ("--file-check-frequency", "2s"),
+            ("--sync-frequency", "10s"),
+        ] {
+            if !self.extra_args.iter().any(|a| a == flag) {
+                cmd.args([flag, value]);
+            }
+        }
+        let child = cmd
             .arg("--pod-manifest-path")
             .arg(&self.manifests)
             .arg("--container-runtime-endpoint")
@@ -95,7 +104,6 @@ impl Node {
             .args(["--hostname-override", NODE, "--node-ip", "192.0.2.10"])
             .args(["--read-only-port", &self.read_only_port.to_string()])
             .args(["--healthz-port", &self.healthz_port.to_string()])
-            .args(["--file-check-frequency", "2s", "--sync-frequency", "10s"])
             .args(["--cgroup-root", &self.cgroup_root])
             .args(&self.extra_args)
             .env("RUST_LOG", "info")

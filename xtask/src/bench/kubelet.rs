@@ -187,7 +187,7 @@ impl Drop for Kubelet {
 }
 
 /// A minimal HTTP/1.0 GET to 127.0.0.1; returns the body of a 200 response.
-fn http_get(port: u16, path: &str) -> Result<String> {
+pub(crate) fn http_get(port: u16, path: &str) -> Result<String> {
     let timeout = Duration::from_secs(2);
     let mut conn = TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), timeout)?;
     conn.set_read_timeout(Some(timeout))?;

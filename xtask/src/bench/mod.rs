@@ -1,5 +1,5 @@
 //! `cargo xtask bench`: pod start latency and memory of the kubelet against baselines measured
-//! in the same run (goals G1, G2 and G4 of `performance.md`, §3.1 ground rules).
+//! in the same run (goals G1, G2, G3 and G4 of `performance.md`, §3.1 ground rules).
 //!
 //! One private containerd (pod network on the testbed's CNI bridge) serves both arms:
 //!
@@ -22,6 +22,7 @@
 //! and `bench.json`.
 
 mod agent;
+mod exit;
 mod kubelet;
 mod probes;
 mod report;
@@ -144,6 +145,19 @@ pub(crate) fn run(args: Args) -> Result<()> {
         (rss::sample(kubelet.pid())?, rss::sample(containerd)?);
     check(&interrupted, &mut kubelet)?;
 
+    println!(
+        "==> G3: containers exiting on their own, {exit_blocks} blocks of 10 pods",
+        exit_blocks = if args.quick { 1 } else { 3 }
+    );
+    let g3 = exit::run(
+        &kubelet,
+        testbed.socket(),
+        &dirs.manifests,
+        if args.quick { 1 } else { 3 },
+        &interrupted,
+    )?;
+    check(&interrupted, &mut kubelet)?;
+
     let window = Duration::from_secs(if args.quick { 20 } else { 60 });
     println!(
         "==> probes: {} pods × 2 probes at 1 s, {window:?} window",
@@ -160,6 +174,7 @@ pub(crate) fn run(args: Args) -> Result<()> {
     )?;
 
     let mut rows = report::rows(&g1, &g2, batch, &mem);
+    rows.extend(exit::rows(&g3));
     rows.extend(probes.rows());
     let table = report::text(&rows);
     println!("\n{table}\n");
@@ -182,6 +197,7 @@ pub(crate) fn run(args: Args) -> Result<()> {
         "rows": report::json(&rows),
         "g1": runs_json(&g1),
         "g2": runs_json(&g2),
+        "g3_exit_detect_ms": g3.detect_ms,
         "memory_kib": {
             "kubelet_idle": mem.kubelet_idle.to_json(),
             "containerd_idle": mem.containerd_idle.to_json(),

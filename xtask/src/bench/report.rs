@@ -24,7 +24,7 @@ pub(crate) enum Verdict {
 
 impl Verdict {
     /// `value ≤ must` / `value ≤ stretch`.
-    fn le(value: f64, must: f64, stretch: f64) -> Verdict {
+    pub(crate) fn le(value: f64, must: f64, stretch: f64) -> Verdict {
         if value <= stretch {
             Verdict::Stretch
         } else if value <= must {
@@ -82,6 +82,25 @@ impl Row {
             ratio: ratio.into(),
             goal: goal.into(),
             verdict: Verdict::Info,
+        }
+    }
+
+    /// A row from its cells, for scenarios kept in their own modules.
+    pub(crate) fn new(
+        metric: String,
+        kubelet: String,
+        baseline: String,
+        ratio: String,
+        goal: String,
+        verdict: Verdict,
+    ) -> Row {
+        Row {
+            metric,
+            kubelet,
+            baseline,
+            ratio,
+            goal,
+            verdict,
         }
     }
 

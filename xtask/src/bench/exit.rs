@@ -1,0 +1,315 @@
+//! G3, container-exit detection: a container exits on its own (`sleep N; exit 3`); the time
+//! from containerd reporting the task exit to the kubelet's `/pods` showing the container
+//! `terminated` with exit code 3.
+//!
+//! The baseline timestamp is the `/tasks/exit` event as a subscriber of containerd's events
+//! service sees it: `ctr events` runs for the whole scenario and a reader thread timestamps
+//! each line as it arrives. `/pods` is polled every 2 ms meanwhile. The pods of a block start
+//! together and exit 250 ms apart, so each exit is detected on its own.
+
+use std::{
+    collections::HashMap,
+    fs,
+    io::{BufRead, BufReader},
+    path::Path,
+    process::{Child, Command, Stdio},
+    sync::mpsc::{self, Receiver},
+    thread,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, Result, bail};
+use serde_json::Value;
+
+use super::{
+    kubelet::{Kubelet, http_get},
+    report::{Row, Verdict},
+    scenario::NODE,
+    stats::percentile,
+};
+
+/// Pods per block.
+const PODS: usize = 10;
+/// How long a block may take before the bench fails.
+const TIMEOUT: Duration = Duration::from_secs(120);
+/// The exit code the containers exit with.
+const EXIT_CODE: i64 = 3;
+
+/// Exit-detection latencies, ms, one per pod.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Exits {
+    /// containerd's `/tasks/exit` seen → `/pods` shows the container terminated, ms.
+    pub(crate) detect_ms: Vec<f64>,
+}
+
+fn manifest(name: &str, sleep: f64) -> String {
+    format!(
+        "apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+spec:
+  restartPolicy: Never
+  terminationGracePeriodSeconds: 0
+  containers:
+  - name: main
+    image: docker.io/library/busybox:1.36
+    imagePullPolicy: IfNotPresent
+    command: [\"sh\", \"-c\", \"sleep {sleep:.2}; exit {EXIT_CODE}\"]
+"
+    )
+}
+
+/// `ctr events` on the testbed's socket; its `/tasks/exit` lines arrive on a channel as
+/// (container ID, when the line was read).
+struct ExitEvents {
+    child: Child,
+    exits: Receiver<(String, Instant)>,
+}
+
+impl ExitEvents {
+    fn start(socket: &Path) -> Result<ExitEvents> {
+        let mut child = Command::new("ctr")
+            .arg("--address")
+            .arg(socket)
+            .args(["--namespace", "k8s.io", "events"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("cannot run `ctr events`")?;
+        let stdout = child.stdout.take().context("ctr events has no stdout")?;
+        let (tx, exits) = mpsc::channel();
+        thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let seen = Instant::now();
+                if let Some(id) = exited_container(&line)
+                    && tx.send((id, seen)).is_err()
+                {
+                    break;
+                }
+            }
+        });
+        Ok(ExitEvents { child, exits })
+    }
+}
+
+impl Drop for ExitEvents {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The container of a `ctr events` line `<time> <namespace> /tasks/exit {json}` about an init
+/// process (an exec'd process has its own `id`).
+fn exited_container(line: &str) -> Option<String> {
+    let (_, json) = line.split_once(" /tasks/exit ")?;
+    let event: Value = serde_json::from_str(json.trim()).ok()?;
+    let container = event["container_id"].as_str()?;
+    let process = event["id"].as_str().unwrap_or("");
+    (process.is_empty() || process == container).then(|| container.to_owned())
+}
+
+/// The `/pods` containers of our pods that are terminated with [`EXIT_CODE`]: pod name →
+/// container ID.
+fn terminated(pods: &Value, names: &[String]) -> HashMap<String, String> {
+    let mut out = HashMap::new();
+    for pod in pods["items"].as_array().into_iter().flatten() {
+        let Some(name) = pod["metadata"]["name"].as_str() else {
+            continue;
+        };
+        if !names.iter().any(|n| n == name) {
+            continue;
+        }
+        for c in pod["status"]["containerStatuses"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            let term = &c["state"]["terminated"];
+            if term["exitCode"].as_i64() == Some(EXIT_CODE)
+                && let Some(id) = c["containerID"].as_str()
+            {
+                let id = id.rsplit("://").next().unwrap_or(id);
+                out.insert(name.to_owned(), id.to_owned());
+            }
+        }
+    }
+    out
+}
+
+fn get_pods(kubelet: &Kubelet) -> Result<Value> {
+    let body = http_get(kubelet.read_only_port(), "/pods")?;
+    Ok(serde_json::from_str(&body)?)
+}
+
+/// Runs `blocks` blocks of [`PODS`] pods and returns every latency.
+pub(crate) fn run(
+    kubelet: &Kubelet,
+    socket: &Path,
+    manifests: &Path,
+    blocks: usize,
+    interrupted: &Receiver<()>,
+) -> Result<Exits> {
+    let events = ExitEvents::start(socket)?;
+    // Let `ctr events` subscribe before anything can exit.
+    thread::sleep(Duration::from_millis(300));
+    let mut exits = Exits::default();
+    for block in 0..blocks {
+        exits
+            .detect_ms
+            .extend(run_block(kubelet, &events, manifests, block)?);
+        if interrupted.try_recv().is_ok() {
+            bail!("interrupted");
+        }
+    }
+    Ok(exits)
+}
+
+fn run_block(
+    kubelet: &Kubelet,
+    events: &ExitEvents,
+    manifests: &Path,
+    block: usize,
+) -> Result<Vec<f64>> {
+    let names: Vec<String> = (0..PODS).map(|i| format!("exit-{block}-{i}")).collect();
+    let full: Vec<String> = names.iter().map(|n| format!("{n}-{NODE}")).collect();
+    for (i, name) in names.iter().enumerate() {
+        let tmp = manifests.join(format!(".{name}.yaml.tmp"));
+        fs::write(&tmp, manifest(name, 2.0 + 0.25 * i as f64))?;
+        fs::rename(&tmp, manifests.join(format!("{name}.yaml")))?;
+    }
+
+    // Poll /pods until every pod shows its container terminated.
+    let deadline = Instant::now() + TIMEOUT;
+    let mut seen: HashMap<String, (String, Instant)> = HashMap::new();
+    while seen.len() < PODS {
+        if Instant::now() > deadline {
+            bail!(
+                "only {} of {PODS} exits showed in /pods within {TIMEOUT:?}",
+                seen.len()
+            );
+        }
+        let pods = get_pods(kubelet)?;
+        let now = Instant::now();
+        for (pod, id) in terminated(&pods, &full) {
+            seen.entry(pod).or_insert((id, now));
+        }
+        thread::sleep(Duration::from_millis(2));
+    }
+
+    // containerd's exit events for those containers.
+    let mut exited: HashMap<String, Instant> = HashMap::new();
+    let wanted: Vec<&String> = seen.values().map(|(id, _)| id).collect();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !wanted.iter().all(|id| exited.contains_key(*id)) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match events.exits.recv_timeout(left) {
+            Ok((id, at)) => {
+                exited.entry(id).or_insert(at);
+            }
+            Err(_) => {
+                bail!("containerd reported no /tasks/exit for some containers of block {block}")
+            }
+        }
+    }
+    let latencies = seen
+        .values()
+        .map(|(id, shown)| {
+            let exit = exited[id];
+            // Signed: /pods showing the exit before containerd's event would be negative.
+            if *shown >= exit {
+                shown.duration_since(exit).as_secs_f64() * 1000.0
+            } else {
+                -(exit.duration_since(*shown).as_secs_f64() * 1000.0)
+            }
+        })
+        .collect();
+
+    for name in &names {
+        fs::remove_file(manifests.join(format!("{name}.yaml")))?;
+    }
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let pods = get_pods(kubelet)?;
+        let left = pods["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|p| full.iter().any(|n| p["metadata"]["name"] == n.as_str()))
+            .count();
+        if left == 0 {
+            break;
+        }
+        if Instant::now() > deadline {
+            bail!("the kubelet did not remove {left} exit pods within {TIMEOUT:?}");
+        }
+        thread::sleep(Duration::from_millis(100));
+    }
+    Ok(latencies)
+}
+
+/// The G3 rows: p50 and p99 of the detection latency against the goal.
+pub(crate) fn rows(exits: &Exits) -> Vec<Row> {
+    let n = exits.detect_ms.len();
+    [(50.0, "p50", 100.0, 30.0), (99.0, "p99", 500.0, 150.0)]
+        .into_iter()
+        .map(|(p, name, must, stretch)| {
+            let v = percentile(&exits.detect_ms, p);
+            Row::new(
+                format!("G3 exit → /pods terminated {name} (n={n})"),
+                format!("{v:.1} ms"),
+                "containerd /tasks/exit".into(),
+                String::new(),
+                format!("≤ {must:.0} ms (stretch {stretch:.0} ms)"),
+                Verdict::le(v, must, stretch),
+            )
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn parses_ctr_exit_lines() {
+        let line = r#"2026-11-21 20:33:23.3 +0000 UTC k8s.io /tasks/exit {"container_id":"abc","id":"abc","pid":42,"exit_status":3}"#;
+        assert_eq!(exited_container(line), Some("abc".into()));
+        let exec = r#"2026-11-21 20:33:23.3 +0000 UTC k8s.io /tasks/exit {"container_id":"abc","id":"exec-1","pid":43}"#;
+        assert_eq!(exited_container(exec), None);
+        let start = r#"2026-11-21 20:33:23.3 +0000 UTC k8s.io /tasks/start {"container_id":"abc","pid":42}"#;
+        assert_eq!(exited_container(start), None);
+    }
+
+    #[test]
+    fn finds_terminated_containers_of_our_pods() {
+        let pods = json!({"items": [
+            {"metadata": {"name": "exit-0-0-n"}, "status": {"containerStatuses": [
+                {"containerID": "containerd://c0", "state": {"terminated": {"exitCode": 3}}}]}},
+            {"metadata": {"name": "exit-0-1-n"}, "status": {"containerStatuses": [
+                {"containerID": "containerd://c1", "state": {"running": {}}}]}},
+            {"metadata": {"name": "other"}, "status": {"containerStatuses": [
+                {"containerID": "containerd://c2", "state": {"terminated": {"exitCode": 3}}}]}},
+        ]});
+        let names = vec!["exit-0-0-n".to_owned(), "exit-0-1-n".to_owned()];
+        let found = terminated(&pods, &names);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found["exit-0-0-n"], "c0");
+    }
+
+    #[test]
+    fn rows_judge_the_median_and_the_tail() {
+        let exits = Exits {
+            detect_ms: vec![20.0, 40.0, 60.0, 900.0],
+        };
+        let rows = rows(&exits);
+        let json = super::super::report::json(&rows);
+        assert_eq!(json[0]["kubelet"], "50.0 ms");
+        assert_eq!(json[0]["verdict"], "must");
+        assert_eq!(json[1]["verdict"], "miss");
+    }
+}
