@@ -23,6 +23,7 @@
 //! `bench.json`.
 
 mod agent;
+mod chart;
 mod cpu;
 mod kubelet;
 mod offline;
@@ -214,8 +215,13 @@ pub(crate) fn run(args: Args) -> Result<()> {
         "sync_throughput": g8,
     });
     fs::write(out.join("bench.json"), serde_json::to_string_pretty(&data)?)?;
+    chart::write(
+        &out.join("start-latency.png"),
+        [&g1.a_totals(), &g1.b_totals()],
+        [&g2.a_pods(), &g2.b_pods()],
+    )?;
     println!(
-        "==> wrote {} and bench.json in {:.0?}",
+        "==> wrote {}, bench.json and start-latency.png in {:.0?}",
         out.join("bench.md").display(),
         began.elapsed()
     );
@@ -342,7 +348,9 @@ fn markdown(table: &str, notes: &str, params: &Value, env: &Value) -> String {
          A = the kubelet (manifest written → container running per CRI); B = a long-lived raw \
          CRI client sending the same requests, in the same run, interleaved ABAB. Ratios are \
          A/B with a 95 % bootstrap interval; goals are from `performance.md` §3.2.\n\n\
-         {table}\n\n{}\n",
+         {table}\n\n{}\n\n\
+         ![start latency CDFs: G1 left, G2 per pod right; kubelet blue, raw CRI orange; x in \
+         ms](start-latency.png)\n",
         s(&env["git"]),
         s(&params["kubelet"]),
         s(&env["runtime"]),
