@@ -26,6 +26,7 @@ mod agent;
 mod chart;
 mod cpu;
 mod kubelet;
+mod micro;
 mod offline;
 mod report;
 mod rss;
@@ -81,6 +82,13 @@ pub(crate) struct Args {
     /// Use this kubelet binary instead of building package kubelet-bin in release.
     #[arg(long)]
     kubelet: Option<PathBuf>,
+    /// Do not build: use the release binaries already in the target directory.
+    #[arg(long)]
+    prebuilt: bool,
+    /// Run only the Criterion micro-benchmarks of the hot paths (no containerd); output to
+    /// stdout and `micro.txt`.
+    #[arg(long)]
+    micro: bool,
 }
 
 /// Runs the benchmark and writes the report.
@@ -93,10 +101,13 @@ pub(crate) fn run(args: Args) -> Result<()> {
     let cpu_window =
         Duration::from_secs(args.cpu_window.unwrap_or(if args.quick { 20 } else { 60 }));
     let out = args.out.unwrap_or_else(|| target_dir().join("bench"));
+    if args.micro {
+        return micro::run(&out, args.quick);
+    }
 
     // protoc before cargo builds k8s-cri; containerd and friends for the testbed.
     testbed::ensure_packages()?;
-    let (kubelet_bin, agent_bin) = build(args.kubelet)?;
+    let (kubelet_bin, agent_bin) = build(args.kubelet, args.prebuilt)?;
 
     println!("==> G6: relist at 500 pods / 1000 containers on a fake CRI server");
     let relist_rounds = if args.quick { 50 } else { 200 };
@@ -232,9 +243,15 @@ pub(crate) fn run(args: Args) -> Result<()> {
 }
 
 /// Builds the release kubelet (unless given) and the agent; returns both paths.
-fn build(kubelet: Option<PathBuf>) -> Result<(PathBuf, PathBuf)> {
+fn build(kubelet: Option<PathBuf>, prebuilt: bool) -> Result<(PathBuf, PathBuf)> {
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let release = target_dir().join("release");
+    if prebuilt {
+        return Ok((
+            kubelet.unwrap_or_else(|| release.join("kubelet")),
+            example("cri_replay"),
+        ));
+    }
     let mut builds = vec![
         vec!["-p", "kubelet-cri", "--example", "cri_replay"],
         vec![
