@@ -1,5 +1,6 @@
-//! `cargo xtask bench`: pod start latency and memory of the kubelet against baselines measured
-//! in the same run (goals G1, G2, G3 and G4 of `performance.md`, §3.1 ground rules).
+//! `cargo xtask bench`: pod start latency, exit detection, memory and CPU of the kubelet against
+//! baselines measured in the same run (goals G1, G2, G3, G4, G5, G6 and G8 of `performance.md`,
+//! §3.1 ground rules), plus the probe row of issue 5.
 //!
 //! One private containerd (pod network on the testbed's CNI bridge) serves both arms:
 //!
@@ -15,15 +16,21 @@
 //!   kill them as pods no source wants.
 //!
 //! Scenarios, each alternating A and B (ABAB…) after a warm-up: G1, single pods in sequence;
-//! G2, batches of 30 pods at once (B at the same parallelism: one task per pod). G4 samples the
-//! kubelet's and containerd's `VmRSS` and `Pss` idle and with the batch running. Probes (issue
+//! G2, batches of 110 pods at once (B at the same parallelism: one task per pod). G4 samples
+//! the kubelet's and containerd's `VmRSS` and `Pss` idle and with the batch running; G5 their
+//! CPU over a steady window with the last batch running. G3 times a container's own exit to
+//! its terminated status against containerd's `/tasks/exit` event (see [`exit`]). Probes (issue
 //! 5): 50 pods × 2 probes at a 1 s period, the kubelet's CPU next to containerd's and the probe
-//! start jitter (see [`probes`]). The table goes to stdout and, with every sample, to `bench.md`
-//! and `bench.json`.
+//! start jitter (see [`probes`]). G6 and G8 run without containerd (see [`offline`]). The table
+//! goes to stdout and, with every sample, to `bench.md` and `bench.json`.
 
 mod agent;
+mod chart;
+mod cpu;
 mod exit;
 mod kubelet;
+mod micro;
+mod offline;
 mod probes;
 mod report;
 mod rss;
@@ -56,8 +63,8 @@ const SETTLE: Duration = Duration::from_secs(5);
 /// Options of `cargo xtask bench`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
-    /// A short run (10 single-pod rounds and 2 batch blocks per arm, a 20 s probe window instead
-    /// of 60 s), a few minutes.
+    /// A short run (10 single-pod rounds, 2 batch blocks per arm, 20 s CPU and probe windows
+    /// instead of 60 s), a few minutes.
     #[arg(long)]
     quick: bool,
     /// Where bench.md and bench.json go [default: target/bench].
@@ -69,12 +76,23 @@ pub(crate) struct Args {
     /// Batch blocks per arm [default: 2 with --quick, else 5].
     #[arg(long)]
     blocks: Option<usize>,
-    /// Pods per batch.
-    #[arg(long, default_value_t = 30)]
+    /// Pods per batch (G2, G4, G5).
+    #[arg(long, default_value_t = 110)]
     batch: usize,
+    /// Seconds of the steady CPU window with the last batch running (G5) [default: 20 with
+    /// --quick, else 60].
+    #[arg(long)]
+    cpu_window: Option<u64>,
     /// Use this kubelet binary instead of building package kubelet-bin in release.
     #[arg(long)]
     kubelet: Option<PathBuf>,
+    /// Do not build: use the release binaries already in the target directory.
+    #[arg(long)]
+    prebuilt: bool,
+    /// Run only the Criterion micro-benchmarks of the hot paths (no containerd); output to
+    /// stdout and `micro.txt`.
+    #[arg(long)]
+    micro: bool,
 }
 
 /// Runs the benchmark and writes the report.
@@ -84,11 +102,35 @@ pub(crate) fn run(args: Args) -> Result<()> {
     let rounds = args.rounds.unwrap_or(if args.quick { 10 } else { 30 });
     let blocks = args.blocks.unwrap_or(if args.quick { 2 } else { 5 });
     let batch = args.batch.max(1);
+    let cpu_window =
+        Duration::from_secs(args.cpu_window.unwrap_or(if args.quick { 20 } else { 60 }));
     let out = args.out.unwrap_or_else(|| target_dir().join("bench"));
+    if args.micro {
+        return micro::run(&out, args.quick);
+    }
 
     // protoc before cargo builds k8s-cri; containerd and friends for the testbed.
     testbed::ensure_packages()?;
-    let (kubelet_bin, agent_bin) = build(args.kubelet)?;
+    let (kubelet_bin, agent_bin) = build(args.kubelet, args.prebuilt)?;
+
+    println!("==> G6: relist at 500 pods / 1000 containers on a fake CRI server");
+    let relist_rounds = if args.quick { 50 } else { 200 };
+    let g6 = offline::run(
+        &example("relist_cost"),
+        &["--pods", "500", "--rounds", &relist_rounds.to_string()].map(String::from),
+    )?;
+    println!("==> G8: sync-loop throughput on the fake runtime");
+    let sync_rounds = if args.quick { 5 } else { 20 };
+    let g8 = offline::run(
+        &example("sync_throughput"),
+        &[
+            "--pods",
+            &batch.to_string(),
+            "--rounds",
+            &sync_rounds.to_string(),
+        ]
+        .map(String::from),
+    )?;
 
     let work = target_dir().join("testbed").join("bench");
     let dirs = Dirs::fresh(&work)?;
@@ -124,6 +166,7 @@ pub(crate) fn run(args: Args) -> Result<()> {
     println!("==> G2: batches of {batch} pods, {blocks} blocks per arm");
     let kubelet_pid = kubelet.pid();
     let mut busy = Vec::new();
+    let mut g5 = cpu::Window::default();
     let g2 = scenario::batch(
         &mut agent,
         &kubelet,
@@ -131,9 +174,13 @@ pub(crate) fn run(args: Args) -> Result<()> {
         batch,
         blocks,
         &interrupted,
-        |_| {
+        |i| {
             thread::sleep(SETTLE);
             busy.push((rss::sample(kubelet_pid)?, rss::sample(containerd)?));
+            if i + 1 == blocks {
+                println!("    G5: CPU of the kubelet and containerd over {cpu_window:?}");
+                g5 = cpu::window(&[kubelet_pid, containerd], cpu_window)?;
+            }
             Ok(())
         },
     )?;
@@ -176,6 +223,9 @@ pub(crate) fn run(args: Args) -> Result<()> {
     let mut rows = report::rows(&g1, &g2, batch, &mem);
     rows.extend(exit::rows(&g3));
     rows.extend(probes.rows());
+    rows.extend(cpu::rows(&g5, batch));
+    rows.extend(offline::relist_rows(&g6));
+    rows.extend(offline::sync_rows(&g8));
     let table = report::text(&rows);
     println!("\n{table}\n");
     let notes = format!("{}\n{}", notes(&g1, &busy), probes.note());
@@ -208,10 +258,18 @@ pub(crate) fn run(args: Args) -> Result<()> {
         },
         "kubelet_sync_calls": g1.b.first().map(|s| s.calls.clone()).unwrap_or_default(),
         "probes": probes.to_json(),
+        "cpu": g5.to_json(&["kubelet", "containerd"]),
+        "relist": g6,
+        "sync_throughput": g8,
     });
     fs::write(out.join("bench.json"), serde_json::to_string_pretty(&data)?)?;
+    chart::write(
+        &out.join("start-latency.png"),
+        [&g1.a_totals(), &g1.b_totals()],
+        [&g2.a_pods(), &g2.b_pods()],
+    )?;
     println!(
-        "==> wrote {} and bench.json in {:.0?}",
+        "==> wrote {}, bench.json and start-latency.png in {:.0?}",
         out.join("bench.md").display(),
         began.elapsed()
     );
@@ -222,10 +280,26 @@ pub(crate) fn run(args: Args) -> Result<()> {
 }
 
 /// Builds the release kubelet (unless given) and the agent; returns both paths.
-fn build(kubelet: Option<PathBuf>) -> Result<(PathBuf, PathBuf)> {
+fn build(kubelet: Option<PathBuf>, prebuilt: bool) -> Result<(PathBuf, PathBuf)> {
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let release = target_dir().join("release");
-    let mut builds = vec![vec!["-p", "kubelet-cri", "--example", "cri_replay"]];
+    if prebuilt {
+        return Ok((
+            kubelet.unwrap_or_else(|| release.join("kubelet")),
+            example("cri_replay"),
+        ));
+    }
+    let mut builds = vec![
+        vec!["-p", "kubelet-cri", "--example", "cri_replay"],
+        vec![
+            "-p",
+            "kubelet-bin",
+            "--example",
+            "relist_cost",
+            "--example",
+            "sync_throughput",
+        ],
+    ];
     if kubelet.is_none() {
         builds.insert(0, vec!["-p", "kubelet-bin", "--bin", "kubelet"]);
     }
@@ -245,6 +319,11 @@ fn build(kubelet: Option<PathBuf>) -> Result<(PathBuf, PathBuf)> {
         kubelet.unwrap_or_else(|| release.join("kubelet")),
         release.join("examples").join("cri_replay"),
     ))
+}
+
+/// The release build of example `name`.
+fn example(name: &str) -> PathBuf {
+    target_dir().join("release").join("examples").join(name)
 }
 
 /// Fails on Ctrl-C or when the kubelet has died.
@@ -323,7 +402,9 @@ fn markdown(table: &str, notes: &str, params: &Value, env: &Value) -> String {
          A = the kubelet (manifest written → container running per CRI); B = a long-lived raw \
          CRI client sending the same requests, in the same run, interleaved ABAB. Ratios are \
          A/B with a 95 % bootstrap interval; goals are from `performance.md` §3.2.\n\n\
-         {table}\n\n{}\n",
+         {table}\n\n{}\n\n\
+         ![start latency CDFs: G1 left, G2 per pod right; kubelet blue, raw CRI orange; x in \
+         ms](start-latency.png)\n",
         s(&env["git"]),
         s(&params["kubelet"]),
         s(&env["runtime"]),

@@ -1,4 +1,4 @@
-//! The results table (metric, kubelet, baseline, ratio, goal) against goals G1, G2 and G4 of
+//! The results table (goal, measured, baseline, ratio, target, verdict) against the goals of
 //! `performance.md`, as text, Markdown and JSON.
 
 use serde_json::{Value, json};
@@ -34,8 +34,13 @@ impl Verdict {
         }
     }
 
+    /// `value ≥ must` / `value ≥ stretch`.
+    pub(crate) fn ge(value: f64, must: f64, stretch: f64) -> Verdict {
+        Verdict::le(-value, -must, -stretch)
+    }
+
     /// The weaker of two verdicts (both conditions must hold).
-    fn and(self, other: Verdict) -> Verdict {
+    pub(crate) fn and(self, other: Verdict) -> Verdict {
         use Verdict::*;
         match (self, other) {
             (Miss, _) | (_, Miss) => Miss,
@@ -58,12 +63,18 @@ impl Verdict {
 /// One line of the table.
 #[derive(Debug, Clone)]
 pub(crate) struct Row {
-    metric: String,
-    kubelet: String,
-    baseline: String,
-    ratio: String,
-    goal: String,
-    verdict: Verdict,
+    /// The goal and what is measured (column "goal").
+    pub(crate) metric: String,
+    /// The kubelet's figure (column "measured").
+    pub(crate) kubelet: String,
+    /// The same-run baseline's figure.
+    pub(crate) baseline: String,
+    /// Measured / baseline.
+    pub(crate) ratio: String,
+    /// The goal's must and stretch targets (column "target").
+    pub(crate) goal: String,
+    /// Where the figure stands against the target.
+    pub(crate) verdict: Verdict,
 }
 
 impl Row {
@@ -318,7 +329,7 @@ pub(crate) fn rows(g1: &Runs, g2: &Runs, batch: usize, mem: &Memory) -> Vec<Row>
     rows
 }
 
-const HEADER: [&str; 6] = ["metric", "kubelet", "baseline", "ratio", "goal", "verdict"];
+const HEADER: [&str; 6] = ["goal", "measured", "baseline", "ratio", "target", "verdict"];
 
 fn cells(r: &Row) -> [&str; 6] {
     [
@@ -380,6 +391,9 @@ mod tests {
         assert_eq!(Verdict::Stretch.and(Verdict::Must), Verdict::Must);
         assert_eq!(Verdict::Info.and(Verdict::Stretch), Verdict::Stretch);
         assert_eq!(Verdict::Must.and(Verdict::Miss), Verdict::Miss);
+        assert_eq!(Verdict::ge(600.0, 500.0, 2000.0), Verdict::Must);
+        assert_eq!(Verdict::ge(400.0, 500.0, 2000.0), Verdict::Miss);
+        assert_eq!(Verdict::ge(2000.0, 500.0, 2000.0), Verdict::Stretch);
     }
 
     #[test]

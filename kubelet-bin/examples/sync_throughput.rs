@@ -1,0 +1,268 @@
+//! `sync_throughput`: goal G8 of `cargo xtask bench`, the sync loop's throughput against the
+//! in-process fake runtime ([`FakeRuntime`], zero latency).
+//!
+//! The kubelet's own parts are wired as `kubelet-bin`'s `app.rs` wires them: sync loop, pod
+//! workers, [`KubeletPodSyncer`], [`GenericPleg`] (1 s relist; the start path does not wait
+//! for it), [`LocalStatusManager`], [`DefaultVolumeManager`] under a temporary root. Only the
+//! runtime is the fake, and pods come straight into the sync loop as one `ADD` of `--pods`
+//! pods (as a watch would deliver them). Each of `--rounds` bursts is timed from the `ADD`
+//! until the status manager holds phase `Running` for every pod; then the pods are removed
+//! (not timed). CPU is the process's own (every thread's `/proc/self/task/*/schedstat`),
+//! over the timed part only, and includes the small cost of watching the statuses.
+//! Prints one JSON object.
+//!
+//! ```text
+//! cargo run --release -p kubelet-bin --example sync_throughput -- --pods 110 --rounds 10
+//! ```
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use kubelet_core::backoff::Backoff;
+use kubelet_core::cache::PodCache;
+use kubelet_core::config::{FILE_SOURCE, Operation, PodUpdate};
+use kubelet_core::kubelet::{
+    Kubelet, KubeletPodSyncer, KubeletRuntimeHelper, Managers, RuntimeState, SourcesReady,
+    sync_loop,
+};
+use kubelet_core::pleg::Pleg;
+use kubelet_core::pod::{PodExt, PodUid};
+use kubelet_core::pod_manager::PodManager;
+use kubelet_core::pod_workers::{self, PodWorkers};
+use kubelet_core::runtime::Runtime;
+use kubelet_core::status::StatusManager;
+use kubelet_core::testing::{FakeRuntime, pod_with};
+use kubelet_core::volume::VolumeManager;
+use kubelet_pleg::GenericPleg;
+use kubelet_status::LocalStatusManager;
+use kubelet_volumes::DefaultVolumeManager;
+use serde_json::json;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
+
+/// How long one burst may take before the example gives up.
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+/// CPU nanoseconds of every live thread of this process (`/proc/self/task/*/schedstat`).
+fn cpu_ns() -> Result<u64, Error> {
+    let mut total = 0;
+    for task in std::fs::read_dir("/proc/self/task")? {
+        let path = task?.path().join("schedstat");
+        // A thread that exits between the listing and the read is skipped.
+        if let Ok(text) = std::fs::read_to_string(path) {
+            total += text
+                .split_whitespace()
+                .next()
+                .and_then(|n| n.parse::<u64>().ok())
+                .unwrap_or(0);
+        }
+    }
+    Ok(total)
+}
+
+struct Node {
+    runtime: FakeRuntime,
+    status: Arc<LocalStatusManager>,
+    updates: mpsc::Sender<PodUpdate>,
+    token: CancellationToken,
+    _root: tempfile::TempDir,
+}
+
+/// The kubelet's parts around a fake runtime, as `app.rs` wires them.
+async fn node() -> Result<Node, Error> {
+    let root = tempfile::tempdir()?;
+    let token = CancellationToken::new();
+    let tracker = TaskTracker::new();
+    let fake = FakeRuntime::new();
+    let runtime: Arc<dyn Runtime> = Arc::new(fake.clone());
+    let cache = PodCache::new();
+    let (generic_pleg, pleg_events) = GenericPleg::new(
+        runtime.clone(),
+        cache.clone(),
+        kubelet_pleg::Config::default(),
+    );
+    let pleg: Arc<dyn Pleg> = Arc::new(generic_pleg.clone());
+    let status_manager = Arc::new(LocalStatusManager::new());
+    let status: Arc<dyn StatusManager> = status_manager.clone();
+    let volumes: Arc<dyn VolumeManager> =
+        Arc::new(DefaultVolumeManager::new(root.path().to_path_buf()));
+    let managers = Managers {
+        runtime: runtime.clone(),
+        volumes: volumes.clone(),
+        status,
+        pleg: pleg.clone(),
+        cache: cache.clone(),
+        helper: Arc::new(KubeletRuntimeHelper::new(volumes)),
+        probes: Arc::new(kubelet_core::probe::NoProbes),
+        cgroups: Arc::new(kubelet_core::cm::Noop::default()),
+    };
+    let (_probe_results, probe_updates) = kubelet_core::probe::Results::new();
+    let pod_manager = PodManager::new();
+    let runtime_state = RuntimeState::new(pleg.clone());
+    let backoff = Arc::new(Backoff::crash_loop_default());
+    let syncer = Arc::new(KubeletPodSyncer::new(
+        managers.clone(),
+        pod_manager.clone(),
+        runtime_state.clone(),
+        backoff.clone(),
+        root.path().to_path_buf(),
+        vec!["192.0.2.1".into()],
+    ));
+    let workers = PodWorkers::new(
+        syncer,
+        pleg,
+        cache,
+        pod_workers::Config::default(),
+        tracker.clone(),
+        token.clone(),
+    );
+    let sources_ready: SourcesReady = Arc::new(|| true);
+    let kubelet = Kubelet::new(pod_manager, workers, &managers, backoff, sources_ready);
+    runtime_state.update(runtime.as_ref()).await;
+    tracker.spawn(
+        runtime_state
+            .clone()
+            .run(runtime, Duration::from_secs(5), token.child_token()),
+    );
+    tracker.spawn(generic_pleg.run(token.child_token()));
+    let (updates, updates_rx) = mpsc::channel(16);
+    tracker.spawn(sync_loop::run(
+        kubelet,
+        sync_loop::Channels {
+            updates: updates_rx,
+            pleg_events,
+            probe_updates,
+        },
+        runtime_state,
+        sync_loop::Health::new(Duration::from_secs(60)),
+        sync_loop::Config::default(),
+        token.child_token(),
+    ));
+    Ok(Node {
+        runtime: fake,
+        status: status_manager,
+        updates,
+        token,
+        _root: root,
+    })
+}
+
+impl Node {
+    async fn send(&self, op: Operation, pods: Vec<Pod>) -> Result<(), Error> {
+        self.updates
+            .send(PodUpdate {
+                pods,
+                op,
+                source: FILE_SOURCE.into(),
+            })
+            .await
+            .map_err(|_| "the sync loop stopped".into())
+    }
+
+    /// Waits until every pod of `uids` has phase `Running` in the status manager.
+    async fn wait_running(&self, uids: &[PodUid]) -> Result<(), Error> {
+        let mut changes = self.status.subscribe();
+        let mut waiting: HashSet<&PodUid> = uids.iter().collect();
+        let deadline = tokio::time::Instant::now() + TIMEOUT;
+        loop {
+            waiting.retain(|uid| {
+                self.status
+                    .versioned_status(uid)
+                    .and_then(|s| s.status.phase)
+                    .is_none_or(|phase| phase != "Running")
+            });
+            if waiting.is_empty() {
+                return Ok(());
+            }
+            tokio::time::timeout_at(deadline, changes.changed())
+                .await
+                .map_err(|_| format!("{} pods not Running after {TIMEOUT:?}", waiting.len()))??;
+        }
+    }
+
+    /// Waits until the fake runtime holds no pod (polled: not part of the measurement).
+    async fn wait_empty(&self) -> Result<(), Error> {
+        let deadline = Instant::now() + TIMEOUT;
+        while !self.runtime.running_pods().is_empty() {
+            if Instant::now() > deadline {
+                return Err("removed pods still in the runtime".into());
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        Ok(())
+    }
+}
+
+fn parse_args() -> Result<(usize, usize), Error> {
+    let (mut pods, mut rounds) = (110, 10);
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let value: usize = it
+            .next()
+            .ok_or_else(|| format!("{flag} needs a value"))?
+            .parse()
+            .map_err(|e| format!("{flag}: {e}"))?;
+        match flag.as_str() {
+            "--pods" => pods = value.max(1),
+            "--rounds" => rounds = value.max(1),
+            _ => return Err(format!("unknown flag {flag}").into()),
+        }
+    }
+    Ok((pods, rounds))
+}
+
+async fn run() -> Result<serde_json::Value, Error> {
+    let (n, rounds) = parse_args()?;
+    let node = node().await?;
+    // The file source's first snapshot: housekeeping may run.
+    node.send(Operation::Set, vec![]).await?;
+    let (mut burst_ms, mut cpu_ms) = (Vec::new(), Vec::new());
+    for round in 0..=rounds {
+        let pods: Vec<Pod> = (0..n)
+            .map(|i| pod_with(&format!("g8-{round}-{i}"), "Always", &["app"]))
+            .collect();
+        let uids: Vec<PodUid> = pods.iter().map(PodExt::uid).collect();
+        let (t, cpu) = (Instant::now(), cpu_ns()?);
+        node.send(Operation::Add, pods.clone()).await?;
+        node.wait_running(&uids).await?;
+        let (wall, used) = (t.elapsed(), cpu_ns()?.saturating_sub(cpu));
+        // Round 0 warms up (allocations, thread pool).
+        if round > 0 {
+            burst_ms.push(wall.as_secs_f64() * 1e3);
+            cpu_ms.push(used as f64 / 1e6);
+        }
+        node.send(Operation::Remove, pods).await?;
+        node.wait_empty().await?;
+    }
+    node.token.cancel();
+    let total_ms: f64 = burst_ms.iter().sum();
+    let total_cpu_ms: f64 = cpu_ms.iter().sum();
+    let starts = (n * rounds) as f64;
+    Ok(json!({
+        "pods": n,
+        "rounds": rounds,
+        "burst_ms": burst_ms,
+        "cpu_ms": cpu_ms,
+        "pods_per_second": starts / (total_ms / 1e3),
+        "cpu_ms_per_pod": total_cpu_ms / starts,
+    }))
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    match run().await {
+        Ok(v) => {
+            println!("{v}");
+            std::process::ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("sync_throughput: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
