@@ -41,6 +41,8 @@ pub(crate) fn write(layout: &Layout, slot: &Slot) -> Result<()> {
                     "dataDir": layout.ipam,
                 },
             },
+            // hostPort → the host's port (CRI port mappings), as kubeadm-style CNI configs do.
+            { "type": "portmap", "capabilities": { "portMappings": true } },
             { "type": "loopback" },
         ],
     });

@@ -34,6 +34,10 @@ const PACKAGES: &[(&str, Probe)] = &[
         "containernetworking-plugins",
         Probe::File("/usr/lib/cni/host-local"),
     ),
+    (
+        "containernetworking-plugins",
+        Probe::File("/usr/lib/cni/portmap"),
+    ),
     ("busybox-static", Probe::Dpkg),
     ("protobuf-compiler", Probe::Program("protoc")),
     ("iptables", Probe::Program("iptables")),
