@@ -89,66 +89,9 @@ fn effective_resources(container: &Container) -> (Amounts, Amounts) {
     (requests, limits)
 }
 
-/// Parses a Kubernetes quantity (`100m`, `1.5Gi`, `2e3`, `128974848`) into nano-units
-/// (value × 10⁹), rounding fractions of a nano-unit up as upstream does. `None` when the
-/// string is not a quantity or the value does not fit.
+/// Parses a Kubernetes quantity into nano-units: [`crate::resources::parse_quantity_nanos`].
 pub fn parse_quantity(s: &str) -> Option<i128> {
-    let s = s.trim();
-    let (negative, rest) = match s.strip_prefix('-') {
-        Some(r) => (true, r),
-        None => (false, s.strip_prefix('+').unwrap_or(s)),
-    };
-    let number_end = rest
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(rest.len());
-    let (number, suffix) = rest.split_at(number_end);
-    let (int_part, frac_part) = number.split_once('.').unwrap_or((number, ""));
-    if int_part.is_empty() && frac_part.is_empty() {
-        return None;
-    }
-    let mut mantissa: i128 = 0;
-    for digit in int_part.bytes().chain(frac_part.bytes()) {
-        mantissa = mantissa
-            .checked_mul(10)?
-            .checked_add(i128::from(digit - b'0'))?;
-    }
-    let frac_digits = i32::try_from(frac_part.len()).ok()?;
-    // value = mantissa × 10^(-frac_digits) × multiplier; nanos = value × 10^9.
-    let (binary_pow, decimal_exp) = match suffix {
-        "Ki" => (1, 0),
-        "Mi" => (2, 0),
-        "Gi" => (3, 0),
-        "Ti" => (4, 0),
-        "Pi" => (5, 0),
-        "Ei" => (6, 0),
-        "n" => (0, -9),
-        "u" => (0, -6),
-        "m" => (0, -3),
-        "" => (0, 0),
-        "k" => (0, 3),
-        "M" => (0, 6),
-        "G" => (0, 9),
-        "T" => (0, 12),
-        "P" => (0, 15),
-        "E" => (0, 18),
-        other => {
-            let exp = other.strip_prefix(['e', 'E'])?;
-            (0, exp.parse::<i32>().ok()?)
-        }
-    };
-    let mut value = mantissa.checked_mul(1024_i128.checked_pow(binary_pow)?)?;
-    let exp = decimal_exp.checked_add(9)?.checked_sub(frac_digits)?;
-    if exp >= 0 {
-        value = value.checked_mul(10_i128.checked_pow(u32::try_from(exp).ok()?)?)?;
-    } else {
-        let divisor = 10_i128.checked_pow(u32::try_from(-exp).ok()?);
-        value = match divisor {
-            Some(d) => value / d + i128::from(value % d != 0),
-            // Smaller than any representable nano-unit: rounds up to 1 unless zero.
-            None => i128::from(value != 0),
-        };
-    }
-    Some(if negative { -value } else { value })
+    crate::resources::parse_quantity_nanos(s)
 }
 
 #[cfg(test)]
