@@ -1,12 +1,42 @@
-//! Runtime-agnostic container helpers: the spec hash and the restart decision.
+//! Runtime-agnostic container helpers: the spec hash, the restart decision and port
+//! resolution.
 //!
 //! Mirrors upstream `pkg/kubelet/container/helpers.go` (`HashContainer`,
 //! `ShouldContainerBeRestarted`).
 
 use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::pod::PodExt;
 use crate::runtime::{ContainerState, PodStatus};
+
+/// Resolves a probe or lifecycle-hook port: a number, or the name of one of the container's
+/// ports (upstream `ResolvePort`).
+pub fn resolve_port(port: &IntOrString, container: &Container) -> Result<u16, String> {
+    match port {
+        IntOrString::Int(n) => u16::try_from(*n)
+            .ok()
+            .filter(|p| *p > 0)
+            .ok_or_else(|| format!("invalid port number: {n}")),
+        IntOrString::String(name) => {
+            if let Ok(n) = name.parse::<i32>() {
+                return resolve_port(&IntOrString::Int(n), container);
+            }
+            container
+                .ports
+                .iter()
+                .flatten()
+                .find(|p| p.name.as_deref() == Some(name.as_str()))
+                .and_then(|p| u16::try_from(p.container_port).ok())
+                .ok_or_else(|| {
+                    format!(
+                        "couldn't find port: {name:?} in container {:?}",
+                        container.name
+                    )
+                })
+        }
+    }
+}
 
 /// The hash of the container fields whose change requires a new container.
 ///

@@ -12,7 +12,7 @@ use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 use k8s_openapi::api::core::v1::{Container, HTTPGetAction, LifecycleHandler, Pod};
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kubelet_core::container::resolve_port;
 use kubelet_core::pod::PodExt;
 use tokio::net::TcpStream;
 
@@ -35,33 +35,6 @@ fn format_pod(pod: &Pod) -> String {
         pod.namespace_or_default(),
         pod.uid()
     )
-}
-
-/// Resolves an httpGet port: a number, or the name of one of the container's ports.
-fn resolve_port(port: &IntOrString, container: &Container) -> Result<u16, String> {
-    match port {
-        IntOrString::Int(n) => u16::try_from(*n)
-            .ok()
-            .filter(|p| *p > 0)
-            .ok_or_else(|| format!("invalid port number: {n}")),
-        IntOrString::String(name) => {
-            if let Ok(n) = name.parse::<i32>() {
-                return resolve_port(&IntOrString::Int(n), container);
-            }
-            container
-                .ports
-                .iter()
-                .flatten()
-                .find(|p| p.name.as_deref() == Some(name.as_str()))
-                .and_then(|p| u16::try_from(p.container_port).ok())
-                .ok_or_else(|| {
-                    format!(
-                        "couldn't find port: {name:?} in container {:?}",
-                        container.name
-                    )
-                })
-        }
-    }
 }
 
 fn host_port(host: &str, port: u16) -> String {
@@ -210,6 +183,7 @@ impl RemoteRuntime {
 #[cfg(test)]
 mod tests {
     use k8s_openapi::api::core::v1::{ContainerPort, HTTPHeader};
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
 

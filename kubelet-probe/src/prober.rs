@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Container, Probe};
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kubelet_core::container::resolve_port;
 use kubelet_core::runtime::Runtime;
 
 /// Tries of a probe that errors (upstream `maxProbeRetries`).
@@ -80,33 +80,6 @@ impl Timing {
             timeout: secs(probe.timeout_seconds, 1),
             success_threshold: count(probe.success_threshold, 1),
             failure_threshold: count(probe.failure_threshold, 3),
-        }
-    }
-}
-
-/// Resolves a probe port: a number, or the name of one of the container's ports.
-pub fn resolve_port(port: &IntOrString, container: &Container) -> Result<u16, String> {
-    match port {
-        IntOrString::Int(n) => u16::try_from(*n)
-            .ok()
-            .filter(|p| *p > 0)
-            .ok_or_else(|| format!("invalid port number: {n}")),
-        IntOrString::String(name) => {
-            if let Ok(n) = name.parse::<i32>() {
-                return resolve_port(&IntOrString::Int(n), container);
-            }
-            container
-                .ports
-                .iter()
-                .flatten()
-                .find(|p| p.name.as_deref() == Some(name.as_str()))
-                .and_then(|p| u16::try_from(p.container_port).ok())
-                .ok_or_else(|| {
-                    format!(
-                        "couldn't find port: {name:?} in container {:?}",
-                        container.name
-                    )
-                })
         }
     }
 }
@@ -217,6 +190,7 @@ async fn run_once(
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::ContainerPort;
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
     #[test]
     fn exec_command_expansion() {
