@@ -384,6 +384,22 @@ mod tests {
     }
 
     #[test]
+    fn pods_equally_new_are_ordered_by_uid() {
+        let sandbox = |id: &str, uid: &str| cri::PodSandbox {
+            id: id.into(),
+            labels: labels(uid, None),
+            created_at: 10,
+            ..Default::default()
+        };
+        let sandboxes = vec![sandbox("s1", "c"), sandbox("s2", "a"), sandbox("s3", "b")];
+        let uids: Vec<_> = group_pods(sandboxes, Vec::new())
+            .into_iter()
+            .map(|p| p.uid.0)
+            .collect();
+        assert_eq!(uids, ["a", "b", "c"]);
+    }
+
+    #[test]
     fn groups_by_uid_and_ignores_foreign_objects() {
         let sandboxes = vec![
             cri::PodSandbox {

@@ -506,3 +506,63 @@ impl Pleg for GenericPleg {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kubelet_core::runtime::{ContainerState, ContainerSummary, SandboxSummary};
+
+    fn pod(
+        containers: &[(&str, ContainerState)],
+        sandboxes: &[(&str, SandboxState)],
+    ) -> RunningPod {
+        RunningPod {
+            uid: PodUid::from("p"),
+            containers: containers
+                .iter()
+                .map(|(id, state)| ContainerSummary {
+                    id: (*id).into(),
+                    state: *state,
+                    ..Default::default()
+                })
+                .collect(),
+            sandboxes: sandboxes
+                .iter()
+                .map(|(id, state)| SandboxSummary {
+                    id: (*id).into(),
+                    state: *state,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn unchanged_only_when_no_events() {
+        use ContainerState::{Exited, Running};
+        use SandboxState::{NotReady, Ready};
+        let base = pod(&[("c1", Running), ("c2", Running)], &[("s1", Ready)]);
+        let listings = [
+            None,
+            Some(base.clone()),
+            Some(pod(&[("c1", Running), ("c2", Exited)], &[("s1", Ready)])),
+            Some(pod(&[("c1", Running)], &[("s1", Ready)])),
+            Some(pod(&[("c1", Running), ("c3", Running)], &[("s1", Ready)])),
+            Some(pod(
+                &[("c1", Running), ("c2", Running)],
+                &[("s1", NotReady)],
+            )),
+            Some(pod(&[("c1", Running), ("c2", Running)], &[("s2", Ready)])),
+            Some(pod(&[("c1", Running), ("c2", Running)], &[])),
+        ];
+        let uid = PodUid::from("p");
+        for old in &listings {
+            for new in &listings {
+                let (old, new) = (old.as_ref(), new.as_ref());
+                let no_events = compute_events(&uid, old, new).is_empty();
+                assert_eq!(unchanged(old, new), no_events, "{old:?} -> {new:?}");
+            }
+        }
+    }
+}
