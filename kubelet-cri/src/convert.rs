@@ -6,7 +6,7 @@
 //! of `kuberuntime_container.go` (`convertToKubeContainerStatus`). Both sides are foreign to
 //! this crate, so these are functions rather than `From` impls (orphan rule).
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 
 use k8s_cri::v1 as cri;
 use k8s_openapi::jiff::Timestamp;
@@ -17,7 +17,10 @@ use kubelet_core::runtime::{
 };
 use kubelet_core::time::from_cri_nanos;
 
-use crate::labels::{ContainerAnnotations, ContainerLabels, SandboxLabels};
+use crate::labels::{
+    CONTAINER_HASH_ANNOTATION, CONTAINER_NAME_LABEL, ContainerAnnotations, ContainerLabels,
+    POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_UID_LABEL,
+};
 
 /// CRI condition type: the runtime is up and ready to accept basic containers.
 pub const RUNTIME_READY: &str = "RuntimeReady";
@@ -121,39 +124,51 @@ fn container_name(labels: &ContainerLabels, metadata: Option<&cri::ContainerMeta
 
 /// Groups listed sandboxes and containers by the pod UID label into [`RunningPod`]s
 /// (upstream `GetPods`). Objects without our labels are ignored. Sandboxes and containers
-/// are sorted newest first, and pods by their newest sandbox, newest first.
-pub fn group_pods(sandboxes: &[cri::PodSandbox], containers: &[cri::Container]) -> Vec<RunningPod> {
-    let mut pods: BTreeMap<PodUid, RunningPod> = BTreeMap::new();
-    for s in sandboxes {
-        let Some(info) = SandboxLabels::parse(&s.labels) else {
-            continue;
-        };
-        let pod = pods
-            .entry(info.pod_uid.clone())
-            .or_insert_with(|| RunningPod {
-                uid: info.pod_uid.clone(),
-                name: info.pod_name.clone(),
-                namespace: info.pod_namespace.clone(),
-                ..Default::default()
-            });
-        pod.sandboxes.push(sandbox_summary(s));
+/// are sorted newest first, and pods by their newest sandbox, newest first (pods equally
+/// new by UID).
+///
+/// Takes the listings by value: this runs on every PLEG relist, so IDs, names and images
+/// are moved out of the CRI messages rather than copied.
+pub fn group_pods(
+    sandboxes: Vec<cri::PodSandbox>,
+    containers: Vec<cri::Container>,
+) -> Vec<RunningPod> {
+    let mut pods: Vec<RunningPod> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::with_capacity(sandboxes.len());
+    let mut pod_of = |labels: &mut HashMap<String, String>| -> Option<usize> {
+        let uid = labels.get(POD_UID_LABEL)?;
+        if let Some(&i) = index.get(uid.as_str()) {
+            return Some(i);
+        }
+        let uid = uid.clone();
+        index.insert(uid.clone(), pods.len());
+        pods.push(RunningPod {
+            uid: PodUid(uid),
+            name: labels.remove(POD_NAME_LABEL).unwrap_or_default(),
+            namespace: labels.remove(POD_NAMESPACE_LABEL).unwrap_or_default(),
+            ..Default::default()
+        });
+        Some(pods.len() - 1)
+    };
+    let mut listed_sandboxes = Vec::with_capacity(sandboxes.len());
+    for mut s in sandboxes {
+        if let Some(i) = pod_of(&mut s.labels) {
+            listed_sandboxes.push((i, sandbox_summary_owned(s)));
+        }
     }
-    for c in containers {
-        let Some(info) = ContainerLabels::parse(&c.labels) else {
-            continue;
-        };
-        let pod = pods
-            .entry(info.pod_uid.clone())
-            .or_insert_with(|| RunningPod {
-                uid: info.pod_uid.clone(),
-                name: info.pod_name.clone(),
-                namespace: info.pod_namespace.clone(),
-                ..Default::default()
-            });
-        pod.containers.push(container_summary(c));
+    let mut listed_containers = Vec::with_capacity(containers.len());
+    for mut c in containers {
+        if let Some(i) = pod_of(&mut c.labels) {
+            listed_containers.push((i, container_summary_owned(c)));
+        }
     }
-    let mut out: Vec<RunningPod> = pods.into_values().collect();
-    for p in &mut out {
+    for (i, s) in listed_sandboxes {
+        pods[i].sandboxes.push(s);
+    }
+    for (i, c) in listed_containers {
+        pods[i].containers.push(c);
+    }
+    for p in &mut pods {
         p.sandboxes.sort_by(|a, b| {
             b.created_at
                 .cmp(&a.created_at)
@@ -162,8 +177,50 @@ pub fn group_pods(sandboxes: &[cri::PodSandbox], containers: &[cri::Container]) 
         p.containers
             .sort_by_key(|c| std::cmp::Reverse(c.created_at));
     }
-    out.sort_by_key(|p| std::cmp::Reverse(newest(p)));
-    out
+    pods.sort_by(|a, b| newest(b).cmp(&newest(a)).then_with(|| a.uid.cmp(&b.uid)));
+    pods
+}
+
+/// [`sandbox_summary`] of a sandbox the caller no longer needs.
+fn sandbox_summary_owned(s: cri::PodSandbox) -> SandboxSummary {
+    SandboxSummary {
+        state: sandbox_state(s.state),
+        attempt: s.metadata.as_ref().map_or(0, |m| m.attempt),
+        created_at: from_cri_nanos(s.created_at),
+        id: s.id,
+    }
+}
+
+/// [`container_summary`] of a container the caller no longer needs.
+fn container_summary_owned(mut c: cri::Container) -> ContainerSummary {
+    let hash = c
+        .annotations
+        .get(CONTAINER_HASH_ANNOTATION)
+        .and_then(|v| u64::from_str_radix(v, 16).ok())
+        .unwrap_or(0);
+    let name = match c.labels.remove(CONTAINER_NAME_LABEL) {
+        Some(name) if !name.is_empty() => name,
+        _ => c.metadata.map(|m| m.name).unwrap_or_default(),
+    };
+    let image = c
+        .image
+        .map(|i| {
+            if i.user_specified_image.is_empty() {
+                i.image
+            } else {
+                i.user_specified_image
+            }
+        })
+        .unwrap_or_default();
+    ContainerSummary {
+        name,
+        image,
+        hash,
+        state: container_state(c.state),
+        created_at: from_cri_nanos(c.created_at),
+        id: c.id,
+        sandbox_id: c.pod_sandbox_id,
+    }
 }
 
 fn newest(p: &RunningPod) -> Option<Timestamp> {
@@ -327,6 +384,22 @@ mod tests {
     }
 
     #[test]
+    fn pods_equally_new_are_ordered_by_uid() {
+        let sandbox = |id: &str, uid: &str| cri::PodSandbox {
+            id: id.into(),
+            labels: labels(uid, None),
+            created_at: 10,
+            ..Default::default()
+        };
+        let sandboxes = vec![sandbox("s1", "c"), sandbox("s2", "a"), sandbox("s3", "b")];
+        let uids: Vec<_> = group_pods(sandboxes, Vec::new())
+            .into_iter()
+            .map(|p| p.uid.0)
+            .collect();
+        assert_eq!(uids, ["a", "b", "c"]);
+    }
+
+    #[test]
     fn groups_by_uid_and_ignores_foreign_objects() {
         let sandboxes = vec![
             cri::PodSandbox {
@@ -368,7 +441,7 @@ mod tests {
                 ..Default::default()
             },
         ];
-        let pods = group_pods(&sandboxes, &containers);
+        let pods = group_pods(sandboxes, containers);
         assert_eq!(pods.len(), 2);
         // pod b has the newest object
         assert_eq!(pods[0].uid.as_str(), "b");

@@ -329,7 +329,7 @@ impl Runtime for RemoteRuntime {
             self.client
                 .list_containers(container_state, Default::default()),
         )?;
-        Ok(convert::group_pods(&sandboxes, &containers))
+        Ok(convert::group_pods(sandboxes, containers))
     }
 
     async fn get_pod_status(&self, uid: &PodUid, name: &str, namespace: &str) -> Result<PodStatus> {

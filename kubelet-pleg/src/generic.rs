@@ -88,8 +88,13 @@ impl RelistState {
             record.current = None;
         }
         for pod in pods {
-            let uid = pod.uid.clone();
-            self.records.entry(uid).or_default().current = Some(pod);
+            match self.records.get_mut(&pod.uid) {
+                Some(record) => record.current = Some(pod),
+                None => {
+                    let uid = pod.uid.clone();
+                    self.records.entry(uid).or_default().current = Some(pod);
+                }
+            }
         }
     }
 
@@ -118,6 +123,27 @@ impl RelistState {
                 })
         })
     }
+}
+
+/// `true` when two listings of a pod hold the same containers and sandboxes in the same
+/// order and states, so that [`compute_events`] would find nothing (the common case of a
+/// relist, checked without its bookkeeping).
+fn unchanged(old: Option<&RunningPod>, new: Option<&RunningPod>) -> bool {
+    let (Some(old), Some(new)) = (old, new) else {
+        return old.is_none() && new.is_none();
+    };
+    old.containers.len() == new.containers.len()
+        && old.sandboxes.len() == new.sandboxes.len()
+        && old
+            .containers
+            .iter()
+            .zip(&new.containers)
+            .all(|(a, b)| a.id == b.id && a.state == b.state)
+        && old
+            .sandboxes
+            .iter()
+            .zip(&new.sandboxes)
+            .all(|(a, b)| a.id == b.id && a.state == b.state)
 }
 
 /// What [`GenericPleg::relist_container`] found.
@@ -298,15 +324,23 @@ impl GenericPleg {
         state.set_current(pods);
 
         let mut needs_reinspection = HashSet::new();
-        let uids: Vec<PodUid> = state.records.keys().cloned().collect();
-        for uid in uids {
+        // Only the pods with events or left to re-inspect need work below.
+        let changed: Vec<(PodUid, Vec<Event>)> = state
+            .records
+            .iter()
+            .filter_map(|(uid, record)| {
+                let events = if unchanged(record.old.as_ref(), record.current.as_ref()) {
+                    Vec::new()
+                } else {
+                    compute_events(uid, record.old.as_ref(), record.current.as_ref())
+                };
+                (!events.is_empty() || state.reinspect.contains(uid)).then(|| (uid.clone(), events))
+            })
+            .collect();
+        for (uid, events) in changed {
             let Some(record) = state.records.get(&uid) else {
                 continue;
             };
-            let events = compute_events(&uid, record.old.as_ref(), record.current.as_ref());
-            if events.is_empty() && !state.reinspect.contains(&uid) {
-                continue;
-            }
             let current = record.current.clone();
             if let Err(e) = self.update_cache(current.as_ref(), &uid).await {
                 debug!(pod = %uid, error = %e, "pleg: ignoring events for pod until it can be inspected");
@@ -470,5 +504,65 @@ impl Pleg for GenericPleg {
             ));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kubelet_core::runtime::{ContainerState, ContainerSummary, SandboxSummary};
+
+    fn pod(
+        containers: &[(&str, ContainerState)],
+        sandboxes: &[(&str, SandboxState)],
+    ) -> RunningPod {
+        RunningPod {
+            uid: PodUid::from("p"),
+            containers: containers
+                .iter()
+                .map(|(id, state)| ContainerSummary {
+                    id: (*id).into(),
+                    state: *state,
+                    ..Default::default()
+                })
+                .collect(),
+            sandboxes: sandboxes
+                .iter()
+                .map(|(id, state)| SandboxSummary {
+                    id: (*id).into(),
+                    state: *state,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn unchanged_only_when_no_events() {
+        use ContainerState::{Exited, Running};
+        use SandboxState::{NotReady, Ready};
+        let base = pod(&[("c1", Running), ("c2", Running)], &[("s1", Ready)]);
+        let listings = [
+            None,
+            Some(base.clone()),
+            Some(pod(&[("c1", Running), ("c2", Exited)], &[("s1", Ready)])),
+            Some(pod(&[("c1", Running)], &[("s1", Ready)])),
+            Some(pod(&[("c1", Running), ("c3", Running)], &[("s1", Ready)])),
+            Some(pod(
+                &[("c1", Running), ("c2", Running)],
+                &[("s1", NotReady)],
+            )),
+            Some(pod(&[("c1", Running), ("c2", Running)], &[("s2", Ready)])),
+            Some(pod(&[("c1", Running), ("c2", Running)], &[])),
+        ];
+        let uid = PodUid::from("p");
+        for old in &listings {
+            for new in &listings {
+                let (old, new) = (old.as_ref(), new.as_ref());
+                let no_events = compute_events(&uid, old, new).is_empty();
+                assert_eq!(unchanged(old, new), no_events, "{old:?} -> {new:?}");
+            }
+        }
     }
 }
