@@ -242,41 +242,11 @@ pub fn container_oom_score_adj(pod: &Pod, container: &Container, memory_capacity
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{PodSpec, ResourceRequirements};
-
-    fn list(pairs: &[(&str, &str)]) -> Option<BTreeMap<String, Quantity>> {
-        (!pairs.is_empty()).then(|| {
-            pairs
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), Quantity((*v).to_owned())))
-                .collect()
-        })
-    }
-
-    pub(crate) fn container(name: &str, req: &[(&str, &str)], lim: &[(&str, &str)]) -> Container {
-        Container {
-            name: name.into(),
-            resources: Some(ResourceRequirements {
-                requests: list(req),
-                limits: list(lim),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }
-    }
-
-    fn pod(containers: Vec<Container>, init: Vec<Container>) -> Pod {
-        Pod {
-            spec: Some(PodSpec {
-                containers,
-                init_containers: Some(init),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }
-    }
+    use crate::testing::{
+        container_with_resources as container, pod_of as pod, resource_list as list,
+    };
 
     #[test]
     fn rounding_up_like_quantity() {

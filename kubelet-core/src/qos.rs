@@ -97,38 +97,10 @@ pub fn parse_quantity(s: &str) -> Option<i128> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{PodSpec, ResourceRequirements};
-
-    fn list(pairs: &[(&str, &str)]) -> Option<BTreeMap<String, Quantity>> {
-        (!pairs.is_empty()).then(|| {
-            pairs
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), Quantity((*v).to_owned())))
-                .collect()
-        })
-    }
+    use crate::testing::{container_with_resources, pod_of as pod};
 
     fn container(requests: &[(&str, &str)], limits: &[(&str, &str)]) -> Container {
-        Container {
-            name: "c".into(),
-            resources: Some(ResourceRequirements {
-                requests: list(requests),
-                limits: list(limits),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }
-    }
-
-    fn pod(containers: Vec<Container>, init: Vec<Container>) -> Pod {
-        Pod {
-            spec: Some(PodSpec {
-                containers,
-                init_containers: (!init.is_empty()).then_some(init),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }
+        container_with_resources("c", requests, limits)
     }
 
     #[test]

@@ -147,24 +147,13 @@ fn parse_mem_total(text: &str) -> Option<i64> {
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::ResourceRequirements;
-    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-    use kubelet_core::testing::pod;
-    use std::collections::BTreeMap;
-
-    fn list(pairs: &[(&str, &str)]) -> Option<BTreeMap<String, Quantity>> {
-        (!pairs.is_empty()).then(|| {
-            pairs
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), Quantity((*v).to_owned())))
-                .collect()
-        })
-    }
+    use kubelet_core::testing::{pod, resource_list};
 
     fn with_resources(req: &[(&str, &str)], lim: &[(&str, &str)]) -> Pod {
         let mut p = pod("r");
         p.spec.as_mut().expect("spec").containers[0].resources = Some(ResourceRequirements {
-            requests: list(req),
-            limits: list(lim),
+            requests: resource_list(req),
+            limits: resource_list(lim),
             ..Default::default()
         });
         p
@@ -274,7 +263,8 @@ mod tests {
             overhead_resources(&p, cfs),
             cri::LinuxContainerResources::default()
         );
-        p.spec.as_mut().expect("spec").overhead = list(&[("cpu", "100m"), ("memory", "64Mi")]);
+        p.spec.as_mut().expect("spec").overhead =
+            resource_list(&[("cpu", "100m"), ("memory", "64Mi")]);
         let o = overhead_resources(&p, cfs);
         assert_eq!(
             (o.cpu_shares, o.cpu_quota, o.memory_limit_in_bytes),

@@ -393,7 +393,7 @@ impl PodContainerManager for Cgroupfs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pod_resources::tests::container;
+    use crate::testing::container_with_resources as container;
     use crate::testing::pod;
 
     const MOUNTINFO_V1: &str = "\

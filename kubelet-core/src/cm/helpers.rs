@@ -121,7 +121,7 @@ pub fn burstable_cpu_shares(active_pods: &[Pod]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pod_resources::tests::container;
+    use crate::testing::container_with_resources as container;
     use k8s_openapi::api::core::v1::PodSpec;
 
     fn pod(containers: Vec<k8s_openapi::api::core::v1::Container>) -> Pod {

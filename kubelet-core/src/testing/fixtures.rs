@@ -1,6 +1,9 @@
 //! Pod fixtures and a trivial [`RuntimeHelper`].
 
-use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, ResourceRequirements};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::runtime::{RunContainerOptions, RuntimeHelper};
@@ -31,6 +34,46 @@ pub fn pod_with(name: &str, restart_policy: &str, containers: &[&str]) -> Pod {
                     ..Default::default()
                 })
                 .collect(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// A resource list (`requests`, `limits`, `overhead`) from `(resource, quantity)` pairs;
+/// `None` when there are none, as the API leaves an unset list.
+pub fn resource_list(pairs: &[(&str, &str)]) -> Option<BTreeMap<String, Quantity>> {
+    (!pairs.is_empty()).then(|| {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), Quantity((*v).to_owned())))
+            .collect()
+    })
+}
+
+/// A container `name` with the given requests and limits and nothing else.
+pub fn container_with_resources(
+    name: &str,
+    requests: &[(&str, &str)],
+    limits: &[(&str, &str)],
+) -> Container {
+    Container {
+        name: name.into(),
+        resources: Some(ResourceRequirements {
+            requests: resource_list(requests),
+            limits: resource_list(limits),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// A pod spec'd with these app and init containers only (no metadata).
+pub fn pod_of(containers: Vec<Container>, init: Vec<Container>) -> Pod {
+    Pod {
+        spec: Some(PodSpec {
+            containers,
+            init_containers: (!init.is_empty()).then_some(init),
             ..Default::default()
         }),
         ..Default::default()

@@ -11,4 +11,6 @@ mod fixtures;
 pub use fake_managers::{FakeStatusManager, FakeVolumeManager};
 pub use fake_pleg::FakePleg;
 pub use fake_runtime::{Call, FakeRuntime, backoff_key};
-pub use fixtures::{FakeRuntimeHelper, pod, pod_with};
+pub use fixtures::{
+    FakeRuntimeHelper, container_with_resources, pod, pod_of, pod_with, resource_list,
+};
