@@ -57,19 +57,7 @@ impl Backoff {
     /// Records a failure for `key` now and returns the window that starts now.
     pub fn next(&self, key: &str) -> Duration {
         let now = Instant::now();
-        let mut entries = self.lock();
-        let backoff = match entries.get(key) {
-            Some(e) if !self.expired(e, now) => (e.backoff * 2).min(self.max),
-            _ => self.initial,
-        };
-        entries.insert(
-            key.to_owned(),
-            Entry {
-                backoff,
-                last_update: now,
-            },
-        );
-        backoff
+        self.record(key, now, |e| !self.expired(e, now))
     }
 
     /// The first window.
@@ -87,12 +75,17 @@ impl Backoff {
     /// last update (the container ran cleanly for that long), otherwise it doubles up to
     /// `max`. Returns the new window.
     pub fn next_since(&self, key: &str, event: Instant) -> Duration {
-        let now = Instant::now();
+        self.record(key, Instant::now(), |e| {
+            event.saturating_duration_since(e.last_update) <= self.max * 2
+        })
+    }
+
+    /// Stores the window of `key` as updated at `now`: doubled up to `max` when there is an
+    /// entry and `continues` says the failure extends it, `initial` otherwise.
+    fn record(&self, key: &str, now: Instant, continues: impl FnOnce(&Entry) -> bool) -> Duration {
         let mut entries = self.lock();
         let backoff = match entries.get(key) {
-            Some(e) if event.saturating_duration_since(e.last_update) <= self.max * 2 => {
-                (e.backoff * 2).min(self.max)
-            }
+            Some(e) if continues(e) => (e.backoff * 2).min(self.max),
             _ => self.initial,
         };
         entries.insert(
