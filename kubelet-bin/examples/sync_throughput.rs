@@ -9,10 +9,13 @@
 //! until the status manager holds phase `Running` for every pod; then the pods are removed
 //! (not timed). CPU is the process's own (every thread's `/proc/self/task/*/schedstat`),
 //! over the timed part only, and includes the small cost of watching the statuses.
-//! Prints one JSON object.
+//! After each round the process's RSS is recorded (`rss_kib_after_round`), after waiting
+//! `--settle-ms` (default 0): with 2500 or more, housekeeping (every 2 s) has dropped the
+//! removed pods' state, so a growing series is a leak. Prints one JSON object.
 //!
 //! ```text
 //! cargo run --release -p kubelet-bin --example sync_throughput -- --pods 110 --rounds 10
+//! cargo run --release -p kubelet-bin --example sync_throughput -- --rounds 30 --settle-ms 2500
 //! ```
 
 use std::collections::HashSet;
@@ -198,8 +201,24 @@ impl Node {
     }
 }
 
-fn parse_args() -> Result<(usize, usize), Error> {
-    let (mut pods, mut rounds) = (110, 10);
+/// This process's resident set (`VmRSS`), in KiB.
+fn rss_kib_now() -> Result<u64, Error> {
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .ok_or_else(|| "no VmRSS in /proc/self/status".into())
+}
+
+struct Args {
+    pods: usize,
+    rounds: usize,
+    settle: Duration,
+}
+
+fn parse_args() -> Result<Args, Error> {
+    let (mut pods, mut rounds, mut settle_ms) = (110, 10, 0);
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let value: usize = it
@@ -210,18 +229,24 @@ fn parse_args() -> Result<(usize, usize), Error> {
         match flag.as_str() {
             "--pods" => pods = value.max(1),
             "--rounds" => rounds = value.max(1),
+            "--settle-ms" => settle_ms = value as u64,
             _ => return Err(format!("unknown flag {flag}").into()),
         }
     }
-    Ok((pods, rounds))
+    Ok(Args {
+        pods,
+        rounds,
+        settle: Duration::from_millis(settle_ms),
+    })
 }
 
 async fn run() -> Result<serde_json::Value, Error> {
-    let (n, rounds) = parse_args()?;
+    let args = parse_args()?;
+    let (n, rounds) = (args.pods, args.rounds);
     let node = node().await?;
     // The file source's first snapshot: housekeeping may run.
     node.send(Operation::Set, vec![]).await?;
-    let (mut burst_ms, mut cpu_ms) = (Vec::new(), Vec::new());
+    let (mut burst_ms, mut cpu_ms, mut rss_kib) = (Vec::new(), Vec::new(), Vec::new());
     for round in 0..=rounds {
         let pods: Vec<Pod> = (0..n)
             .map(|i| pod_with(&format!("g8-{round}-{i}"), "Always", &["app"]))
@@ -238,6 +263,10 @@ async fn run() -> Result<serde_json::Value, Error> {
         }
         node.send(Operation::Remove, pods).await?;
         node.wait_empty().await?;
+        // The fake runtime's call log is a test aid, not kubelet state.
+        node.runtime.clear_calls();
+        tokio::time::sleep(args.settle).await;
+        rss_kib.push(rss_kib_now()?);
     }
     node.token.cancel();
     let total_ms: f64 = burst_ms.iter().sum();
@@ -248,6 +277,7 @@ async fn run() -> Result<serde_json::Value, Error> {
         "rounds": rounds,
         "burst_ms": burst_ms,
         "cpu_ms": cpu_ms,
+        "rss_kib_after_round": rss_kib,
         "pods_per_second": starts / (total_ms / 1e3),
         "cpu_ms_per_pod": total_cpu_ms / starts,
     }))
