@@ -13,6 +13,7 @@ mod settings;
 use clap::Parser;
 
 fn main() {
+    limit_malloc_arenas();
     let flags = match settings::Flags::try_parse() {
         Ok(flags) => flags,
         Err(e) if e.use_stderr() => {
@@ -48,6 +49,30 @@ fn main() {
         std::process::exit(1);
     }
 }
+
+/// Caps glibc malloc at two arenas unless the operator set `MALLOC_ARENA_MAX`.
+///
+/// By default glibc gives each thread that allocates concurrently its own arena (up to
+/// 8 × cores), and memory freed in one is not reused by another: with tokio's worker and
+/// blocking threads the kubelet's RSS crept up with every batch of pods even though nothing
+/// leaked (50 pods created and deleted 14 times: 22 → 32 MiB and still rising; with two
+/// arenas it levels off at 24 MiB after 6 rounds, and housekeeping's task count and maps are
+/// back to idle after each round either way).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn limit_malloc_arenas() {
+    if std::env::var_os("MALLOC_ARENA_MAX").is_some() {
+        return;
+    }
+    // SAFETY: `mallopt` only sets an allocator tunable; it runs first thing in `main`, before
+    // any other thread exists, and its return value (0 on failure) needs no handling.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 2);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn limit_malloc_arenas() {}
 
 fn init_logging(verbosity: u8) {
     let level = match verbosity {
