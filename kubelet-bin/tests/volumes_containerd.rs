@@ -8,39 +8,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::Value;
-use support::{Node, container_status, phase, uid};
+use support::{Node, container_status, phase, read, start_with_volumes as start, uid, waiting};
 
 const IMAGE: &str = "docker.io/library/busybox:1.36";
-
-/// Unmounts what the kubelet mounted under the node's directory when the test ends.
-struct Unmount(PathBuf);
-
-impl Drop for Unmount {
-    fn drop(&mut self) {
-        let _ = kubelet_volumes::mount::unmount_all_under(&self.0);
-    }
-}
-
-fn start(name: &str) -> (Node, PathBuf, Unmount) {
-    let node = Node::start(name);
-    let out = node.dir.join("out");
-    let _ = std::fs::remove_dir_all(&out);
-    std::fs::create_dir_all(&out).expect("out dir");
-    let guard = Unmount(node.dir.join("kubelet"));
-    (node, out, guard)
-}
-
-fn read(path: &Path) -> Option<String> {
-    std::fs::read_to_string(path).ok()
-}
-
-fn waiting(pod: &Value, container: &str) -> Option<(String, String)> {
-    let w = &container_status(pod, container)?["state"]["waiting"];
-    Some((
-        w["reason"].as_str()?.to_owned(),
-        w["message"].as_str().unwrap_or("").to_owned(),
-    ))
-}
 
 fn pod_dir(node: &Node, pod: &Value) -> PathBuf {
     node.dir.join("kubelet/root/pods").join(uid(pod))

@@ -8,48 +8,16 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use support::{Node, container_status, uid};
+use support::{Node, Unmount, container_status, read, start_with_volumes as start, uid, waiting};
 
 const IMAGE: &str = "docker.io/library/busybox:1.36";
 
-/// Unmounts everything at or under a path when the test ends (kubelet mounts, the test's own
-/// shared mount and whatever propagated into it).
-struct Unmount(PathBuf);
-
-impl Drop for Unmount {
-    fn drop(&mut self) {
-        let _ = kubelet_volumes::mount::unmount_all_under(&self.0);
-    }
-}
-
-fn start(name: &str) -> (Node, PathBuf, Unmount) {
-    let node = Node::start(name);
-    let out = node.dir.join("out");
-    let _ = std::fs::remove_dir_all(&out);
-    std::fs::create_dir_all(&out).expect("out dir");
-    let guard = Unmount(node.dir.join("kubelet"));
-    (node, out, guard)
-}
-
-fn read(path: &Path) -> Option<String> {
-    std::fs::read_to_string(path).ok()
-}
-
 fn running(pod: &Value, container: &str) -> bool {
     container_status(pod, container).is_some_and(|c| c["state"]["running"].is_object())
-}
-
-fn waiting(pod: &Value, container: &str) -> Option<(String, String)> {
-    let w = &container_status(pod, container)?["state"]["waiting"];
-    Some((
-        w["reason"].as_str()?.to_owned(),
-        w["message"].as_str().unwrap_or("").to_owned(),
-    ))
 }
 
 fn container_id(pod: &Value, container: &str) -> String {

@@ -289,3 +289,38 @@ pub fn container_status<'a>(pod: &'a Value, name: &str) -> Option<&'a Value> {
 pub fn uid(pod: &Value) -> String {
     pod["metadata"]["uid"].as_str().unwrap_or("").to_owned()
 }
+
+/// The `(reason, message)` of a container's waiting state, if it is waiting.
+pub fn waiting(pod: &Value, container: &str) -> Option<(String, String)> {
+    let w = &container_status(pod, container)?["state"]["waiting"];
+    Some((
+        w["reason"].as_str()?.to_owned(),
+        w["message"].as_str().unwrap_or("").to_owned(),
+    ))
+}
+
+/// A file's text, or `None` while it does not exist (yet).
+pub fn read(path: &Path) -> Option<String> {
+    std::fs::read_to_string(path).ok()
+}
+
+/// Unmounts everything at or under a path when the test ends (the kubelet's volume mounts,
+/// and whatever a test mounted or propagated there).
+pub struct Unmount(pub PathBuf);
+
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        let _ = kubelet_volumes::mount::unmount_all_under(&self.0);
+    }
+}
+
+/// A started node for volume tests, an empty `out` directory under it for containers to
+/// write into, and a guard that unmounts the kubelet's mounts at the end.
+pub fn start_with_volumes(name: &str) -> (Node, PathBuf, Unmount) {
+    let node = Node::start(name);
+    let out = node.dir.join("out");
+    let _ = std::fs::remove_dir_all(&out);
+    std::fs::create_dir_all(&out).expect("out dir");
+    let guard = Unmount(node.dir.join("kubelet"));
+    (node, out, guard)
+}
