@@ -3,18 +3,19 @@
 //!
 //! Mirrors upstream `pkg/kubelet/lifecycle/handlers.go` (`handlerRunner.Run`,
 //! `runHTTPHandler`, `runSleepHandler`). As upstream, an httpGet hook fails only when the
-//! request cannot be made; any HTTP status counts as success. HTTPS hooks are not supported
-//! yet and fail with a message saying so.
+//! request cannot be made; any HTTP status counts as success. The request goes through the
+//! probes' HTTP client ([`kubelet_probe::http::get`], as upstream uses `httpprobe`): HTTPS
+//! without certificate checks, redirects followed on the same host only, and an HTTPS hook
+//! whose server answers in plain HTTP is retried over HTTP without its `Authorization`
+//! header.
 
 use std::time::Duration;
 
-use http_body_util::{BodyExt, Empty};
-use hyper::body::Bytes;
-use hyper_util::rt::TokioIo;
 use k8s_openapi::api::core::v1::{Container, HTTPGetAction, LifecycleHandler, Pod};
 use kubelet_core::container::resolve_port;
 use kubelet_core::pod::PodExt;
-use tokio::net::TcpStream;
+use kubelet_probe::http::{self, Target};
+use tracing::warn;
 
 use crate::runtime::RemoteRuntime;
 
@@ -37,59 +38,47 @@ fn format_pod(pod: &Pod) -> String {
     )
 }
 
-fn host_port(host: &str, port: u16) -> String {
-    if host.contains(':') && !host.starts_with('[') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
-    }
-}
-
 /// One GET request; any answer is success (upstream ignores the status code of hooks).
 async fn http_get(get: &HTTPGetAction, host: &str, port: u16) -> Result<(), String> {
-    if get
-        .scheme
-        .as_deref()
-        .is_some_and(|s| s.eq_ignore_ascii_case("https"))
-    {
-        return Err("HTTPS lifecycle hooks are not supported by this kubelet".into());
-    }
     let mut path = get.path.clone().unwrap_or_default();
     if !path.starts_with('/') {
         path.insert(0, '/');
     }
-    let authority = host_port(host, port);
-    let url = format!("http://{authority}{path}");
-    let stream = TcpStream::connect(&authority)
+    let target = Target {
+        https: get
+            .scheme
+            .as_deref()
+            .is_some_and(|s| s.eq_ignore_ascii_case("https")),
+        host: host.to_owned(),
+        port,
+        path,
+        headers: get
+            .http_headers
+            .iter()
+            .flatten()
+            .map(|h| (h.name.clone(), h.value.clone()))
+            .collect(),
+    };
+    let err = match http::get(target.clone(), USER_AGENT).await {
+        Ok(_) => return Ok(()),
+        Err(e) if e.http_answer_to_https => e,
+        Err(e) => return Err(e.message),
+    };
+    warn!(host, port, error = %err, "HTTPS request to lifecycle hook got HTTP response, retrying with HTTP");
+    let plain = Target {
+        https: false,
+        headers: target
+            .headers
+            .into_iter()
+            .filter(|(name, _)| !name.eq_ignore_ascii_case("authorization"))
+            .collect(),
+        ..target
+    };
+    // As upstream: when the retry fails too, the hook fails with the HTTPS error.
+    http::get(plain, USER_AGENT)
         .await
-        .map_err(|e| format!("Get {url:?}: dial tcp {authority}: {e}"))?;
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .map_err(|e| format!("Get {url:?}: {e}"))?;
-    let conn = tokio::spawn(conn);
-    let mut req = hyper::Request::get(path.as_str())
-        .header(hyper::header::USER_AGENT, USER_AGENT)
-        .header(hyper::header::ACCEPT, "*/*");
-    let mut has_host = false;
-    for h in get.http_headers.iter().flatten() {
-        has_host |= h.name.eq_ignore_ascii_case("host");
-        req = req.header(h.name.as_str(), h.value.as_str());
-    }
-    if !has_host {
-        req = req.header(hyper::header::HOST, authority.as_str());
-    }
-    let req = req
-        .body(Empty::<Bytes>::new())
-        .map_err(|e| format!("Get {url:?}: {e}"))?;
-    let result = async {
-        let resp = sender.send_request(req).await?;
-        // Drain the body so the server sees a complete exchange.
-        resp.into_body().collect().await.map(|_| ())
-    }
-    .await
-    .map_err(|e| format!("Get {url:?}: {e}"));
-    conn.abort();
-    result
+        .map(drop)
+        .map_err(|_| err.message)
 }
 
 impl RemoteRuntime {
@@ -240,6 +229,50 @@ mod tests {
         assert!(request.starts_with("GET /hook HTTP/1.1\r\n"), "{request}");
         assert!(request.to_lowercase().contains("x-test: yes"), "{request}");
         assert!(request.contains(USER_AGENT), "{request}");
+    }
+
+    #[tokio::test]
+    async fn https_hook_answered_in_plain_http_is_retried_over_http_without_authorization() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        // Answers every connection in plain HTTP and hands over what it read.
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                let mut buf = vec![0u8; 4096];
+                let n = s.read(&mut buf).await.unwrap_or(0);
+                let _ = tx.send(buf[..n].to_vec());
+                let _ = s
+                    .write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n")
+                    .await;
+            }
+        });
+        let get = HTTPGetAction {
+            scheme: Some("HTTPS".into()),
+            path: Some("/hook".into()),
+            port: IntOrString::Int(i32::from(port)),
+            http_headers: Some(vec![
+                HTTPHeader {
+                    name: "Authorization".into(),
+                    value: "Bearer secret".into(),
+                },
+                HTTPHeader {
+                    name: "X-Test".into(),
+                    value: "yes".into(),
+                },
+            ]),
+            ..Default::default()
+        };
+        http_get(&get, "127.0.0.1", port)
+            .await
+            .expect("the HTTP retry got an answer");
+        let hello = rx.recv().await.expect("first connection");
+        assert_eq!(hello.first(), Some(&0x16), "a TLS handshake record first");
+        let retry = String::from_utf8(rx.recv().await.expect("second connection")).expect("text");
+        assert!(retry.starts_with("GET /hook HTTP/1.1\r\n"), "{retry}");
+        assert!(retry.to_lowercase().contains("x-test: yes"), "{retry}");
+        assert!(!retry.to_lowercase().contains("authorization"), "{retry}");
+        assert!(retry.contains(USER_AGENT), "{retry}");
     }
 
     #[tokio::test]

@@ -2,6 +2,10 @@
 //! upstream's `InsecureSkipVerify`); status 200–399 is success; the body is read up to 10 KiB;
 //! redirects are followed only to the same host (at most 10), a redirect elsewhere is itself the
 //! answer.
+//!
+//! [`get`] is the client underneath, shared with lifecycle hooks as upstream shares
+//! `httpprobe` (`pkg/kubelet/lifecycle/handlers.go`): same TLS, redirect and body rules, with
+//! the caller's `User-Agent`.
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -66,12 +70,62 @@ fn url(target: &Target) -> String {
     )
 }
 
-async fn follow(mut target: Target) -> Outcome {
+async fn follow(target: Target) -> Outcome {
+    match get(target, USER_AGENT).await {
+        Ok(Answer::Response(status, body)) if (200..400).contains(&status.as_u16()) => {
+            Outcome::success(body)
+        }
+        Ok(Answer::Response(status, _)) => Outcome::failure(format!(
+            "HTTP probe failed with statuscode: {}",
+            status.as_u16()
+        )),
+        Ok(Answer::OtherHostRedirect(body)) => {
+            Outcome::success(format!("Probe terminated redirects, Response body: {body}"))
+        }
+        Err(e) => Outcome::failure(e.to_string()),
+    }
+}
+
+/// What a GET came back with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// The last response after same-host redirects: its status and up to [`MAX_BODY`] of body.
+    Response(StatusCode, String),
+    /// A redirect to another host, which is not followed (upstream
+    /// `followNonLocalRedirects=false`): the redirect's body.
+    OtherHostRedirect(String),
+}
+
+/// Why a GET got no answer, with Go's message (`Get "<url>": <cause>`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GetError {
+    /// The message.
+    pub message: String,
+    /// `true` when an HTTPS request reached a server that answered in plain HTTP (Go's
+    /// "server gave HTTP response to HTTPS client"); lifecycle hooks retry those over HTTP.
+    pub http_answer_to_https: bool,
+}
+
+impl std::fmt::Display for GetError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for GetError {}
+
+/// Sends a GET to `target` as `user_agent` (unless its headers set one), following redirects
+/// to the same host, at most [`MAX_REDIRECTS`]. No timeout of its own: the caller bounds it.
+pub async fn get(mut target: Target, user_agent: &str) -> Result<Answer, GetError> {
     for _ in 0..=MAX_REDIRECTS {
-        let url = url(&target);
-        let (status, location, body) = match get(&target).await {
+        let (status, location, body) = match exchange_once(&target, user_agent).await {
             Ok(r) => r,
-            Err(e) => return Outcome::failure(format!("Get \"{url}\": {e}")),
+            Err(e) => {
+                return Err(GetError {
+                    message: format!("Get \"{}\": {}", url(&target), e.message),
+                    http_answer_to_https: e.http_answer_to_https,
+                });
+            }
         };
         if status.is_redirection()
             && let Some(loc) = location
@@ -81,25 +135,15 @@ async fn follow(mut target: Target) -> Outcome {
                     target = next;
                     continue;
                 }
-                // A redirect to another host: the 3xx is the answer (upstream
-                // `followNonLocalRedirects=false`).
-                _ => {
-                    return Outcome::success(format!(
-                        "Probe terminated redirects, Response body: {body}"
-                    ));
-                }
+                _ => return Ok(Answer::OtherHostRedirect(body)),
             }
         }
-        return if (200..400).contains(&status.as_u16()) {
-            Outcome::success(body)
-        } else {
-            Outcome::failure(format!(
-                "HTTP probe failed with statuscode: {}",
-                status.as_u16()
-            ))
-        };
+        return Ok(Answer::Response(status, body));
     }
-    Outcome::failure(format!("stopped after {MAX_REDIRECTS} redirects"))
+    Err(GetError {
+        message: format!("stopped after {MAX_REDIRECTS} redirects"),
+        http_answer_to_https: false,
+    })
 }
 
 fn redirect(from: &Target, location: &str) -> Option<Target> {
@@ -189,24 +233,45 @@ impl rustls::client::danger::ServerCertVerifier for AnyCert {
     }
 }
 
-async fn get(target: &Target) -> Result<(StatusCode, Option<String>, String), String> {
+/// A response: status, `Location` and up to [`MAX_BODY`] of body.
+type Response = (StatusCode, Option<String>, String);
+
+/// One request on a new connection; the error's message is the cause alone.
+async fn exchange_once(target: &Target, user_agent: &str) -> Result<Response, GetError> {
+    let failed = |message: String| GetError {
+        message,
+        http_answer_to_https: false,
+    };
     let stream = TcpStream::connect(join_host_port(&target.host, target.port))
         .await
-        .map_err(|e| format!("dial tcp: {e}"))?;
+        .map_err(|e| failed(format!("dial tcp: {e}")))?;
     if target.https {
         let name = ServerName::try_from(target.host.clone())
-            .map_err(|e| format!("invalid TLS server name {:?}: {e}", target.host))?;
-        let tls = tls()
-            .connect(name, stream)
-            .await
-            .map_err(|e| format!("tls: {e}"))?;
-        exchange(tls, target).await
+            .map_err(|e| failed(format!("invalid TLS server name {:?}: {e}", target.host)))?;
+        let tls = tls().connect(name, stream).await.map_err(|e| GetError {
+            http_answer_to_https: is_plain_http_answer(&e),
+            message: format!("tls: {e}"),
+        })?;
+        exchange(tls, target, user_agent).await.map_err(failed)
     } else {
-        exchange(stream, target).await
+        exchange(stream, target, user_agent).await.map_err(failed)
     }
 }
 
-async fn exchange<S>(io: S, target: &Target) -> Result<(StatusCode, Option<String>, String), String>
+/// `true` when the TLS handshake failed because the server's first bytes were not a TLS
+/// record (a plain HTTP server answers `HTTP/1.1 400 …` to a ClientHello).
+fn is_plain_http_answer(e: &std::io::Error) -> bool {
+    e.get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        .is_some_and(|e| {
+            matches!(
+                e,
+                rustls::Error::InvalidMessage(rustls::InvalidMessage::InvalidContentType)
+            )
+        })
+}
+
+async fn exchange<S>(io: S, target: &Target, user_agent: &str) -> Result<Response, String>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
@@ -216,7 +281,7 @@ where
     let conn = tokio::spawn(conn);
     let mut req = Request::get(target.path.as_str());
     let mut host = join_host_port(&target.host, target.port);
-    let mut user_agent = Some(USER_AGENT.to_owned());
+    let mut user_agent = Some(user_agent.to_owned());
     let mut accept = Some("*/*".to_owned());
     for (k, v) in &target.headers {
         if k.eq_ignore_ascii_case("host") {
@@ -441,6 +506,35 @@ mod tests {
         assert!(!probe(&https("/missing"), t).await.success);
         // Plain HTTP against the TLS port fails.
         assert!(!probe(&target(port, "/ok"), t).await.success);
+    }
+
+    #[tokio::test]
+    async fn https_to_a_plain_http_server_is_told_apart() {
+        let (port, _reqs) = server(respond).await;
+        let https = Target {
+            https: true,
+            ..target(port, "/ok")
+        };
+        let e = get(https, "kube-lifecycle/1.34")
+            .await
+            .expect_err("no TLS here");
+        assert!(e.http_answer_to_https, "{e:?}");
+        assert!(e.message.starts_with("Get \"https://127.0.0.1:"), "{e}");
+        // A refused connection is another failure.
+        drop(_reqs);
+        let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let closed = l.local_addr().expect("addr").port();
+        drop(l);
+        let e = get(
+            Target {
+                https: true,
+                ..target(closed, "/ok")
+            },
+            USER_AGENT,
+        )
+        .await
+        .expect_err("refused");
+        assert!(!e.http_answer_to_https, "{e:?}");
     }
 
     #[tokio::test]
