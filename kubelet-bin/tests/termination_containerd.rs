@@ -157,6 +157,38 @@ fn sigterm_ignoring_container_is_killed_after_the_grace_period_and_pre_stop_runs
     });
 }
 
+#[test]
+fn a_pod_removed_while_the_kubelet_was_down_still_runs_its_pre_stop_hook() {
+    // Upstream restores the preStop handler from the container's annotations
+    // (`restoreSpecsFromContainerLabels`) when it stops a container whose pod it no longer
+    // knows.
+    let mut node = Node::start("prestop-restart");
+    let out = out_dir(&node);
+    node.write_manifest(
+        "gone.yaml",
+        &ignoring_pod("gone", &out, 30, Some("touch /out/prestop-ran")),
+    );
+    node.wait_for(Duration::from_secs(20), "the container running", |n| {
+        let pod = n.pod("gone")?;
+        container_status(&pod, "gone")?["state"]["running"]
+            .is_object()
+            .then_some(())?;
+        out.join("gone-started").exists().then_some(())
+    });
+    assert!(node.stop_kubelet().success());
+    node.remove_manifest("gone.yaml");
+    node.start_kubelet();
+    node.wait_for(Duration::from_secs(30), "the orphan stopped", |n| {
+        (n.running_tasks() == 0).then_some(())
+    });
+    let hook = mtime(&out.join("prestop-ran")).expect("the restored preStop hook ran");
+    let term = mtime(&out.join("gone-term")).expect("SIGTERM was delivered");
+    assert!(
+        term >= hook,
+        "SIGTERM ({term}) only after the preStop hook ({hook})"
+    );
+}
+
 fn container(name: &str, script: &str, extra: &str) -> String {
     format!(
         "  - name: {name}\n    image: {IMAGE}\n    imagePullPolicy: IfNotPresent\n    command: [sh, -c, {script:?}]\n{extra}"

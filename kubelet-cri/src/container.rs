@@ -15,9 +15,7 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 use kubelet_core::runtime::RunContainerOptions;
 
 use crate::convert;
-use crate::labels::{
-    ContainerAnnotations, ContainerType, new_container_annotations, new_container_labels,
-};
+use crate::labels::{ContainerType, new_container_annotations, new_container_labels};
 use crate::sandbox::namespace_options;
 
 /// Upstream `minimumGracePeriodInSeconds`: a minimal shutdown window to avoid needless SIGKILLs.
@@ -150,14 +148,11 @@ pub(crate) fn generate_container_config(input: &ContainerConfigInput<'_>) -> cri
 /// The grace period a container's termination starts with (upstream
 /// `setTerminationGracePeriod` and the override of `killContainer`): an override as is;
 /// otherwise the pod's `deletionGracePeriodSeconds`, else its
-/// `terminationGracePeriodSeconds`, else (no pod, e.g. an orphan after a kubelet restart) the
-/// values recorded in the container's annotations, else 30 s. The preStop hook's time is
-/// taken off this and [`MINIMUM_GRACE_PERIOD_SECONDS`] applied last, when stopping.
-pub fn grace_period_seconds(
-    pod: Option<&Pod>,
-    annotations: Option<&ContainerAnnotations>,
-    override_seconds: Option<i64>,
-) -> i64 {
+/// `terminationGracePeriodSeconds`, else 30 s. (A pod the kubelet no longer knows is
+/// restored from the container's annotations first, [`crate::labels::restore_specs`].) The
+/// preStop hook's time is taken off this and [`MINIMUM_GRACE_PERIOD_SECONDS`] applied last,
+/// when stopping.
+pub fn grace_period_seconds(pod: Option<&Pod>, override_seconds: Option<i64>) -> i64 {
     if let Some(o) = override_seconds {
         return o.max(0);
     }
@@ -168,14 +163,7 @@ pub fn grace_period_seconds(
                 .and_then(|s| s.termination_grace_period_seconds)
         })
     });
-    let from_annotations = annotations.and_then(|a| {
-        a.pod_deletion_grace_period
-            .or(a.pod_termination_grace_period)
-    });
-    from_pod
-        .or(from_annotations)
-        .unwrap_or(DEFAULT_GRACE_PERIOD_SECONDS)
-        .max(0)
+    from_pod.unwrap_or(DEFAULT_GRACE_PERIOD_SECONDS).max(0)
 }
 
 #[cfg(test)]
@@ -309,20 +297,15 @@ mod tests {
     #[test]
     fn grace_periods() {
         let mut p = pod("web");
-        assert_eq!(grace_period_seconds(Some(&p), None, None), 30);
+        assert_eq!(grace_period_seconds(Some(&p), None), 30);
         if let Some(s) = p.spec.as_mut() {
             s.termination_grace_period_seconds = Some(10);
         }
-        assert_eq!(grace_period_seconds(Some(&p), None, None), 10);
+        assert_eq!(grace_period_seconds(Some(&p), None), 10);
         p.metadata.deletion_grace_period_seconds = Some(0);
-        assert_eq!(grace_period_seconds(Some(&p), None, None), 0);
-        assert_eq!(grace_period_seconds(Some(&p), None, Some(0)), 0);
-        assert_eq!(grace_period_seconds(Some(&p), None, Some(1)), 1);
-        let ann = ContainerAnnotations {
-            pod_termination_grace_period: Some(60),
-            ..Default::default()
-        };
-        assert_eq!(grace_period_seconds(None, Some(&ann), None), 60);
-        assert_eq!(grace_period_seconds(None, None, None), 30);
+        assert_eq!(grace_period_seconds(Some(&p), None), 0);
+        assert_eq!(grace_period_seconds(Some(&p), Some(0)), 0);
+        assert_eq!(grace_period_seconds(Some(&p), Some(1)), 1);
+        assert_eq!(grace_period_seconds(None, None), 30);
     }
 }

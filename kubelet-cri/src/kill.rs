@@ -17,7 +17,7 @@ use kubelet_core::runtime::{ContainerState, Error, Result, RunningPod};
 use crate::container::grace_period_seconds;
 use crate::error::is_not_found;
 use crate::graceful::{TerminationOrdering, stop_gracefully};
-use crate::labels::ContainerAnnotations;
+use crate::labels::restore_specs;
 use crate::runtime::RemoteRuntime;
 
 /// Folds several failures into one error: `Unavailable` if any call found the runtime down,
@@ -92,11 +92,11 @@ fn container_spec<'a>(pod: Option<&'a Pod>, name: &str) -> Option<&'a Container>
 }
 
 impl RemoteRuntime {
-    /// Stops one container (upstream `killContainer`): the grace period comes from
-    /// `grace_override`, else the pod (`deletionGracePeriodSeconds`, then
-    /// `terminationGracePeriodSeconds`), else the container's annotations (which costs a
-    /// `ContainerStatus` call); the container's preStop hook runs first and its time is taken
-    /// off; a sidecar waits for its turn in `ordering`; `StopContainer` gets what is left, at
+    /// Stops one container (upstream `killContainer`): without `pod`, the pod and container
+    /// are restored from the container's labels and annotations first (a `ContainerStatus`
+    /// call, [`restore_specs`]); the grace period comes from `grace_override`, else the pod
+    /// (`deletionGracePeriodSeconds`, then `terminationGracePeriodSeconds`); the container's
+    /// preStop hook runs first and its time is taken off; a sidecar waits for its turn in `ordering`; `StopContainer` gets what is left, at
     /// least 2 s.
     ///
     /// Cancel safe. A preStop hook that was started by a cancelled call is not run again by
@@ -110,18 +110,23 @@ impl RemoteRuntime {
         reason: &str,
         ordering: Option<&TerminationOrdering>,
     ) -> Result<()> {
-        let annotations = if pod.is_none() && grace_override.is_none() {
-            match self.client.container_status(id).await {
-                Ok(s) => Some(ContainerAnnotations::parse(&s.annotations)),
+        // A pod the kubelet no longer knows (e.g. removed while it was down): what stopping
+        // needs comes back from the container's labels and annotations.
+        let restored = match pod {
+            Some(_) => None,
+            None => match self.client.container_status(id).await {
+                Ok(s) => restore_specs(&s.labels, &s.annotations),
                 Err(e) if is_not_found(&e) => return Ok(()),
                 Err(e) => return Err(e),
-            }
-        } else {
-            None
+            },
         };
-        let grace = grace_period_seconds(pod, annotations.as_ref(), grace_override);
+        let (pod, spec) = match &restored {
+            Some((pod, container)) => (Some(pod), Some(container)),
+            None => (pod, container_spec(pod, name)),
+        };
+        let grace = grace_period_seconds(pod, grace_override);
         tracing::info!(container = name, id, grace, reason, "killing container");
-        let pre_stop = match (pod, container_spec(pod, name)) {
+        let pre_stop = match (pod, spec) {
             (Some(pod), Some(spec)) => spec
                 .lifecycle
                 .as_ref()

@@ -4,11 +4,16 @@
 //! Mirrors upstream `pkg/kubelet/kuberuntime/labels.go` and the label names of
 //! `pkg/kubelet/types/labels.go`. Labels identify the pod and container (and are used in
 //! `ListPodSandbox`/`ListContainers` filters); annotations carry what the kubelet needs to
-//! restore later: spec hash, restart count, grace periods, termination message settings.
+//! restore later: spec hash, restart count, grace periods, termination message settings,
+//! the preStop handler and ports ([`restore_specs`]: enough of the pod and container to stop
+//! a container whose pod the kubelet no longer knows, e.g. after a restart).
 
 use std::collections::HashMap;
 
-use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::api::core::v1::{
+    Container, ContainerPort, Lifecycle, LifecycleHandler, Pod, PodSpec,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kubelet_core::container::hash_container;
 use kubelet_core::pod::{PodExt, PodUid};
 
@@ -36,6 +41,12 @@ pub const CONTAINER_TERMINATION_MESSAGE_PATH_ANNOTATION: &str =
 /// Annotation: the container's `terminationMessagePolicy`.
 pub const CONTAINER_TERMINATION_MESSAGE_POLICY_ANNOTATION: &str =
     "io.kubernetes.container.terminationMessagePolicy";
+/// Annotation: the container's preStop handler as JSON (upstream
+/// `containerPreStopHandlerLabel`).
+pub const CONTAINER_PRE_STOP_HANDLER_ANNOTATION: &str = "io.kubernetes.container.preStopHandler";
+/// Annotation: the container's ports as JSON (upstream `containerPortsLabel`), for named
+/// ports in a restored preStop handler.
+pub const CONTAINER_PORTS_ANNOTATION: &str = "io.kubernetes.container.ports";
 /// Annotation: `init` or `container` (upstream `containerTypeLabel`).
 pub const CONTAINER_TYPE_ANNOTATION: &str = "io.kubernetes.container.type";
 
@@ -107,8 +118,7 @@ pub fn new_container_labels(container: &Container, pod: &Pod) -> HashMap<String,
     labels
 }
 
-/// Annotations of a container (upstream `newContainerAnnotations`, without the preStop
-/// handler and ports, which nothing reads yet).
+/// Annotations of a container (upstream `newContainerAnnotations`).
 pub fn new_container_annotations(
     container: &Container,
     pod: &Pod,
@@ -149,6 +159,19 @@ pub fn new_container_annotations(
             POD_TERMINATION_GRACE_PERIOD_ANNOTATION.into(),
             g.to_string(),
         );
+    }
+    if let Some(pre_stop) = container
+        .lifecycle
+        .as_ref()
+        .and_then(|l| l.pre_stop.as_ref())
+        && let Ok(json) = serde_json::to_string(pre_stop)
+    {
+        a.insert(CONTAINER_PRE_STOP_HANDLER_ANNOTATION.into(), json);
+    }
+    if let Some(ports) = container.ports.as_ref().filter(|p| !p.is_empty())
+        && let Ok(json) = serde_json::to_string(ports)
+    {
+        a.insert(CONTAINER_PORTS_ANNOTATION.into(), json);
     }
     a.insert(
         CONTAINER_TYPE_ANNOTATION.into(),
@@ -220,7 +243,7 @@ impl ContainerLabels {
 
 /// What a container's annotations say (upstream `annotatedContainerInfo`). Missing or
 /// malformed values read as zero/`None`, as upstream (old or foreign containers).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct ContainerAnnotations {
     /// Spec hash.
     pub hash: u64,
@@ -236,6 +259,10 @@ pub struct ContainerAnnotations {
     pub termination_message_policy: String,
     /// Init or regular container, when recorded.
     pub container_type: Option<ContainerType>,
+    /// The preStop handler, when the container had one.
+    pub pre_stop_handler: Option<LifecycleHandler>,
+    /// The container's ports.
+    pub container_ports: Vec<ContainerPort>,
 }
 
 impl ContainerAnnotations {
@@ -260,8 +287,50 @@ impl ContainerAnnotations {
                 .unwrap_or_default()
                 .to_owned(),
             container_type: get(CONTAINER_TYPE_ANNOTATION).and_then(ContainerType::parse),
+            pre_stop_handler: get(CONTAINER_PRE_STOP_HANDLER_ANNOTATION)
+                .and_then(|v| serde_json::from_str(v).ok()),
+            container_ports: get(CONTAINER_PORTS_ANNOTATION)
+                .and_then(|v| serde_json::from_str(v).ok())
+                .unwrap_or_default(),
         }
     }
+}
+
+/// The parts of a pod and container that stopping the container needs, rebuilt from its
+/// labels and annotations when the kubelet no longer knows the pod (upstream
+/// `restoreSpecsFromContainerLabels`): identity, grace periods, termination message path,
+/// ports and the preStop handler. Nothing else is set; `None` without our pod UID label.
+pub fn restore_specs(
+    labels: &HashMap<String, String>,
+    annotations: &HashMap<String, String>,
+) -> Option<(Pod, Container)> {
+    let l = ContainerLabels::parse(labels)?;
+    let a = ContainerAnnotations::parse(annotations);
+    let pod = Pod {
+        metadata: ObjectMeta {
+            uid: Some(l.pod_uid.0),
+            name: Some(l.pod_name),
+            namespace: Some(l.pod_namespace),
+            deletion_grace_period_seconds: a.pod_deletion_grace_period,
+            ..Default::default()
+        },
+        spec: Some(PodSpec {
+            termination_grace_period_seconds: a.pod_termination_grace_period,
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let container = Container {
+        name: l.container_name,
+        ports: (!a.container_ports.is_empty()).then_some(a.container_ports),
+        termination_message_path: Some(a.termination_message_path).filter(|p| !p.is_empty()),
+        lifecycle: a.pre_stop_handler.map(|pre_stop| Lifecycle {
+            pre_stop: Some(pre_stop),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    Some((pod, container))
 }
 
 /// The label selector that picks every object of one pod.
@@ -331,8 +400,61 @@ mod tests {
                 termination_message_path: "/dev/termination-log".into(),
                 termination_message_policy: "File".into(),
                 container_type: Some(ContainerType::Regular),
+                ..Default::default()
             }
         );
+    }
+
+    #[test]
+    fn specs_restored_from_labels_and_annotations_stop_like_the_original() {
+        use k8s_openapi::api::core::v1::{ExecAction, HTTPGetAction};
+        use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+        let mut pod = pod();
+        let mut c = pod.containers()[0].clone();
+        c.ports = Some(vec![ContainerPort {
+            name: Some("http".into()),
+            container_port: 8080,
+            ..Default::default()
+        }]);
+        c.lifecycle = Some(Lifecycle {
+            pre_stop: Some(LifecycleHandler {
+                http_get: Some(HTTPGetAction {
+                    path: Some("/drain".into()),
+                    port: IntOrString::String("http".into()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            post_start: Some(LifecycleHandler {
+                exec: Some(ExecAction {
+                    command: Some(vec!["true".into()]),
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        pod.metadata.deletion_grace_period_seconds = None;
+        let labels = new_container_labels(&c, &pod);
+        let annotations = new_container_annotations(&c, &pod, 0, ContainerType::Regular);
+        let (p, restored) = restore_specs(&labels, &annotations).expect("ours");
+        assert_eq!(p.uid(), pod.uid());
+        assert_eq!(p.full_name(), pod.full_name());
+        assert_eq!(
+            p.spec.and_then(|s| s.termination_grace_period_seconds),
+            Some(45)
+        );
+        assert_eq!(restored.name, "app");
+        assert_eq!(restored.ports, c.ports);
+        let lifecycle = restored.lifecycle.expect("a preStop handler");
+        assert_eq!(
+            lifecycle.pre_stop,
+            c.lifecycle.as_ref().and_then(|l| l.pre_stop.clone())
+        );
+        assert_eq!(lifecycle.post_start, None, "only what stopping needs");
+        // Not ours, or made before these annotations existed.
+        assert!(restore_specs(&HashMap::new(), &annotations).is_none());
+        let (_, bare) = restore_specs(&labels, &HashMap::new()).expect("ours");
+        assert!(bare.lifecycle.is_none() && bare.ports.is_none());
     }
 
     #[test]
