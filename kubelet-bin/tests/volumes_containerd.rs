@@ -175,14 +175,14 @@ fn host_path_type_mismatches_fail_with_a_reason_and_or_create_types_create() {
     for (name, _, kind, want) in cases {
         let (reason, message) = node.wait_for(
             Duration::from_secs(15),
-            &format!("{name} waiting with FailedMount"),
+            &format!("{name} in ContainerCreating with a FailedMount message"),
             |n| {
                 n.pod(name)
                     .and_then(|p| waiting(&p, "main"))
-                    .filter(|(r, _)| r == "FailedMount")
+                    .filter(|(_, m)| m.starts_with("FailedMount: "))
             },
         );
-        assert_eq!(reason, "FailedMount", "{name}");
+        assert_eq!(reason, "ContainerCreating", "{name}: upstream's reason");
         assert!(
             message.contains(want) && message.contains("\"h\""),
             "{name} ({kind}): {message}"

@@ -1,6 +1,6 @@
 //! The pod syncer with the real volume manager and status manager (fake runtime): a required
-//! configMap that does not exist keeps the pod Pending with a `FailedMount` reason and no
-//! sandbox, and the pod starts once the object appears. Static pods cannot reference
+//! configMap that does not exist keeps the pod Pending in `ContainerCreating` (the cause,
+//! `FailedMount`, in the message) and no sandbox, and the pod starts once the object appears. Static pods cannot reference
 //! configMaps, so this is the level at which an API-server pod source is exercised.
 
 use std::sync::Arc;
@@ -128,10 +128,12 @@ async fn a_missing_required_config_map_keeps_the_pod_creating_until_it_appears()
         let (phase, reason, message) = waiting(&s, &p);
         assert_eq!(
             (phase.as_str(), reason.as_str()),
-            ("Pending", "FailedMount")
+            ("Pending", "ContainerCreating")
         );
         assert!(
-            message.contains("\"config\"") && message.contains("configmap \"settings\" not found"),
+            message.starts_with("FailedMount: ")
+                && message.contains("\"config\"")
+                && message.contains("configmap \"settings\" not found"),
             "{message}"
         );
         assert!(s.runtime.running_pods().is_empty(), "no sandbox yet");

@@ -17,7 +17,8 @@ pub struct StatusInputs<'a> {
     pub sync_result: Option<&'a PodSyncResult>,
     /// The node's IPs (`status.hostIP(s)`).
     pub host_ips: &'a [String],
-    /// A pod-level waiting condition to report (e.g. volumes not ready): `(reason, message)`.
+    /// A pod-level waiting condition to report (e.g. volumes not ready): `(cause, message)`,
+    /// shown as `<cause>: <message>` on containers waiting in `ContainerCreating`.
     pub pod_condition: Option<(&'a str, &'a str)>,
     /// `true` when the pod is being terminated by the kubelet.
     pub terminating: bool,

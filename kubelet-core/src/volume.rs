@@ -13,7 +13,7 @@ use crate::pod::PodUid;
 /// Errors from a [`VolumeManager`].
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// One volume could not be set up; reported as `FailedMount` on the pod. Retried on the
+    /// One volume could not be set up; reported as `FailedMount` in the waiting message of the pod's `ContainerCreating` containers. Retried on the
     /// next sync.
     #[error("volume {volume:?}: {reason}")]
     Mount {

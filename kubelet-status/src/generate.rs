@@ -264,18 +264,18 @@ pub fn generate_api_pod_status_with(
 }
 
 /// Reports a pod-level waiting condition (e.g. volumes not ready) on a container that is
-/// waiting for no more specific reason.
-fn report_pod_condition(status: &mut ApiContainerStatus, reason: &str, message: &str) {
-    let generic = match waiting_reason(status) {
-        Some(None) => true,
-        Some(Some(r)) => {
-            r.is_empty() || r == reason::CONTAINER_CREATING || r == reason::POD_INITIALIZING
-        }
-        None => false,
-    };
-    if generic {
-        status.state = Some(waiting(Some(reason), Some(message)));
+/// waiting for no more specific reason. The reason stays what upstream shows
+/// (`ContainerCreating`, or `PodInitializing` for app containers behind init containers):
+/// upstream tells the cause only in an event (e.g. `FailedMount`), which this kubelet puts in
+/// the waiting message instead, as `<cause>: <message>`.
+fn report_pod_condition(status: &mut ApiContainerStatus, cause: &str, message: &str) {
+    let reason = match waiting_reason(status) {
+        Some(None | Some("")) => reason::CONTAINER_CREATING,
+        Some(Some(r)) if r == reason::CONTAINER_CREATING || r == reason::POD_INITIALIZING => r,
+        _ => return,
     }
+    .to_owned();
+    status.state = Some(waiting(Some(&reason), Some(&format!("{cause}: {message}"))));
 }
 
 fn find_condition<'a>(status: &'a ApiPodStatus, type_: &str) -> Option<&'a PodCondition> {

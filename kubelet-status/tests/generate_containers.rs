@@ -288,7 +288,11 @@ fn pod_condition_is_reported_on_waiting_containers_only() {
     );
     assert_eq!(
         waiting(&s, "b"),
-        (Some("VolumesNotReady"), Some("unmounted volumes=[data]"))
+        (
+            Some("ContainerCreating"),
+            Some("VolumesNotReady: unmounted volumes=[data]")
+        ),
+        "upstream's reason; the cause in the message"
     );
     assert_eq!(
         waiting(&s, "c").0,
