@@ -165,24 +165,25 @@ fn redirect(from: &Target, location: &str) -> Option<Target> {
 }
 
 /// A TLS client that accepts any server certificate, as upstream's probes do
-/// (`InsecureSkipVerify`).
-fn tls() -> &'static tokio_rustls::TlsConnector {
-    static TLS: OnceLock<tokio_rustls::TlsConnector> = OnceLock::new();
+/// (`InsecureSkipVerify`); an error message if rustls cannot build one (not expected with
+/// the ring provider, but then every HTTPS request fails with it rather than the process).
+fn tls() -> Result<&'static tokio_rustls::TlsConnector, &'static str> {
+    static TLS: OnceLock<Result<tokio_rustls::TlsConnector, String>> = OnceLock::new();
     TLS.get_or_init(|| {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let config = rustls::ClientConfig::builder_with_provider(provider.clone())
+        rustls::ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
             .map(|b| {
-                b.dangerous()
+                let config = b
+                    .dangerous()
                     .with_custom_certificate_verifier(Arc::new(AnyCert(provider)))
-                    .with_no_client_auth()
-            });
-        match config {
-            Ok(c) => tokio_rustls::TlsConnector::from(Arc::new(c)),
-            // The ring provider supports the default versions; unreachable in practice.
-            Err(e) => panic!("building the probe TLS config: {e}"),
-        }
+                    .with_no_client_auth();
+                tokio_rustls::TlsConnector::from(Arc::new(config))
+            })
+            .map_err(|e| format!("building the TLS client: {e}"))
     })
+    .as_ref()
+    .map_err(String::as_str)
 }
 
 #[derive(Debug)]
@@ -248,10 +249,14 @@ async fn exchange_once(target: &Target, user_agent: &str) -> Result<Response, Ge
     if target.https {
         let name = ServerName::try_from(target.host.clone())
             .map_err(|e| failed(format!("invalid TLS server name {:?}: {e}", target.host)))?;
-        let tls = tls().connect(name, stream).await.map_err(|e| GetError {
-            http_answer_to_https: is_plain_http_answer(&e),
-            message: format!("tls: {e}"),
-        })?;
+        let tls = tls()
+            .map_err(|e| failed(e.to_owned()))?
+            .connect(name, stream)
+            .await
+            .map_err(|e| GetError {
+                http_answer_to_https: is_plain_http_answer(&e),
+                message: format!("tls: {e}"),
+            })?;
         exchange(tls, target, user_agent).await.map_err(failed)
     } else {
         exchange(stream, target, user_agent).await.map_err(failed)
