@@ -125,7 +125,7 @@ pub fn compute_events(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use kubelet_core::runtime::{ContainerSummary, SandboxSummary};
 
@@ -171,7 +171,8 @@ mod tests {
         }
     }
 
-    fn pod(
+    /// Pod `p` listing these containers and sandboxes (IDs and states only).
+    pub(crate) fn pod(
         containers: &[(&str, ContainerState)],
         sandboxes: &[(&str, SandboxState)],
     ) -> RunningPod {

@@ -510,33 +510,8 @@ impl Pleg for GenericPleg {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kubelet_core::runtime::{ContainerState, ContainerSummary, SandboxSummary};
-
-    fn pod(
-        containers: &[(&str, ContainerState)],
-        sandboxes: &[(&str, SandboxState)],
-    ) -> RunningPod {
-        RunningPod {
-            uid: PodUid::from("p"),
-            containers: containers
-                .iter()
-                .map(|(id, state)| ContainerSummary {
-                    id: (*id).into(),
-                    state: *state,
-                    ..Default::default()
-                })
-                .collect(),
-            sandboxes: sandboxes
-                .iter()
-                .map(|(id, state)| SandboxSummary {
-                    id: (*id).into(),
-                    state: *state,
-                    ..Default::default()
-                })
-                .collect(),
-            ..Default::default()
-        }
-    }
+    use crate::events::tests::pod;
+    use kubelet_core::runtime::ContainerState;
 
     #[test]
     fn unchanged_only_when_no_events() {
