@@ -25,6 +25,7 @@ pub mod container;
 pub mod expansion;
 pub mod fieldpath;
 pub mod kubelet;
+pub mod kuberuntime;
 pub mod objects;
 pub mod pleg;
 pub mod pod;

@@ -35,6 +35,9 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
+    /// The runtime does not implement this call (e.g. a runtime without images or exec).
+    #[error("{0} is not supported by this runtime")]
+    Unsupported(&'static str),
     /// The runtime answered with an error.
     #[error("runtime error in {op}: {message}")]
     Runtime {

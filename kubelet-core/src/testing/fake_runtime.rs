@@ -87,6 +87,7 @@ fn clone_error(e: &Error) -> Error {
             op,
             message: message.clone(),
         },
+        Error::Unsupported(op) => Error::Unsupported(op),
     }
 }
 
