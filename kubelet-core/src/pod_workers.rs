@@ -120,6 +120,21 @@ impl PodState {
         }
     }
 
+    /// Starts a new run of the UID: the pod is desired again after its previous run
+    /// terminated (upstream `restartRequested`, acted on once the termination finished). All
+    /// of the old run's state goes, except the worker task's wake-up handle and whether that
+    /// task runs: a task that is still looping must see the new run's work.
+    fn start_new_run(&mut self, pod: Option<Pod>) {
+        let notify = self.notify.clone();
+        let task_running = self.task_running;
+        *self = Self::new();
+        self.notify = notify;
+        self.task_running = task_running;
+        self.pod = pod;
+        self.pending = Some(SyncPodType::Create);
+        self.notify.notify_one();
+    }
+
     fn shorten_grace(&mut self, grace: i64) {
         self.grace = Some(self.grace.map_or(grace, |g| g.min(grace)));
         if let Some((token, started_with)) = &self.in_flight
@@ -240,11 +255,14 @@ impl PodWorkers {
         if state.phase == WorkerPhase::Finished {
             if opts.kind == SyncPodType::Create && opts.pod.is_some() {
                 info!(pod = %uid, "pod is desired again after it terminated; restarting it");
-                *state = PodState::new();
+                state.start_new_run(None);
             } else {
                 return;
             }
         } else if state.phase != WorkerPhase::Syncing && opts.kind == SyncPodType::Create {
+            // The same UID again while the old run terminates (a static pod whose manifest
+            // came back): the termination finishes first, then the pod starts afresh.
+            debug!(pod = %uid, "pod is desired again while terminating; restarting it once terminated");
             state.restart_requested = true;
             state.pod = opts.pod;
             return;
@@ -546,12 +564,9 @@ impl PodWorkers {
                         false
                     }
                     Some(WorkerPhase::Finished) if state.restart_requested => {
+                        info!(pod = %uid, "pod terminated and is desired again; restarting it");
                         let pod = state.pod.take();
-                        *state = PodState::new();
-                        state.pod = pod;
-                        state.task_running = true;
-                        state.pending = Some(SyncPodType::Create);
-                        state.notify.notify_one();
+                        state.start_new_run(pod);
                         false
                     }
                     Some(WorkerPhase::Finished) => {

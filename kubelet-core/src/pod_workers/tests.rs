@@ -15,7 +15,8 @@ enum Seen {
     Terminated,
 }
 
-/// A syncer that records calls, can be told to fail or report terminal, and can block.
+/// A syncer that records calls, can be told to fail or report terminal, and can block (syncs
+/// before they are recorded, terminations after).
 struct RecordingSyncer {
     seen: mpsc::UnboundedSender<Seen>,
     terminal: StdMutex<bool>,
@@ -73,6 +74,11 @@ impl PodSyncer for RecordingSyncer {
         grace: Option<i64>,
     ) -> SyncResult<()> {
         let _ = self.seen.send(Seen::Terminating(grace));
+        let _permit = self
+            .gate
+            .acquire()
+            .await
+            .map_err(|e| crate::sync::Error::Other(e.to_string()))?;
         let limit = *self.hang_terminating_above.lock().expect("lock");
         if let (Some(limit), Some(grace)) = (limit, grace)
             && grace > limit
@@ -334,7 +340,34 @@ async fn runtime_pod_without_config_is_killed_and_forgotten() {
     assert!(known.is_empty());
 }
 
-#[tokio::test]
+async fn quiet(rx: &mut mpsc::UnboundedReceiver<Seen>) {
+    if let Ok(seen) = tokio::time::timeout(Duration::from_secs(1), rx.recv()).await {
+        panic!("unexpected {seen:?}");
+    }
+}
+
+async fn until_phase(w: &PodWorkers, uid: &PodUid, phase: Option<WorkerPhase>) {
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while w.phase(uid) != phase {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await
+    .expect("phase reached");
+}
+
+/// The second run of a UID behaves as a first one: it can be killed and terminates again.
+async fn second_run_is_a_whole_run(w: &PodWorkers, rx: &mut mpsc::UnboundedReceiver<Seen>, p: Pod) {
+    assert!(matches!(next(rx).await, Seen::Sync(SyncPodType::Create, _)));
+    assert_eq!(w.phase(&p.uid()), Some(WorkerPhase::Syncing));
+    w.update_pod(kill(p.clone(), Some(3)));
+    assert_eq!(next(rx).await, Seen::Terminating(Some(3)));
+    assert_eq!(next(rx).await, Seen::Terminated);
+    until_phase(w, &p.uid(), Some(WorkerPhase::Finished)).await;
+    quiet(rx).await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn pod_desired_again_after_termination_restarts() {
     let (syncer, mut rx) = RecordingSyncer::new();
     let w = workers(syncer);
@@ -347,9 +380,83 @@ async fn pod_desired_again_after_termination_restarts() {
     w.update_pod(kill(p.clone(), None));
     assert_eq!(next(&mut rx).await, Seen::Terminating(Some(30)));
     assert_eq!(next(&mut rx).await, Seen::Terminated);
-    w.update_pod(create(p));
-    assert!(matches!(
-        next(&mut rx).await,
-        Seen::Sync(SyncPodType::Create, _)
-    ));
+    until_phase(&w, &p.uid(), Some(WorkerPhase::Finished)).await;
+    w.update_pod(create(p.clone()));
+    second_run_is_a_whole_run(&w, &mut rx, p).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn pod_desired_again_while_terminating_restarts_once_terminated() {
+    let (syncer, mut rx) = RecordingSyncer::new();
+    let w = workers(syncer.clone());
+    let p = pod("back");
+    w.update_pod(create(p.clone()));
+    assert!(matches!(next(&mut rx).await, Seen::Sync(..)));
+    // The termination blocks until released.
+    let held = syncer.gate.acquire_many(1000).await.expect("gate");
+    w.update_pod(kill(p.clone(), None));
+    assert_eq!(next(&mut rx).await, Seen::Terminating(Some(30)));
+    w.update_pod(create(p.clone()));
+    // The old run finishes its termination before anything of the new one happens.
+    quiet(&mut rx).await;
+    assert_eq!(w.phase(&p.uid()), Some(WorkerPhase::Terminating));
+    drop(held);
+    assert_eq!(next(&mut rx).await, Seen::Terminated);
+    second_run_is_a_whole_run(&w, &mut rx, p).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn pod_desired_again_then_removed_again_while_terminating_stays_finished() {
+    let (syncer, mut rx) = RecordingSyncer::new();
+    let w = workers(syncer.clone());
+    let p = pod("flap");
+    w.update_pod(create(p.clone()));
+    assert!(matches!(next(&mut rx).await, Seen::Sync(..)));
+    let held = syncer.gate.acquire_many(1000).await.expect("gate");
+    w.update_pod(kill(p.clone(), None));
+    assert_eq!(next(&mut rx).await, Seen::Terminating(Some(30)));
+    w.update_pod(create(p.clone()));
+    w.update_pod(kill(p.clone(), None));
+    drop(held);
+    assert_eq!(next(&mut rx).await, Seen::Terminated);
+    until_phase(&w, &p.uid(), Some(WorkerPhase::Finished)).await;
+    quiet(&mut rx).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn pod_desired_again_after_housekeeping_forgot_it_starts_fresh() {
+    let (syncer, mut rx) = RecordingSyncer::new();
+    let w = workers(syncer);
+    let p = pod("forgotten");
+    w.update_pod(create(p.clone()));
+    assert!(matches!(next(&mut rx).await, Seen::Sync(..)));
+    w.update_pod(kill(p.clone(), None));
+    assert_eq!(next(&mut rx).await, Seen::Terminating(Some(30)));
+    assert_eq!(next(&mut rx).await, Seen::Terminated);
+    until_phase(&w, &p.uid(), Some(WorkerPhase::Finished)).await;
+    assert!(w.sync_known_pods(&HashSet::new()).is_empty());
+    assert_eq!(w.phase(&p.uid()), None);
+    w.update_pod(create(p.clone()));
+    second_run_is_a_whole_run(&w, &mut rx, p).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn housekeeping_keeps_a_pod_desired_again_while_it_terminates() {
+    let (syncer, mut rx) = RecordingSyncer::new();
+    let w = workers(syncer.clone());
+    let p = pod("kept");
+    w.update_pod(create(p.clone()));
+    assert!(matches!(next(&mut rx).await, Seen::Sync(..)));
+    let held = syncer.gate.acquire_many(1000).await.expect("gate");
+    w.update_pod(kill(p.clone(), None));
+    assert_eq!(next(&mut rx).await, Seen::Terminating(Some(30)));
+    w.update_pod(create(p.clone()));
+    let desired = HashSet::from([p.uid()]);
+    assert_eq!(
+        w.sync_known_pods(&desired).get(&p.uid()),
+        Some(&WorkerPhase::Terminating)
+    );
+    drop(held);
+    assert_eq!(next(&mut rx).await, Seen::Terminated);
+    second_run_is_a_whole_run(&w, &mut rx, p).await;
 }
