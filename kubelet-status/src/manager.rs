@@ -3,7 +3,16 @@
 //!
 //! [`LocalStatusManager`] keeps one versioned status per pod. Versions start at 1 and grow by
 //! one on every stored change; storing an unchanged status keeps the version. Pods never leave
-//! a terminal phase, and containers that terminated for good stay terminated. An API syncer
+//! a terminal phase, and containers that terminated for good stay terminated.
+//!
+//! That holds within one *run* of a pod UID. [`StatusManager::terminate_pod`] is a run's last
+//! word (the pod workers write nothing of it afterwards), so a status generated or stored
+//! after it belongs to a new run of the same UID: a static pod whose manifest came back with
+//! the same content (issue 18). The new run starts from nothing, as a new pod does: no
+//! terminal phase, start time, conditions or container states are carried over, and its
+//! version continues from the old one's so an API syncer sees the change. Upstream reaches
+//! the same end by never marking static pods finished nor terminal in `TerminatePod` and by
+//! dropping statuses of pods gone from the config at housekeeping (TODO #116484). An API syncer
 //! (upstream `syncBatch`) can [`subscribe`](LocalStatusManager::subscribe) to changes and read
 //! [`all_statuses`](LocalStatusManager::all_statuses), comparing versions with what it sent.
 
@@ -128,6 +137,15 @@ impl LocalStatusManager {
         self.statuses.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The stored status of the pod's current run: `None` when there is none or the stored
+    /// one ended its run (see the module docs).
+    fn current_run<'a>(
+        statuses: &'a HashMap<PodUid, VersionedStatus>,
+        uid: &PodUid,
+    ) -> Option<&'a VersionedStatus> {
+        statuses.get(uid).filter(|s| !s.pod_is_finished)
+    }
+
     /// Upstream `updateStatusInternal`.
     fn update(
         &self,
@@ -138,13 +156,18 @@ impl LocalStatusManager {
         finished: bool,
     ) {
         let uid = pod.uid();
-        let cached = statuses.get(&uid);
+        let previous_version = statuses.get(&uid).map_or(0, |c| c.version);
+        // `terminate_pod` ends a run for good; any other write after it starts a new one.
+        let cached = if finished {
+            statuses.get(&uid)
+        } else {
+            Self::current_run(statuses, &uid)
+        };
         let empty = ApiPodStatus::default();
         let old = cached
             .map(|c| &c.status)
             .or(pod.status.as_ref())
             .unwrap_or(&empty);
-        let finished = finished || cached.is_some_and(|c| c.pod_is_finished);
         let now = truncate_to_second(kubelet_core::time::now());
 
         keep_terminal_states(pod, old, &mut status);
@@ -168,7 +191,7 @@ impl LocalStatusManager {
             tracing::trace!(pod = %pod.full_name(), "ignoring same status");
             return;
         }
-        let version = cached.map_or(0, |c| c.version) + 1;
+        let version = previous_version + 1;
         statuses.insert(
             uid.clone(),
             VersionedStatus {
@@ -191,7 +214,7 @@ impl StatusManager for LocalStatusManager {
         runtime: &PodStatus,
         inputs: &StatusInputs<'a>,
     ) -> ApiPodStatus {
-        let old = self.lock().get(&pod.uid()).map(|s| s.status.clone());
+        let old = Self::current_run(&self.lock(), &pod.uid()).map(|s| s.status.clone());
         let options = Options::new()
             .runtime_name(&self.runtime_name)
             .probes(self.probes.as_ref());

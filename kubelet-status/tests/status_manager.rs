@@ -373,3 +373,73 @@ async fn subscribers_see_changes() {
         "no change, no notification"
     );
 }
+
+/// A static pod's manifest taken out and put back with the same content: the same UID runs
+/// again (issue 18).
+#[test]
+fn a_new_run_of_a_terminated_uid_starts_from_nothing() {
+    let m = LocalStatusManager::new();
+    let p = pod("Always", &["a"], &[]);
+    let first = runtime(vec![running("a", "old", 1)]);
+    let s = m.generate(&p, &first, &StatusInputs::default());
+    m.set_pod_status(&p, s);
+    let first_start = m.pod_status(&uid()).and_then(|s| s.start_time);
+    // The old run terminates: killed, then finished.
+    let killed = runtime(vec![exited("a", "old", 137, 1)]);
+    let terminating = StatusInputs {
+        terminating: true,
+        ..Default::default()
+    };
+    let s = m.generate(&p, &killed, &terminating);
+    m.set_pod_status(&p, s);
+    m.terminate_pod(&p);
+    let ended = m.versioned_status(&uid()).expect("stored");
+    assert_eq!(ended.status.phase.as_deref(), Some("Failed"));
+    assert!(ended.pod_is_finished);
+
+    // The new run: nothing created yet, then its container runs.
+    let s = m.generate(&p, &empty_runtime(), &StatusInputs::default());
+    assert_eq!(phase(&s), "Pending", "not the old run's phase");
+    m.set_pod_status(&p, s);
+    let fresh = m.versioned_status(&uid()).expect("stored");
+    assert_eq!(fresh.status.phase.as_deref(), Some("Pending"));
+    assert!(!fresh.pod_is_finished);
+    assert_eq!(fresh.version, ended.version + 1, "versions go on");
+    assert_eq!(
+        fresh.status.container_statuses.expect("statuses")[0].state,
+        waiting_state(),
+        "no container state of the old run"
+    );
+    let second = runtime(vec![exited("a", "old", 137, 1), running("a", "new", 5)]);
+    let s = m.generate(&p, &second, &StatusInputs::default());
+    m.set_pod_status(&p, s);
+    let s = m.pod_status(&uid()).expect("stored");
+    assert_eq!(phase(&s), "Running");
+    assert_eq!(
+        container_status(&s, "a").container_id.as_deref(),
+        Some("containerd://new")
+    );
+    assert!(s.start_time.is_some());
+    assert!(
+        first_start.is_some(),
+        "the first run had a start time of its own"
+    );
+}
+
+#[test]
+fn within_a_run_a_terminal_phase_still_sticks_until_the_run_ends() {
+    let m = LocalStatusManager::new();
+    let p = pod("Always", &["a"], &[]);
+    m.set_pod_status(&p, status("Failed", vec![cs("a", terminated_state(1))]));
+    m.set_pod_status(&p, status("Running", vec![cs("a", running_state())]));
+    assert_eq!(
+        m.pod_status(&uid()).and_then(|s| s.phase).as_deref(),
+        Some("Failed"),
+        "not terminated yet: the same run"
+    );
+    m.terminate_pod(&p);
+    m.terminate_pod(&p);
+    let v = m.versioned_status(&uid()).expect("stored");
+    assert!(v.pod_is_finished, "terminating twice ends the same run");
+    assert_eq!(v.status.phase.as_deref(), Some("Failed"));
+}
