@@ -10,14 +10,30 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use crate::pod::PodExt;
 use crate::runtime::{ContainerState, PodStatus};
 
+/// Why a probe or hook port cannot be resolved (upstream's messages).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PortError {
+    /// A number outside 1–65535.
+    #[error("invalid port number: {0}")]
+    InvalidNumber(i32),
+    /// A name that none of the container's ports has.
+    #[error("couldn't find port: {name:?} in container {container:?}")]
+    NotFound {
+        /// The port name.
+        name: String,
+        /// The container's name.
+        container: String,
+    },
+}
+
 /// Resolves a probe or lifecycle-hook port: a number, or the name of one of the container's
 /// ports (upstream `ResolvePort`).
-pub fn resolve_port(port: &IntOrString, container: &Container) -> Result<u16, String> {
+pub fn resolve_port(port: &IntOrString, container: &Container) -> Result<u16, PortError> {
     match port {
         IntOrString::Int(n) => u16::try_from(*n)
             .ok()
             .filter(|p| *p > 0)
-            .ok_or_else(|| format!("invalid port number: {n}")),
+            .ok_or(PortError::InvalidNumber(*n)),
         IntOrString::String(name) => {
             if let Ok(n) = name.parse::<i32>() {
                 return resolve_port(&IntOrString::Int(n), container);
@@ -28,11 +44,9 @@ pub fn resolve_port(port: &IntOrString, container: &Container) -> Result<u16, St
                 .flatten()
                 .find(|p| p.name.as_deref() == Some(name.as_str()))
                 .and_then(|p| u16::try_from(p.container_port).ok())
-                .ok_or_else(|| {
-                    format!(
-                        "couldn't find port: {name:?} in container {:?}",
-                        container.name
-                    )
+                .ok_or_else(|| PortError::NotFound {
+                    name: name.clone(),
+                    container: container.name.clone(),
                 })
         }
     }

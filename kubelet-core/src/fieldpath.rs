@@ -5,10 +5,18 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Pod;
 
+/// Why a field path cannot be read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// The path is not one of the supported pod fields (upstream's message).
+    #[error("unsupported fieldPath: {0}")]
+    UnsupportedFieldPath(String),
+}
+
 /// Upstream `fieldpath.ExtractFieldPathAsString` on a pod: `metadata.name`, `namespace`,
 /// `uid`, `labels`, `annotations` and the subscripted `metadata.labels['k']` /
 /// `metadata.annotations['k']` (a missing key gives an empty string).
-pub fn extract_field_path_as_string(pod: &Pod, path: &str) -> Result<String, String> {
+pub fn extract_field_path_as_string(pod: &Pod, path: &str) -> Result<String, Error> {
     let meta = &pod.metadata;
     let empty = BTreeMap::new();
     let labels = meta.labels.as_ref().unwrap_or(&empty);
@@ -25,7 +33,7 @@ pub fn extract_field_path_as_string(pod: &Pod, path: &str) -> Result<String, Str
         "metadata.uid" => meta.uid.clone().unwrap_or_default(),
         "metadata.labels" => format_map(labels),
         "metadata.annotations" => format_map(annotations),
-        other => return Err(format!("unsupported fieldPath: {other}")),
+        other => return Err(Error::UnsupportedFieldPath(other.to_owned())),
     })
 }
 
@@ -103,9 +111,8 @@ mod tests {
         assert_eq!(get("metadata.labels['none']").as_deref(), Ok(""));
         assert_eq!(get("metadata.annotations['a/b']").as_deref(), Ok("y"));
         assert_eq!(get("metadata.labels").as_deref(), Ok("app=\"x\""));
-        assert_eq!(
-            get("spec.nodeName"),
-            Err("unsupported fieldPath: spec.nodeName".to_owned())
-        );
+        let err = get("spec.nodeName").expect_err("unsupported");
+        assert_eq!(err, Error::UnsupportedFieldPath("spec.nodeName".into()));
+        assert_eq!(err.to_string(), "unsupported fieldPath: spec.nodeName");
     }
 }

@@ -34,6 +34,10 @@ pub struct Event {
     pub container_id: Option<String>,
 }
 
+/// Why a PLEG is unhealthy: the implementation's own error, whose message is the reason the
+/// runtime state reports (upstream `Healthy` returns a Go `error`).
+pub type HealthError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 /// A PLEG, as the pod workers and the sync loop use it.
 #[cfg_attr(any(test, feature = "test-util"), mockall::automock)]
 #[async_trait]
@@ -47,6 +51,6 @@ pub trait Pleg: Send + Sync + 'static {
         namespace: &str,
     ) -> Result<(), crate::runtime::Error>;
 
-    /// `Err(reason)` when the PLEG has not relisted within its threshold (upstream `Healthy`).
-    fn healthy(&self) -> Result<(), String>;
+    /// `Err` when the PLEG has not relisted within its threshold (upstream `Healthy`).
+    fn healthy(&self) -> Result<(), HealthError>;
 }

@@ -8,6 +8,25 @@
 
 use k8s_openapi::api::core::v1::{Container, Pod, ResourceFieldSelector};
 
+/// Why a `resourceFieldRef` has no value (upstream's messages).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// `containerName` names no container of the pod.
+    #[error("container {0} not found")]
+    ContainerNotFound(String),
+    /// `resource` is not `limits.*`/`requests.*` of cpu, memory, ephemeral-storage or hugepages.
+    #[error("unsupported container resource : {0}")]
+    UnsupportedResource(String),
+    /// The container's quantity or the selector's divisor does not parse.
+    #[error("invalid quantity {quantity:?} in resourceFieldRef {resource}")]
+    InvalidQuantity {
+        /// The quantity as written.
+        quantity: String,
+        /// The selector's `resource`.
+        resource: String,
+    },
+}
+
 /// Parses a Kubernetes quantity (`100m`, `1.5Gi`, `2e3`, `128974848`) into nano-units
 /// (value × 10⁹), rounding fractions of a nano-unit up as upstream does. `None` when the
 /// string is not a quantity or the value does not fit.
@@ -126,7 +145,7 @@ pub fn resource_value_by_container_name(
     pod: &Pod,
     selector: &ResourceFieldSelector,
     allocatable: &NodeAllocatable,
-) -> Result<String, String> {
+) -> Result<String, Error> {
     let name = selector.container_name.as_deref().unwrap_or("");
     let container = pod
         .spec
@@ -137,7 +156,7 @@ pub fn resource_value_by_container_name(
                 .chain(s.init_containers.iter().flatten())
         })
         .find(|c| c.name == name)
-        .ok_or_else(|| format!("container {name} not found"))?;
+        .ok_or_else(|| Error::ContainerNotFound(name.to_owned()))?;
     container_resource_value(container, selector, allocatable)
 }
 
@@ -149,23 +168,17 @@ pub fn container_resource_value(
     container: &Container,
     selector: &ResourceFieldSelector,
     allocatable: &NodeAllocatable,
-) -> Result<String, String> {
+) -> Result<String, Error> {
     let resources = container.resources.as_ref();
     let (is_limit, name) = match selector.resource.split_once('.') {
         Some(("limits", n)) => (true, n),
         Some(("requests", n)) => (false, n),
         _ => {
-            return Err(format!(
-                "unsupported container resource : {}",
-                selector.resource
-            ));
+            return Err(Error::UnsupportedResource(selector.resource.clone()));
         }
     };
     if !matches!(name, "cpu" | "memory" | "ephemeral-storage") && !name.starts_with("hugepages-") {
-        return Err(format!(
-            "unsupported container resource : {}",
-            selector.resource
-        ));
+        return Err(Error::UnsupportedResource(selector.resource.clone()));
     }
     let map = if is_limit {
         resources.and_then(|r| r.limits.as_ref())
@@ -179,11 +192,9 @@ pub fn container_resource_value(
         .map(|d| d.0.as_str())
         .filter(|d| parse_quantity_nanos(d).is_some_and(|n| n != 0))
         .unwrap_or("1");
-    let bad = |q: &str| {
-        format!(
-            "invalid quantity {q:?} in resourceFieldRef {}",
-            selector.resource
-        )
+    let bad = |q: &str| Error::InvalidQuantity {
+        quantity: q.to_owned(),
+        resource: selector.resource.clone(),
     };
     if name == "cpu" {
         let value = match quantity {
@@ -342,7 +353,11 @@ mod tests {
         }
         let err = container_resource_value(&container(&[], &[]), &sel("limits.gpu", None), &NODE)
             .expect_err("unsupported");
-        assert_eq!(err, "unsupported container resource : limits.gpu");
+        assert_eq!(err, Error::UnsupportedResource("limits.gpu".into()));
+        assert_eq!(
+            err.to_string(),
+            "unsupported container resource : limits.gpu"
+        );
     }
 
     #[test]

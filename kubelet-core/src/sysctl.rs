@@ -7,6 +7,20 @@ use k8s_openapi::api::core::v1::Pod;
 /// The reason of a pod rejected for its sysctls (upstream `ForbiddenReason`).
 pub const FORBIDDEN_REASON: &str = "SysctlForbidden";
 
+/// A pod sysctl the node refuses; the message is upstream's admission message.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// Not in [`SAFE_SYSCTLS`].
+    #[error("forbidden sysctl: {0:?} not allowlisted")]
+    NotAllowlisted(String),
+    /// A `net.*` sysctl in a host-network pod.
+    #[error("forbidden sysctl: {0:?} not allowed with host net enabled")]
+    HostNetwork(String),
+    /// A `kernel.shm*` sysctl in a host-IPC pod.
+    #[error("forbidden sysctl: {0:?} not allowed with host ipc enabled")]
+    HostIpc(String),
+}
+
 /// Upstream's safe sysctls, all namespaced on the kernels this kubelet supports (≥ 4.15).
 pub const SAFE_SYSCTLS: [&str; 12] = [
     "kernel.shm_rmid_forced",
@@ -26,7 +40,7 @@ pub const SAFE_SYSCTLS: [&str; 12] = [
 /// Upstream `patternAllowlist.Admit`: every pod sysctl must be safe, and a `net.*` one needs
 /// the pod's own network namespace (`kernel.shm*` its own IPC namespace). The `Err` is
 /// upstream's message, e.g. `forbidden sysctl: "kernel.msgmax" not allowlisted`.
-pub fn validate(pod: &Pod) -> Result<(), String> {
+pub fn validate(pod: &Pod) -> Result<(), Error> {
     let spec = pod.spec.as_ref();
     let host_net = spec.and_then(|s| s.host_network).unwrap_or(false);
     let host_ipc = spec.and_then(|s| s.host_ipc).unwrap_or(false);
@@ -36,17 +50,13 @@ pub fn validate(pod: &Pod) -> Result<(), String> {
     for s in sysctls.into_iter().flatten() {
         let name = normalize_name(&s.name);
         if !SAFE_SYSCTLS.contains(&name.as_str()) {
-            return Err(format!("forbidden sysctl: {name:?} not allowlisted"));
+            return Err(Error::NotAllowlisted(name));
         }
         if host_net && name.starts_with("net.") {
-            return Err(format!(
-                "forbidden sysctl: {name:?} not allowed with host net enabled"
-            ));
+            return Err(Error::HostNetwork(name));
         }
         if host_ipc && name.starts_with("kernel.shm") {
-            return Err(format!(
-                "forbidden sysctl: {name:?} not allowed with host ipc enabled"
-            ));
+            return Err(Error::HostIpc(name));
         }
     }
     Ok(())
@@ -93,7 +103,7 @@ mod tests {
                 s.host_network = Some(host_net);
                 s.host_ipc = Some(host_ipc);
             }
-            validate(&p)
+            validate(&p).map_err(|e| e.to_string())
         };
         assert_eq!(with(&SAFE_SYSCTLS, false, false), Ok(()));
         assert_eq!(with(&["net/ipv4/tcp_syncookies"], false, false), Ok(()));

@@ -62,7 +62,7 @@ async fn http_get(get: &HTTPGetAction, host: &str, port: u16) -> Result<(), Stri
     let err = match http::get(target.clone(), USER_AGENT).await {
         Ok(_) => return Ok(()),
         Err(e) if e.http_answer_to_https => e,
-        Err(e) => return Err(e.message),
+        Err(e) => return Err(e.to_string()),
     };
     warn!(host, port, error = %err, "HTTPS request to lifecycle hook got HTTP response, retrying with HTTP");
     let plain = Target {
@@ -78,7 +78,7 @@ async fn http_get(get: &HTTPGetAction, host: &str, port: u16) -> Result<(), Stri
     http::get(plain, USER_AGENT)
         .await
         .map(drop)
-        .map_err(|_| err.message)
+        .map_err(|_| err.to_string())
 }
 
 impl RemoteRuntime {
@@ -134,7 +134,7 @@ impl RemoteRuntime {
         }
         if let Some(get) = &handler.http_get {
             let result = async {
-                let port = resolve_port(&get.port, container)?;
+                let port = resolve_port(&get.port, container).map_err(|e| e.to_string())?;
                 let host = match get.host.as_deref().filter(|h| !h.is_empty()) {
                     Some(h) => h.to_owned(),
                     None => {
@@ -197,7 +197,7 @@ mod tests {
         assert_eq!(resolve_port(&IntOrString::String("81".into()), &c), Ok(81));
         assert!(resolve_port(&IntOrString::Int(0), &c).is_err());
         let err = resolve_port(&IntOrString::String("nope".into()), &c).expect_err("unknown");
-        assert!(err.contains("couldn't find port"), "{err}");
+        assert!(err.to_string().contains("couldn't find port"), "{err}");
     }
 
     #[tokio::test]

@@ -136,7 +136,7 @@ impl RemoteRuntime {
         }
 
         if actions.create_sandbox
-            && let Err(message) = kubelet_core::sysctl::validate(pod)
+            && let Err(message) = kubelet_core::sysctl::validate(pod).map_err(|e| e.to_string())
         {
             // The kubelet rejects such a pod at admission; this guards other callers.
             tracing::warn!(pod = %pod.full_name(), reason = "SysctlForbidden", "{message}");
@@ -159,7 +159,7 @@ impl RemoteRuntime {
                 Err(message) => {
                     let e = Error::InvalidSpec {
                         field: "spec.hostname".into(),
-                        reason: message,
+                        reason: message.to_string(),
                     };
                     return fail_pod(result, "failed to create pod sandbox", e);
                 }

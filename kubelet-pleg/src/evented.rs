@@ -23,7 +23,7 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 use kubelet_core::PodUid;
 use kubelet_core::backoff::Backoff;
-use kubelet_core::pleg::Pleg;
+use kubelet_core::pleg::{HealthError, Pleg};
 use kubelet_core::runtime;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -81,20 +81,7 @@ impl Event {
     }
 }
 
-/// Why an event stream is not available. Every variant is retryable: the PLEG relists at the
-/// fallback period and subscribes again with backoff.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// The event service could not be reached or refused the subscription.
-    #[error("subscribing to runtime events: {0}")]
-    Subscribe(String),
-    /// The stream broke after it was open.
-    #[error("runtime event stream broke: {0}")]
-    Stream(String),
-}
-
-/// `Result` with this module's [`Error`].
-pub type Result<T, E = Error> = std::result::Result<T, E>;
+pub use crate::error::{Error, Result};
 
 /// An open event stream; it ends (or yields an error) when the subscription is lost.
 pub type Stream = BoxStream<'static, Result<Event>>;
@@ -374,7 +361,7 @@ impl Pleg for EventedPleg {
 
     /// As the generic PLEG: the safety-net relist keeps running while the stream is up, so
     /// a stuck runtime still shows (its period must stay below the threshold).
-    fn healthy(&self) -> Result<(), String> {
+    fn healthy(&self) -> std::result::Result<(), HealthError> {
         self.generic.healthy()
     }
 }

@@ -13,14 +13,14 @@ use std::time::Duration;
 use async_trait::async_trait;
 use kubelet_core::PodUid;
 use kubelet_core::cache::PodCache;
-use kubelet_core::pleg::{Event, EventType, Pleg};
+use kubelet_core::pleg::{Event, EventType, HealthError, Pleg};
 use kubelet_core::runtime::{self, PodStatus, RunningPod, Runtime, SandboxState};
 use tokio::sync::{Notify, mpsc, watch};
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, trace, warn};
 
-use crate::duration::go_duration;
+use crate::Error;
 use crate::events::{PlegState, compute_events, state_of};
 
 /// Capacity of the event channel, as upstream's `plegChannelCapacity`. When the sync loop
@@ -490,18 +490,15 @@ impl Pleg for GenericPleg {
         self.inspect(uid, name, namespace).await.map(drop)
     }
 
-    fn healthy(&self) -> Result<(), String> {
+    /// `Err` is [`Error::NeverRelisted`] or [`Error::Stale`].
+    fn healthy(&self) -> Result<(), HealthError> {
         let Some(last) = self.last_relist() else {
-            return Err("pleg has yet to be successful".to_owned());
+            return Err(Error::NeverRelisted.into());
         };
         let elapsed = last.elapsed();
         let threshold = self.shared.config.relist_threshold;
         if elapsed > threshold {
-            return Err(format!(
-                "pleg was last seen active {} ago; threshold is {}",
-                go_duration(elapsed),
-                go_duration(threshold)
-            ));
+            return Err(Error::Stale { elapsed, threshold }.into());
         }
         Ok(())
     }

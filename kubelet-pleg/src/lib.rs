@@ -35,9 +35,11 @@
 #[cfg(feature = "containerd")]
 pub mod containerd;
 mod duration;
+mod error;
 pub mod evented;
 pub mod events;
 pub mod generic;
 
+pub use error::{Error, Result};
 pub use evented::EventedPleg;
 pub use generic::{CHANNEL_CAPACITY, Config, ContainerRelist, GenericPleg};

@@ -5,23 +5,24 @@ use std::time::Duration;
 
 use kubelet_core::runtime::Runtime;
 
+use crate::Error;
 use crate::prober::Outcome;
 
 /// How much of the command's output is kept (upstream `maxReadLength`, 10 KiB).
 pub const MAX_OUTPUT: usize = 10 * 1024;
 
 /// Runs `command` in the container with `timeout`: exit code 0 is success, any other exit code
-/// or a timeout is a failure; a runtime error is an error (the result is thrown away).
+/// or a timeout is a failure; a runtime error is [`Error::Exec`] (the result is thrown away).
 pub async fn probe(
     runtime: &dyn Runtime,
     container_id: &str,
     command: &[String],
     timeout: Duration,
-) -> Result<Outcome, String> {
+) -> Result<Outcome, Error> {
     let r = runtime
         .exec_sync(container_id, command, timeout, MAX_OUTPUT)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(Error::Exec)?;
     if r.timed_out {
         return Ok(Outcome::failure(format!(
             "command {command:?} timed out after {timeout:?}"

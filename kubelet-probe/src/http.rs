@@ -97,22 +97,53 @@ pub enum Answer {
 }
 
 /// Why a GET got no answer, with Go's message (`Get "<url>": <cause>`).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Debug, thiserror::Error)]
+#[error("Get \"{url}\": {cause}")]
 pub struct GetError {
-    /// The message.
-    pub message: String,
+    /// The URL of the request that failed (after same-host redirects).
+    pub url: String,
+    /// What went wrong.
+    #[source]
+    pub cause: RequestError,
     /// `true` when an HTTPS request reached a server that answered in plain HTTP (Go's
     /// "server gave HTTP response to HTTPS client"); lifecycle hooks retry those over HTTP.
     pub http_answer_to_https: bool,
 }
 
-impl std::fmt::Display for GetError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
+/// Why one HTTP request got no response: the cause of a [`GetError`].
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    /// The TCP connection failed.
+    #[error("dial tcp: {0}")]
+    Connect(#[source] std::io::Error),
+    /// The host is not a valid TLS server name.
+    #[error("invalid TLS server name {host:?}: {source}")]
+    ServerName {
+        /// The host.
+        host: String,
+        /// Why it is not a server name.
+        #[source]
+        source: rustls::pki_types::InvalidDnsNameError,
+    },
+    /// The TLS client could not be built (not expected with the ring provider).
+    #[error("building the TLS client: {0}")]
+    TlsClient(#[source] rustls::Error),
+    /// The TLS handshake failed.
+    #[error("tls: {0}")]
+    Tls(#[source] std::io::Error),
+    /// The request could not be built from the target's path and headers.
+    #[error("bad request: {0}")]
+    Request(#[source] hyper::http::Error),
+    /// The HTTP exchange failed.
+    #[error("{0}")]
+    Http(#[source] hyper::Error),
+    /// The response body broke off.
+    #[error("reading the body: {0}")]
+    Body(#[source] hyper::Error),
+    /// More than [`MAX_REDIRECTS`] same-host redirects.
+    #[error("stopped after {MAX_REDIRECTS} redirects")]
+    TooManyRedirects,
 }
-
-impl std::error::Error for GetError {}
 
 /// Sends a GET to `target` as `user_agent` (unless its headers set one), following redirects
 /// to the same host, at most [`MAX_REDIRECTS`]. No timeout of its own: the caller bounds it.
@@ -120,10 +151,11 @@ pub async fn get(mut target: Target, user_agent: &str) -> Result<Answer, GetErro
     for _ in 0..=MAX_REDIRECTS {
         let (status, location, body) = match exchange_once(&target, user_agent).await {
             Ok(r) => r,
-            Err(e) => {
+            Err(cause) => {
                 return Err(GetError {
-                    message: format!("Get \"{}\": {}", url(&target), e.message),
-                    http_answer_to_https: e.http_answer_to_https,
+                    url: url(&target),
+                    http_answer_to_https: matches!(&cause, RequestError::Tls(e) if is_plain_http_answer(e)),
+                    cause,
                 });
             }
         };
@@ -141,7 +173,8 @@ pub async fn get(mut target: Target, user_agent: &str) -> Result<Answer, GetErro
         return Ok(Answer::Response(status, body));
     }
     Err(GetError {
-        message: format!("stopped after {MAX_REDIRECTS} redirects"),
+        url: url(&target),
+        cause: RequestError::TooManyRedirects,
         http_answer_to_https: false,
     })
 }
@@ -165,10 +198,10 @@ fn redirect(from: &Target, location: &str) -> Option<Target> {
 }
 
 /// A TLS client that accepts any server certificate, as upstream's probes do
-/// (`InsecureSkipVerify`); an error message if rustls cannot build one (not expected with
-/// the ring provider, but then every HTTPS request fails with it rather than the process).
-fn tls() -> Result<&'static tokio_rustls::TlsConnector, &'static str> {
-    static TLS: OnceLock<Result<tokio_rustls::TlsConnector, String>> = OnceLock::new();
+/// (`InsecureSkipVerify`); rustls' error if it cannot build one (not expected with the ring
+/// provider, but then every HTTPS request fails with it rather than the process).
+fn tls() -> Result<&'static tokio_rustls::TlsConnector, RequestError> {
+    static TLS: OnceLock<Result<tokio_rustls::TlsConnector, rustls::Error>> = OnceLock::new();
     TLS.get_or_init(|| {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         rustls::ClientConfig::builder_with_provider(provider.clone())
@@ -180,10 +213,9 @@ fn tls() -> Result<&'static tokio_rustls::TlsConnector, &'static str> {
                     .with_no_client_auth();
                 tokio_rustls::TlsConnector::from(Arc::new(config))
             })
-            .map_err(|e| format!("building the TLS client: {e}"))
     })
     .as_ref()
-    .map_err(String::as_str)
+    .map_err(|e| RequestError::TlsClient(e.clone()))
 }
 
 #[derive(Debug)]
@@ -237,29 +269,25 @@ impl rustls::client::danger::ServerCertVerifier for AnyCert {
 /// A response: status, `Location` and up to [`MAX_BODY`] of body.
 type Response = (StatusCode, Option<String>, String);
 
-/// One request on a new connection; the error's message is the cause alone.
-async fn exchange_once(target: &Target, user_agent: &str) -> Result<Response, GetError> {
-    let failed = |message: String| GetError {
-        message,
-        http_answer_to_https: false,
-    };
+/// One request on a new connection.
+async fn exchange_once(target: &Target, user_agent: &str) -> Result<Response, RequestError> {
     let stream = TcpStream::connect(join_host_port(&target.host, target.port))
         .await
-        .map_err(|e| failed(format!("dial tcp: {e}")))?;
+        .map_err(RequestError::Connect)?;
     if target.https {
-        let name = ServerName::try_from(target.host.clone())
-            .map_err(|e| failed(format!("invalid TLS server name {:?}: {e}", target.host)))?;
-        let tls = tls()
-            .map_err(|e| failed(e.to_owned()))?
+        let name = ServerName::try_from(target.host.clone()).map_err(|source| {
+            RequestError::ServerName {
+                host: target.host.clone(),
+                source,
+            }
+        })?;
+        let tls = tls()?
             .connect(name, stream)
             .await
-            .map_err(|e| GetError {
-                http_answer_to_https: is_plain_http_answer(&e),
-                message: format!("tls: {e}"),
-            })?;
-        exchange(tls, target, user_agent).await.map_err(failed)
+            .map_err(RequestError::Tls)?;
+        exchange(tls, target, user_agent).await
     } else {
-        exchange(stream, target, user_agent).await.map_err(failed)
+        exchange(stream, target, user_agent).await
     }
 }
 
@@ -276,13 +304,13 @@ fn is_plain_http_answer(e: &std::io::Error) -> bool {
         })
 }
 
-async fn exchange<S>(io: S, target: &Target, user_agent: &str) -> Result<Response, String>
+async fn exchange<S>(io: S, target: &Target, user_agent: &str) -> Result<Response, RequestError>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io))
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(RequestError::Http)?;
     let conn = tokio::spawn(conn);
     let mut req = Request::get(target.path.as_str());
     let mut host = join_host_port(&target.host, target.port);
@@ -310,8 +338,8 @@ where
     }
     let req = req
         .body(Empty::<Bytes>::new())
-        .map_err(|e| format!("bad request: {e}"))?;
-    let resp = sender.send_request(req).await.map_err(|e| e.to_string())?;
+        .map_err(RequestError::Request)?;
+    let resp = sender.send_request(req).await.map_err(RequestError::Http)?;
     let status = resp.status();
     let location = resp
         .headers()
@@ -328,7 +356,7 @@ where
                     buf.extend_from_slice(&data[..take]);
                 }
             }
-            Some(Err(e)) => return Err(format!("reading the body: {e}")),
+            Some(Err(e)) => return Err(RequestError::Body(e)),
             None => break,
         }
     }
@@ -524,7 +552,7 @@ mod tests {
             .await
             .expect_err("no TLS here");
         assert!(e.http_answer_to_https, "{e:?}");
-        assert!(e.message.starts_with("Get \"https://127.0.0.1:"), "{e}");
+        assert!(e.to_string().starts_with("Get \"https://127.0.0.1:"), "{e}");
         // A refused connection is another failure.
         drop(_reqs);
         let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");

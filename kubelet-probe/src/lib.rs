@@ -24,6 +24,7 @@
 //! # }
 //! ```
 
+mod error;
 pub mod exec;
 pub mod grpc;
 pub mod http;
@@ -32,6 +33,7 @@ pub mod prober;
 pub mod tcp;
 mod worker;
 
+pub use error::{Error, Result};
 pub use kubelet_core::probe::{ProbeKind, ProbeResult};
 pub use manager::Manager;
 pub use prober::Outcome;

@@ -8,6 +8,8 @@ use k8s_openapi::api::core::v1::{Container, Probe};
 use kubelet_core::container::resolve_port;
 use kubelet_core::runtime::Runtime;
 
+use crate::Error;
+
 /// Tries of a probe that errors (upstream `maxProbeRetries`).
 pub const MAX_RETRIES: usize = 3;
 
@@ -84,12 +86,10 @@ impl Timing {
     }
 }
 
-fn host_or_pod_ip(host: Option<&String>, pod_ip: Option<&str>) -> Result<String, String> {
+fn host_or_pod_ip(host: Option<&String>, pod_ip: Option<&str>) -> Result<String, Error> {
     match host.filter(|h| !h.is_empty()) {
         Some(h) => Ok(h.clone()),
-        None => pod_ip
-            .map(str::to_owned)
-            .ok_or_else(|| "the pod has no IP yet".to_owned()),
+        None => pod_ip.map(str::to_owned).ok_or(Error::NoPodIp),
     }
 }
 
@@ -121,15 +121,15 @@ pub async fn run(
     container: &Container,
     container_id: &str,
     pod_ip: Option<&str>,
-) -> Result<Outcome, String> {
-    let mut last = Err("no probe handler".to_owned());
-    for _ in 0..MAX_RETRIES {
-        last = run_once(runtime, probe, container, container_id, pod_ip).await;
-        if last.is_ok() {
-            break;
+) -> Result<Outcome, Error> {
+    let mut attempt = 1;
+    loop {
+        let result = run_once(runtime, probe, container, container_id, pod_ip).await;
+        if result.is_ok() || attempt >= MAX_RETRIES {
+            return result;
         }
+        attempt += 1;
     }
-    last
 }
 
 async fn run_once(
@@ -138,7 +138,7 @@ async fn run_once(
     container: &Container,
     container_id: &str,
     pod_ip: Option<&str>,
-) -> Result<Outcome, String> {
+) -> Result<Outcome, Error> {
     let timeout = Timing::of(probe).timeout;
     if let Some(exec) = &probe.exec {
         let command = expand_command(exec.command.as_deref().unwrap_or_default(), container);
@@ -178,12 +178,12 @@ async fn run_once(
         let port = u16::try_from(g.port)
             .ok()
             .filter(|p| *p > 0)
-            .ok_or_else(|| format!("invalid port number: {}", g.port))?;
+            .ok_or(Error::InvalidGrpcPort(g.port))?;
         let host = host_or_pod_ip(None, pod_ip)?;
         let service = g.service.clone().unwrap_or_default();
         return Ok(crate::grpc::probe(&host, port, &service, timeout).await);
     }
-    Err("missing probe handler".into())
+    Err(Error::MissingHandler)
 }
 
 #[cfg(test)]

@@ -209,6 +209,7 @@ impl Worker {
             Ok(o) => o,
             Err(e) => {
                 // Upstream records a warning event each time; log each new error once.
+                let e = e.to_string();
                 if self.last_error.as_deref() != Some(e.as_str()) {
                     info!(pod = %self.pod_name, container = %self.container.name, probe = %self.kind, error = %e, "probe errored");
                 } else {

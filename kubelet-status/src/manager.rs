@@ -18,7 +18,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use k8s_openapi::api::core::v1::{
     ContainerState, ContainerStatus, Pod, PodCondition, PodStatus as ApiPodStatus,
@@ -65,17 +65,23 @@ pub struct StatusChange {
 }
 
 /// The default [`StatusManager`]: statuses in memory, changes announced on a `watch` channel.
+///
+/// Container IDs are `<runtime name>://<id>`, the runtime name being the runtime's
+/// `version().runtime_name` (upstream `kubecontainer.ContainerID{Type: runtimeName}`): tell
+/// it with [`with_runtime_name`](Self::with_runtime_name) when building the manager, or with
+/// [`set_runtime_name`](Self::set_runtime_name) once the runtime has answered. Until then it
+/// is [`DEFAULT_RUNTIME_NAME`].
 pub struct LocalStatusManager {
     statuses: Mutex<HashMap<PodUid, VersionedStatus>>,
     changes: watch::Sender<Option<StatusChange>>,
-    runtime_name: String,
+    runtime_name: RwLock<Arc<str>>,
     probes: Arc<dyn ProbeResults>,
 }
 
 impl fmt::Debug for LocalStatusManager {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LocalStatusManager")
-            .field("runtime_name", &self.runtime_name)
+            .field("runtime_name", &self.runtime_name())
             .field("pods", &self.lock().len())
             .finish_non_exhaustive()
     }
@@ -88,23 +94,46 @@ impl Default for LocalStatusManager {
 }
 
 impl LocalStatusManager {
-    /// An empty manager: container IDs as `containerd://<id>`, no probes.
+    /// An empty manager: container IDs as `containerd://<id>` until told the runtime's name,
+    /// no probes.
     pub fn new() -> Self {
         Self {
             statuses: Mutex::new(HashMap::new()),
             changes: watch::Sender::new(None),
-            runtime_name: DEFAULT_RUNTIME_NAME.to_owned(),
+            runtime_name: RwLock::new(Arc::from(DEFAULT_RUNTIME_NAME)),
             probes: Arc::new(NoProbes),
         }
     }
 
-    /// The runtime type name for container IDs, `<runtime_name>://<id>`.
+    /// The runtime type name for container IDs, `<runtime_name>://<id>`: the runtime's
+    /// `version().runtime_name`. An empty name keeps the current one.
     #[must_use]
     pub fn with_runtime_name(self, runtime_name: impl Into<String>) -> Self {
-        Self {
-            runtime_name: runtime_name.into(),
-            ..self
+        self.set_runtime_name(runtime_name);
+        self
+    }
+
+    /// Sets the runtime type name of the container IDs generated from now on (for a node that
+    /// learns it after the manager is built, when the runtime first answers `version()`). An
+    /// empty name keeps the current one. Stored statuses are not rewritten: the next sync of
+    /// each pod generates its status again.
+    pub fn set_runtime_name(&self, runtime_name: impl Into<String>) {
+        let runtime_name = runtime_name.into();
+        if runtime_name.is_empty() {
+            return;
         }
+        *self
+            .runtime_name
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::from(runtime_name);
+    }
+
+    /// The runtime type name used in container IDs now.
+    pub fn runtime_name(&self) -> Arc<str> {
+        self.runtime_name
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// Where container readiness and startup come from (a probe manager).
@@ -215,8 +244,9 @@ impl StatusManager for LocalStatusManager {
         inputs: &StatusInputs<'a>,
     ) -> ApiPodStatus {
         let old = Self::current_run(&self.lock(), &pod.uid()).map(|s| s.status.clone());
+        let runtime_name = self.runtime_name();
         let options = Options::new()
-            .runtime_name(&self.runtime_name)
+            .runtime_name(&runtime_name)
             .probes(self.probes.as_ref());
         generate::generate_api_pod_status_with(pod, runtime, inputs, old.as_ref(), &options)
     }

@@ -443,3 +443,36 @@ fn within_a_run_a_terminal_phase_still_sticks_until_the_run_ends() {
     assert!(v.pod_is_finished, "terminating twice ends the same run");
     assert_eq!(v.status.phase.as_deref(), Some("Failed"));
 }
+
+#[test]
+fn container_ids_carry_the_runtime_name_it_was_told() {
+    let p = pod("Always", &["app"], &[]);
+    let rt = runtime(vec![running("app", "abc", 1)]);
+    let inputs = StatusInputs::default();
+    let id = |m: &LocalStatusManager| {
+        container_status(&m.generate(&p, &rt, &inputs), "app")
+            .container_id
+            .clone()
+    };
+
+    let untold = LocalStatusManager::new();
+    assert_eq!(
+        id(&untold).as_deref(),
+        Some("containerd://abc"),
+        "the default"
+    );
+
+    let built = LocalStatusManager::new().with_runtime_name("cri-o");
+    assert_eq!(id(&built).as_deref(), Some("cri-o://abc"));
+
+    // Told after it was built, as a node does once the runtime answers `version()`.
+    untold.set_runtime_name("fake");
+    assert_eq!(&*untold.runtime_name(), "fake");
+    assert_eq!(id(&untold).as_deref(), Some("fake://abc"));
+    untold.set_runtime_name("");
+    assert_eq!(
+        id(&untold).as_deref(),
+        Some("fake://abc"),
+        "an empty name is ignored"
+    );
+}

@@ -17,6 +17,8 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsE
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::error::{Result, io_error};
+
 /// Upstream `maxFileNameLength`.
 pub const MAX_FILE_NAME_LENGTH: usize = 255;
 /// Upstream `maxPathLength`.
@@ -40,41 +42,74 @@ pub struct FileProjection {
 /// Files by relative path.
 pub type Payload = BTreeMap<String, FileProjection>;
 
+/// Why a payload path is refused (upstream `validatePath`'s rules).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PathError {
+    /// The path is empty.
+    #[error("invalid path: must not be empty")]
+    Empty,
+    /// The path is longer than [`MAX_PATH_LENGTH`].
+    #[error("invalid path: must be less than or equal to {MAX_PATH_LENGTH} characters")]
+    TooLong,
+    /// The path is absolute.
+    #[error("invalid path {0:?}: must be relative")]
+    Absolute(String),
+    /// An element is longer than [`MAX_FILE_NAME_LENGTH`].
+    #[error(
+        "invalid path {path:?}: element {element:?} is longer than {MAX_FILE_NAME_LENGTH} characters"
+    )]
+    ElementTooLong {
+        /// The path.
+        path: String,
+        /// The element.
+        element: String,
+    },
+    /// An element is `..`.
+    #[error("invalid path {0:?}: must not contain '..'")]
+    ParentElement(String),
+    /// An element is empty or `.`.
+    #[error("invalid path {0:?}: must not contain empty or '.' elements")]
+    EmptyElement(String),
+    /// The first element starts with `..`, the writer's own prefix.
+    #[error("invalid path {0:?}: must not start with '..'")]
+    ReservedPrefix(String),
+    /// The path contains a NUL byte.
+    #[error("invalid path {0:?}: must not contain NUL")]
+    Nul(String),
+}
+
 /// Checks a payload path as upstream's `validatePath`: not empty, relative, at most 4096
 /// bytes, no `..` element, no element over 255 bytes, and a first element that does not start
 /// with `..` (which would collide with the writer's own `..data` and timestamped entries).
 /// `.` elements are refused too (newer upstream).
-pub fn validate_path(path: &str) -> Result<(), String> {
+pub fn validate_path(path: &str) -> Result<(), PathError> {
     if path.is_empty() {
-        return Err("invalid path: must not be empty".into());
+        return Err(PathError::Empty);
     }
     if path.len() > MAX_PATH_LENGTH {
-        return Err(format!(
-            "invalid path: must be less than or equal to {MAX_PATH_LENGTH} characters"
-        ));
+        return Err(PathError::TooLong);
     }
     if path.starts_with('/') {
-        return Err(format!("invalid path {path:?}: must be relative"));
+        return Err(PathError::Absolute(path.to_owned()));
     }
     for (i, element) in path.split('/').enumerate() {
         if element.len() > MAX_FILE_NAME_LENGTH {
-            return Err(format!(
-                "invalid path {path:?}: element {element:?} is longer than {MAX_FILE_NAME_LENGTH} characters"
-            ));
+            return Err(PathError::ElementTooLong {
+                path: path.to_owned(),
+                element: element.to_owned(),
+            });
         }
         if element == ".." {
-            return Err(format!("invalid path {path:?}: must not contain '..'"));
+            return Err(PathError::ParentElement(path.to_owned()));
         }
         if element == "." || element.is_empty() {
-            return Err(format!(
-                "invalid path {path:?}: must not contain empty or '.' elements"
-            ));
+            return Err(PathError::EmptyElement(path.to_owned()));
         }
         if i == 0 && element.starts_with("..") {
-            return Err(format!("invalid path {path:?}: must not start with '..'"));
+            return Err(PathError::ReservedPrefix(path.to_owned()));
         }
         if element.contains('\0') {
-            return Err(format!("invalid path {path:?}: must not contain NUL"));
+            return Err(PathError::Nul(path.to_owned()));
         }
     }
     Ok(())
@@ -84,10 +119,6 @@ pub fn validate_path(path: &str) -> Result<(), String> {
 #[derive(Clone, Debug)]
 pub struct AtomicWriter {
     target: PathBuf,
-}
-
-fn io_err(path: &Path, e: std::io::Error) -> String {
-    format!("{}: {e}", path.display())
 }
 
 impl AtomicWriter {
@@ -105,7 +136,7 @@ impl AtomicWriter {
     }
 
     /// Writes `payload` if it differs from what is on disk; returns `true` when it did.
-    pub fn write(&self, payload: &Payload) -> Result<bool, String> {
+    pub fn write(&self, payload: &Payload) -> Result<bool> {
         for path in payload.keys() {
             validate_path(path)?;
         }
@@ -120,7 +151,7 @@ impl AtomicWriter {
         std::fs::DirBuilder::new()
             .mode(0o755)
             .create(&ts_dir)
-            .map_err(|e| io_err(&ts_dir, e))?;
+            .map_err(|e| io_error(&ts_dir, e))?;
         set_mode(&ts_dir, 0o755)?;
         if let Err(e) = write_payload(&ts_dir, payload) {
             let _ = std::fs::remove_dir_all(&ts_dir);
@@ -129,19 +160,19 @@ impl AtomicWriter {
         // Swap `..data` with one rename.
         let tmp = self.target.join(DATA_DIR_TMP);
         let _ = std::fs::remove_file(&tmp);
-        std::os::unix::fs::symlink(&ts_name, &tmp).map_err(|e| io_err(&tmp, e))?;
+        std::os::unix::fs::symlink(&ts_name, &tmp).map_err(|e| io_error(&tmp, e))?;
         let data = self.target.join(DATA_DIR);
-        std::fs::rename(&tmp, &data).map_err(|e| io_err(&data, e))?;
+        std::fs::rename(&tmp, &data).map_err(|e| io_error(&data, e))?;
         // User-visible symlinks for the new top-level entries; stale ones removed.
         let top: BTreeSet<&str> = payload.keys().filter_map(|p| p.split('/').next()).collect();
         for name in &top {
             let link = self.target.join(name);
             if std::fs::symlink_metadata(&link).is_err() {
                 std::os::unix::fs::symlink(Path::new(DATA_DIR).join(name), &link)
-                    .map_err(|e| io_err(&link, e))?;
+                    .map_err(|e| io_error(&link, e))?;
             }
         }
-        let entries = std::fs::read_dir(&self.target).map_err(|e| io_err(&self.target, e))?;
+        let entries = std::fs::read_dir(&self.target).map_err(|e| io_error(&self.target, e))?;
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
             if name.starts_with("..") {
@@ -168,12 +199,12 @@ impl AtomicWriter {
     }
 }
 
-fn set_mode(path: &Path, mode: u32) -> Result<(), String> {
+fn set_mode(path: &Path, mode: u32) -> Result<()> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode & 0o777))
-        .map_err(|e| io_err(path, e))
+        .map_err(|e| io_error(path, e))
 }
 
-fn write_payload(dir: &Path, payload: &Payload) -> Result<(), String> {
+fn write_payload(dir: &Path, payload: &Payload) -> Result<()> {
     for (path, file) in payload {
         let full = dir.join(path);
         if let Some(parent) = full.parent()
@@ -183,7 +214,7 @@ fn write_payload(dir: &Path, payload: &Payload) -> Result<(), String> {
                 .recursive(true)
                 .mode(0o755)
                 .create(parent)
-                .map_err(|e| io_err(parent, e))?;
+                .map_err(|e| io_error(parent, e))?;
         }
         let mut f = std::fs::OpenOptions::new()
             .write(true)
@@ -191,10 +222,10 @@ fn write_payload(dir: &Path, payload: &Payload) -> Result<(), String> {
             .custom_flags(libc::O_NOFOLLOW)
             .mode(file.mode & 0o777)
             .open(&full)
-            .map_err(|e| io_err(&full, e))?;
-        f.write_all(&file.data).map_err(|e| io_err(&full, e))?;
+            .map_err(|e| io_error(&full, e))?;
+        f.write_all(&file.data).map_err(|e| io_error(&full, e))?;
         if let Some(uid) = file.fs_user {
-            std::os::unix::fs::fchown(&f, Some(uid), None).map_err(|e| io_err(&full, e))?;
+            std::os::unix::fs::fchown(&f, Some(uid), None).map_err(|e| io_error(&full, e))?;
         }
         set_mode(&full, file.mode)?;
     }

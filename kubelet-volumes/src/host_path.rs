@@ -3,44 +3,50 @@
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, OpenOptionsExt};
 use std::path::Path;
 
+use crate::error::{Error, Result};
+
 /// Checks (and for the `*OrCreate` types, creates) `path` for a hostPath volume of `kind`
 /// (`""`, `DirectoryOrCreate`, `Directory`, `FileOrCreate`, `File`, `Socket`, `CharDevice`,
 /// `BlockDevice`). Created directories get mode 0755 and files 0644, as upstream.
-pub fn check_host_path(path: &Path, kind: &str) -> Result<(), String> {
+pub fn check_host_path(path: &Path, kind: &str) -> Result<()> {
     let meta = std::fs::metadata(path);
-    let shown = path.display();
+    let not = |expected| Error::HostPathType {
+        path: path.to_path_buf(),
+        expected,
+    };
+    let create = |what| {
+        move |source| Error::HostPathCreate {
+            what,
+            path: path.to_path_buf(),
+            source,
+        }
+    };
     match kind {
         "" => Ok(()),
         "DirectoryOrCreate" => match meta {
             Ok(m) if m.is_dir() => Ok(()),
-            Ok(_) => Err(format!(
-                "hostPath type check failed: {shown} is not a directory"
-            )),
+            Ok(_) => Err(not("a directory")),
             Err(_) => std::fs::DirBuilder::new()
                 .recursive(true)
                 .mode(0o755)
                 .create(path)
-                .map_err(|e| format!("creating hostPath directory {shown}: {e}")),
+                .map_err(create("hostPath directory")),
         },
         "Directory" => match meta {
             Ok(m) if m.is_dir() => Ok(()),
-            Ok(_) => Err(format!(
-                "hostPath type check failed: {shown} is not a directory"
-            )),
-            Err(_) => Err(format!(
-                "hostPath type check failed: {shown} is not a directory (it does not exist)"
-            )),
+            Ok(_) => Err(not("a directory")),
+            Err(_) => Err(not("a directory (it does not exist)")),
         },
         "FileOrCreate" => match meta {
             Ok(m) if m.is_file() => Ok(()),
-            Ok(_) => Err(format!("hostPath type check failed: {shown} is not a file")),
+            Ok(_) => Err(not("a file")),
             Err(_) => {
                 if let Some(parent) = path.parent() {
                     std::fs::DirBuilder::new()
                         .recursive(true)
                         .mode(0o755)
                         .create(parent)
-                        .map_err(|e| format!("creating parent of hostPath file {shown}: {e}"))?;
+                        .map_err(create("parent of hostPath file"))?;
                 }
                 std::fs::OpenOptions::new()
                     .write(true)
@@ -49,32 +55,26 @@ pub fn check_host_path(path: &Path, kind: &str) -> Result<(), String> {
                     .mode(0o644)
                     .open(path)
                     .map(drop)
-                    .map_err(|e| format!("creating hostPath file {shown}: {e}"))
+                    .map_err(create("hostPath file"))
             }
         },
         "File" => match meta {
             Ok(m) if m.is_file() => Ok(()),
-            _ => Err(format!("hostPath type check failed: {shown} is not a file")),
+            _ => Err(not("a file")),
         },
         "Socket" => match meta {
             Ok(m) if m.file_type().is_socket() => Ok(()),
-            _ => Err(format!(
-                "hostPath type check failed: {shown} is not a socket file"
-            )),
+            _ => Err(not("a socket file")),
         },
         "CharDevice" => match meta {
             Ok(m) if m.file_type().is_char_device() => Ok(()),
-            _ => Err(format!(
-                "hostPath type check failed: {shown} is not a character device"
-            )),
+            _ => Err(not("a character device")),
         },
         "BlockDevice" => match meta {
             Ok(m) if m.file_type().is_block_device() => Ok(()),
-            _ => Err(format!(
-                "hostPath type check failed: {shown} is not a block device"
-            )),
+            _ => Err(not("a block device")),
         },
-        other => Err(format!("invalid hostPath type {other:?}")),
+        other => Err(Error::HostPathKind(other.to_owned())),
     }
 }
 

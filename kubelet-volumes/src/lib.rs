@@ -33,6 +33,7 @@
 //! ```
 
 pub mod atomic_writer;
+mod error;
 mod host_path;
 mod manager;
 pub mod mount;
@@ -41,5 +42,6 @@ pub mod projection;
 pub mod subpath;
 pub mod token;
 
+pub use error::{Error, ObjectKind, Result};
 pub use host_path::check_host_path;
 pub use manager::DefaultVolumeManager;

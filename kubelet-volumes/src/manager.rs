@@ -129,9 +129,9 @@ impl DefaultVolumeManager {
                 if let Some(size) = size {
                     options.push_str(&format!(",size={size}"));
                 }
-                mount::mount_tmpfs(path, &options).map_err(|reason| Error::Io {
+                mount::mount_tmpfs(path, &options).map_err(|e| Error::Io {
                     path: path.to_path_buf(),
-                    source: std::io::Error::other(reason),
+                    source: std::io::Error::other(e),
                 })
             }
         }
@@ -190,7 +190,8 @@ impl DefaultVolumeManager {
                     host_path.path
                 )));
             }
-            check_host_path(&path, host_path.type_.as_deref().unwrap_or("")).map_err(mount_err)?;
+            check_host_path(&path, host_path.type_.as_deref().unwrap_or(""))
+                .map_err(|e| mount_err(e.to_string()))?;
             return Ok(MountedVolume {
                 host_path: path,
                 read_only: false,
@@ -218,7 +219,7 @@ impl DefaultVolumeManager {
                 &mut payload,
             )
             .await
-            .map_err(mount_err)?;
+            .map_err(|e| mount_err(e.to_string()))?;
             (dir(CONFIG_MAP_PLUGIN), Backing::Disk, payload)
         } else if let Some(s) = &volume.secret {
             let mut payload = Payload::new();
@@ -235,7 +236,7 @@ impl DefaultVolumeManager {
                 &mut payload,
             )
             .await
-            .map_err(mount_err)?;
+            .map_err(|e| mount_err(e.to_string()))?;
             (dir(SECRET_PLUGIN), secret_tmpfs, payload)
         } else if let Some(d) = &volume.downward_api {
             let mut payload = Payload::new();
@@ -246,10 +247,13 @@ impl DefaultVolumeManager {
                 &self.node_allocatable,
                 &mut payload,
             )
-            .map_err(mount_err)?;
+            .map_err(|e| mount_err(e.to_string()))?;
             (dir(DOWNWARD_API_PLUGIN), secret_tmpfs, payload)
         } else if let Some(p) = &volume.projected {
-            let payload = self.projected_payload(pod, p).await.map_err(mount_err)?;
+            let payload = self
+                .projected_payload(pod, p)
+                .await
+                .map_err(|e| mount_err(e.to_string()))?;
             (dir(PROJECTED_PLUGIN), secret_tmpfs, payload)
         } else {
             return Err(mount_err(
@@ -258,7 +262,7 @@ impl DefaultVolumeManager {
         };
         // Validate before anything is created on disk.
         for key in payload.keys() {
-            crate::atomic_writer::validate_path(key).map_err(mount_err)?;
+            crate::atomic_writer::validate_path(key).map_err(|e| mount_err(e.to_string()))?;
         }
         let group = fs_group(pod);
         let mut payload = payload;
@@ -272,7 +276,7 @@ impl DefaultVolumeManager {
         self.make_dir(&path, &backing)?;
         let changed = AtomicWriter::new(path.clone())
             .write(&payload)
-            .map_err(mount_err)?;
+            .map_err(|e| mount_err(e.to_string()))?;
         if let Some(gid) = group
             && changed
         {
@@ -292,7 +296,7 @@ impl DefaultVolumeManager {
         &self,
         pod: &Pod,
         p: &k8s_openapi::api::core::v1::ProjectedVolumeSource,
-    ) -> std::result::Result<Payload, String> {
+    ) -> crate::Result<Payload> {
         let namespace = pod.namespace_or_default();
         let mut payload = Payload::new();
         for source in p.sources.iter().flatten() {
@@ -343,7 +347,7 @@ impl DefaultVolumeManager {
                 )
                 .await?;
             } else {
-                return Err("unsupported projected volume source".into());
+                return Err(crate::Error::UnsupportedProjectedSource);
             }
         }
         Ok(payload)
@@ -375,9 +379,9 @@ impl DefaultVolumeManager {
 
     fn tear_down(&self, uid: &PodUid) -> Result<()> {
         let pod_dir = self.pod_dir(uid);
-        let io = |path: &Path, reason: String| Error::Io {
+        let io = |path: &Path, e: crate::Error| Error::Io {
             path: path.to_path_buf(),
-            source: std::io::Error::other(reason),
+            source: std::io::Error::other(e),
         };
         mount::unmount_all_under(&pod_dir).map_err(|r| io(&pod_dir, r))?;
         for sub in ["volume-subpaths", "volumes"] {

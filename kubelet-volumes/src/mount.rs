@@ -5,6 +5,8 @@ use nix::mount::{MntFlags, MsFlags};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use crate::error::{Error, Result, io_error};
+
 /// Mount points at or under `prefix`, deepest first (from `/proc/self/mountinfo`).
 pub fn mounts_under(prefix: &Path) -> Vec<PathBuf> {
     let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
@@ -59,7 +61,7 @@ fn unescape(s: &str) -> String {
 }
 
 /// Mounts a tmpfs at `dir` with `options` (e.g. `size=1048576,mode=0755`).
-pub fn mount_tmpfs(dir: &Path, options: &str) -> Result<(), String> {
+pub fn mount_tmpfs(dir: &Path, options: &str) -> Result<()> {
     nix::mount::mount(
         Some("tmpfs"),
         dir,
@@ -67,11 +69,15 @@ pub fn mount_tmpfs(dir: &Path, options: &str) -> Result<(), String> {
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
         Some(options),
     )
-    .map_err(|e| format!("mounting tmpfs on {}: {e}", dir.display()))
+    .map_err(|source| Error::Mount {
+        action: "mounting tmpfs on",
+        path: dir.to_path_buf(),
+        source,
+    })
 }
 
 /// Bind-mounts `source` (typically `/proc/self/fd/N`) onto `target`.
-pub fn bind_mount(source: &Path, target: &Path) -> Result<(), String> {
+pub fn bind_mount(source: &Path, target: &Path) -> Result<()> {
     nix::mount::mount(
         Some(source),
         target,
@@ -79,19 +85,27 @@ pub fn bind_mount(source: &Path, target: &Path) -> Result<(), String> {
         MsFlags::MS_BIND,
         None::<&str>,
     )
-    .map_err(|e| format!("bind-mounting onto {}: {e}", target.display()))
+    .map_err(|source| Error::Mount {
+        action: "bind-mounting onto",
+        path: target.to_path_buf(),
+        source,
+    })
 }
 
 /// Lazily unmounts `target`; not being mounted is not an error.
-pub fn unmount(target: &Path) -> Result<(), String> {
+pub fn unmount(target: &Path) -> Result<()> {
     match nix::mount::umount2(target, MntFlags::MNT_DETACH | MntFlags::UMOUNT_NOFOLLOW) {
         Ok(()) | Err(nix::errno::Errno::EINVAL | nix::errno::Errno::ENOENT) => Ok(()),
-        Err(e) => Err(format!("unmounting {}: {e}", target.display())),
+        Err(source) => Err(Error::Mount {
+            action: "unmounting",
+            path: target.to_path_buf(),
+            source,
+        }),
     }
 }
 
 /// Unmounts everything at or under `dir`, deepest first.
-pub fn unmount_all_under(dir: &Path) -> Result<(), String> {
+pub fn unmount_all_under(dir: &Path) -> Result<()> {
     for mp in mounts_under(dir) {
         unmount(&mp)?;
     }
@@ -101,32 +115,30 @@ pub fn unmount_all_under(dir: &Path) -> Result<(), String> {
 /// Removes `path` recursively without following symlinks and without entering another
 /// filesystem: an entry on a different device (a mount that is still there) is an error and
 /// is left alone, so data outside the pod's directory is never removed.
-pub fn remove_all_one_fs(path: &Path) -> Result<(), String> {
+pub fn remove_all_one_fs(path: &Path) -> Result<()> {
     let meta = match std::fs::symlink_metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(format!("{}: {e}", path.display())),
+        Err(e) => return Err(io_error(path, e)),
     };
     remove_inner(path, meta.dev())
 }
 
-fn remove_inner(path: &Path, dev: u64) -> Result<(), String> {
-    let meta = std::fs::symlink_metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+fn remove_inner(path: &Path, dev: u64) -> Result<()> {
+    let io = |e| io_error(path, e);
+    let meta = std::fs::symlink_metadata(path).map_err(io)?;
     if meta.dev() != dev {
-        return Err(format!(
-            "refusing to remove {}: it is on another filesystem (still mounted?)",
-            path.display()
-        ));
+        return Err(Error::OtherFilesystem {
+            path: path.to_path_buf(),
+        });
     }
     if meta.is_dir() {
-        let entries = std::fs::read_dir(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        for entry in entries {
-            let entry = entry.map_err(|e| format!("{}: {e}", path.display()))?;
-            remove_inner(&entry.path(), dev)?;
+        for entry in std::fs::read_dir(path).map_err(io)? {
+            remove_inner(&entry.map_err(io)?.path(), dev)?;
         }
-        std::fs::remove_dir(path).map_err(|e| format!("{}: {e}", path.display()))
+        std::fs::remove_dir(path).map_err(io)
     } else {
-        std::fs::remove_file(path).map_err(|e| format!("{}: {e}", path.display()))
+        std::fs::remove_file(path).map_err(io)
     }
 }
 

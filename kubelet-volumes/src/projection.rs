@@ -10,6 +10,7 @@ use kubelet_core::objects::{ObjectSource, TokenRequest};
 use kubelet_core::resources::{NodeAllocatable, resource_value_by_container_name};
 
 use crate::atomic_writer::{FileProjection, Payload};
+use crate::error::{Error, ObjectKind, Result};
 
 /// Upstream's default mode for configMap, secret, downwardAPI and projected files.
 pub const DEFAULT_MODE: i32 = 0o644;
@@ -24,14 +25,14 @@ fn mode_of(mode: Option<i32>, default_mode: Option<i32>) -> u32 {
 /// Maps `data` through `items` (all keys when `items` is empty), as upstream's
 /// `MakePayload` for configMaps and secrets. A missing item key is an error unless `optional`.
 fn project_keys(
-    kind: &str,
+    kind: ObjectKind,
     name: &str,
     data: &BTreeMap<String, Vec<u8>>,
     items: Option<&[KeyToPath]>,
     default_mode: Option<i32>,
     optional: bool,
     out: &mut Payload,
-) -> Result<(), String> {
+) -> Result<()> {
     match items {
         Some(items) if !items.is_empty() => {
             for item in items {
@@ -39,10 +40,11 @@ fn project_keys(
                     if optional {
                         continue;
                     }
-                    return Err(format!(
-                        "{kind} {name:?} references non-existent key {:?}",
-                        item.key
-                    ));
+                    return Err(Error::MissingKey {
+                        kind,
+                        name: name.to_owned(),
+                        key: item.key.clone(),
+                    });
                 };
                 out.insert(
                     item.path.clone(),
@@ -113,14 +115,19 @@ pub async fn config_map(
     r: ObjectRef<'_>,
     default_mode: Option<i32>,
     out: &mut Payload,
-) -> Result<(), String> {
+) -> Result<()> {
     let cm = objects
         .config_map(namespace, r.name)
         .await
-        .map_err(|e| format!("couldn't get configMap {namespace}/{}: {e}", r.name))?;
+        .map_err(|source| Error::GetObject {
+            kind: ObjectKind::ConfigMap,
+            namespace: namespace.to_owned(),
+            name: r.name.to_owned(),
+            source,
+        })?;
     match cm {
         Some(cm) => project_keys(
-            "configMap",
+            ObjectKind::ConfigMap,
             r.name,
             &config_map_data(&cm),
             r.items,
@@ -129,10 +136,11 @@ pub async fn config_map(
             out,
         ),
         None if r.optional => Ok(()),
-        None => Err(format!(
-            "couldn't get configMap {namespace}/{}: configmap {:?} not found",
-            r.name, r.name
-        )),
+        None => Err(Error::ObjectNotFound {
+            kind: ObjectKind::ConfigMap,
+            namespace: namespace.to_owned(),
+            name: r.name.to_owned(),
+        }),
     }
 }
 
@@ -143,14 +151,19 @@ pub async fn secret(
     r: ObjectRef<'_>,
     default_mode: Option<i32>,
     out: &mut Payload,
-) -> Result<(), String> {
+) -> Result<()> {
     let s = objects
         .secret(namespace, r.name)
         .await
-        .map_err(|e| format!("couldn't get secret {namespace}/{}: {e}", r.name))?;
+        .map_err(|source| Error::GetObject {
+            kind: ObjectKind::Secret,
+            namespace: namespace.to_owned(),
+            name: r.name.to_owned(),
+            source,
+        })?;
     match s {
         Some(s) => project_keys(
-            "secret",
+            ObjectKind::Secret,
             r.name,
             &secret_data(&s),
             r.items,
@@ -159,10 +172,11 @@ pub async fn secret(
             out,
         ),
         None if r.optional => Ok(()),
-        None => Err(format!(
-            "couldn't get secret {namespace}/{}: secret {:?} not found",
-            r.name, r.name
-        )),
+        None => Err(Error::ObjectNotFound {
+            kind: ObjectKind::Secret,
+            namespace: namespace.to_owned(),
+            name: r.name.to_owned(),
+        }),
     }
 }
 
@@ -178,7 +192,7 @@ pub async fn service_account_token(
     path: &str,
     default_mode: Option<i32>,
     out: &mut Payload,
-) -> Result<(), String> {
+) -> Result<()> {
     let (mode, fs_user) = crate::ownership::token_file(pod, mode_of(None, default_mode));
     let meta = &pod.metadata;
     let namespace = meta.namespace.clone().unwrap_or_else(|| "default".into());
@@ -199,8 +213,11 @@ pub async fn service_account_token(
     let token = tokens
         .get(objects, &request)
         .await
-        .map_err(|e| format!("fetching token for service account {service_account:?}: {e}"))?
-        .ok_or_else(|| format!("service account {service_account:?} has no token"))?;
+        .map_err(|source| Error::Token {
+            service_account: service_account.clone(),
+            source,
+        })?
+        .ok_or_else(|| Error::NoToken(service_account.clone()))?;
     out.insert(
         path.to_owned(),
         FileProjection {
@@ -220,17 +237,14 @@ pub fn downward_api(
     default_mode: Option<i32>,
     node_allocatable: &NodeAllocatable,
     out: &mut Payload,
-) -> Result<(), String> {
+) -> Result<()> {
     for item in items {
         let value = if let Some(field) = &item.field_ref {
             extract_field_path_as_string(pod, &field.field_path)?
         } else if let Some(res) = &item.resource_field_ref {
             resource_value_by_container_name(pod, res, node_allocatable)?
         } else {
-            return Err(format!(
-                "downwardAPI item {:?} has neither fieldRef nor resourceFieldRef",
-                item.path
-            ));
+            return Err(Error::EmptyDownwardApiItem(item.path.clone()));
         };
         out.insert(
             item.path.clone(),

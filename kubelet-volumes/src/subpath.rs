@@ -15,19 +15,26 @@ use nix::fcntl::OFlag;
 use nix::sys::stat::Mode;
 use std::path::{Component, Path, PathBuf};
 
+use crate::error::{Error, Result, io_error};
 use crate::mount;
 
 /// Checks a subPath as the API does: relative, without `..` elements.
-pub fn validate(sub_path: &str) -> Result<(), String> {
+pub fn validate(sub_path: &str) -> Result<()> {
+    let invalid = |problem| {
+        Err(Error::InvalidSubPath {
+            sub_path: sub_path.to_owned(),
+            problem,
+        })
+    };
     if sub_path.is_empty() {
-        return Err("subPath must not be empty".into());
+        return invalid("must not be empty");
     }
     let p = Path::new(sub_path);
     if p.is_absolute() {
-        return Err(format!("subPath {sub_path:?} must be a relative path"));
+        return invalid("must be a relative path");
     }
     if p.components().any(|c| c == Component::ParentDir) {
-        return Err(format!("subPath {sub_path:?} must not contain '..'"));
+        return invalid("must not contain '..'");
     }
     Ok(())
 }
@@ -36,13 +43,16 @@ fn open_at(dir: &OwnedFd, name: &std::ffi::OsStr, flags: OFlag) -> nix::Result<O
     nix::fcntl::openat(dir, name, flags | OFlag::O_CLOEXEC, Mode::empty())
 }
 
-fn open_root(root: &Path) -> Result<OwnedFd, String> {
+fn open_root(root: &Path) -> Result<OwnedFd> {
     nix::fcntl::open(
         root,
         OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
         Mode::empty(),
     )
-    .map_err(|e| format!("opening volume {}: {e}", root.display()))
+    .map_err(|source| Error::OpenVolume {
+        path: root.to_path_buf(),
+        source,
+    })
 }
 
 fn file_type(fd: &OwnedFd) -> u32 {
@@ -59,11 +69,18 @@ fn is_dir_fd(fd: &OwnedFd) -> bool {
 
 /// Opens `rel` under the open `root` without following any symlink; missing directories are
 /// created (mode 0755) when `create` is set (upstream `SafeMakeDir` + `doSafeOpen`).
-fn safe_open(root: OwnedFd, rel: &Path, create: bool) -> Result<OwnedFd, String> {
+fn safe_open(root: OwnedFd, rel: &Path, create: bool) -> Result<OwnedFd> {
     let mut cur = root;
     for comp in rel.components() {
         let Component::Normal(name) = comp else {
             continue;
+        };
+        let failed = |action| {
+            move |source| Error::SubPathElement {
+                action,
+                name: name.to_owned(),
+                source,
+            }
         };
         let next = match open_at(&cur, name, OFlag::O_PATH | OFlag::O_NOFOLLOW) {
             Ok(fd) => fd,
@@ -74,20 +91,18 @@ fn safe_open(root: OwnedFd, rel: &Path, create: bool) -> Result<OwnedFd, String>
                     std::ffi::OsStr::new("."),
                     OFlag::O_RDONLY | OFlag::O_DIRECTORY,
                 )
-                .map_err(|e| format!("opening parent of {name:?}: {e}"))?;
+                .map_err(failed("opening parent of"))?;
                 match nix::sys::stat::mkdirat(&dirfd, name, Mode::from_bits_truncate(0o755)) {
                     Ok(()) | Err(Errno::EEXIST) => {}
-                    Err(e) => return Err(format!("creating subPath element {name:?}: {e}")),
+                    Err(e) => return Err(failed("creating subPath element")(e)),
                 }
                 open_at(&cur, name, OFlag::O_PATH | OFlag::O_NOFOLLOW)
-                    .map_err(|e| format!("opening subPath element {name:?}: {e}"))?
+                    .map_err(failed("opening subPath element"))?
             }
-            Err(e) => return Err(format!("opening subPath element {name:?}: {e}")),
+            Err(e) => return Err(failed("opening subPath element")(e)),
         };
         if is_symlink_fd(&next) {
-            return Err(format!(
-                "subPath element {name:?} is a symlink that changed while it was opened"
-            ));
+            return Err(Error::SymlinkInSubPath(name.to_owned()));
         }
         cur = next;
     }
@@ -100,13 +115,15 @@ fn safe_open(root: OwnedFd, rel: &Path, create: bool) -> Result<OwnedFd, String>
 /// `sub_path` is absolute or has `..`, or when it resolves (through symlinks) outside the
 /// volume. An existing mount at `target` (a restarted container, a restarted kubelet) is
 /// reused.
-pub fn prepare(volume: &Path, sub_path: &str, target: &Path) -> Result<PathBuf, String> {
+pub fn prepare(volume: &Path, sub_path: &str, target: &Path) -> Result<PathBuf> {
     validate(sub_path)?;
     if mount::is_mount_point(target) {
         return Ok(target.to_path_buf());
     }
-    let root = std::fs::canonicalize(volume)
-        .map_err(|e| format!("volume path {}: {e}", volume.display()))?;
+    let root = std::fs::canonicalize(volume).map_err(|source| Error::VolumePath {
+        path: volume.to_path_buf(),
+        source,
+    })?;
     let full = root.join(sub_path);
     // The deepest existing ancestor, resolved, must be inside the volume before anything is
     // created below it.
@@ -115,14 +132,17 @@ pub fn prepare(volume: &Path, sub_path: &str, target: &Path) -> Result<PathBuf, 
         .find(|a| a.exists())
         .unwrap_or(&root)
         .to_path_buf();
-    let resolved_existing = std::fs::canonicalize(&existing)
-        .map_err(|e| format!("resolving subPath {sub_path:?}: {e}"))?;
+    let resolved_existing =
+        std::fs::canonicalize(&existing).map_err(|source| Error::ResolveSubPath {
+            sub_path: sub_path.to_owned(),
+            source,
+        })?;
     if !resolved_existing.starts_with(&root) {
-        return Err(format!(
-            "subPath {sub_path:?} resolves to {} which is outside the volume {}",
-            resolved_existing.display(),
-            root.display()
-        ));
+        return Err(Error::OutsideVolume {
+            sub_path: sub_path.to_owned(),
+            resolved: resolved_existing,
+            volume: root,
+        });
     }
     let rest = full.strip_prefix(&existing).unwrap_or(Path::new(""));
     let rel = resolved_existing
@@ -135,21 +155,21 @@ pub fn prepare(volume: &Path, sub_path: &str, target: &Path) -> Result<PathBuf, 
             .recursive(true)
             .mode(0o750)
             .create(target)
-            .map_err(|e| format!("{}: {e}", target.display()))?;
+            .map_err(|e| io_error(target, e))?;
     } else {
         if let Some(parent) = target.parent() {
             std::fs::DirBuilder::new()
                 .recursive(true)
                 .mode(0o750)
                 .create(parent)
-                .map_err(|e| format!("{}: {e}", parent.display()))?;
+                .map_err(|e| io_error(parent, e))?;
         }
         std::fs::OpenOptions::new()
             .write(true)
             .create(true)
             .truncate(false)
             .open(target)
-            .map_err(|e| format!("{}: {e}", target.display()))?;
+            .map_err(|e| io_error(target, e))?;
     }
     let proc_path = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
     mount::bind_mount(&proc_path, target)?;
@@ -193,7 +213,11 @@ mod tests {
             "rel-out/x/y",
         ] {
             let err = prepare(&vol, bad, &target).expect_err(bad);
-            assert!(err.contains("outside the volume"), "{bad}: {err}");
+            assert!(matches!(err, Error::OutsideVolume { .. }), "{bad}: {err}");
+            assert!(
+                err.to_string().contains("outside the volume"),
+                "{bad}: {err}"
+            );
         }
         assert_eq!(
             std::fs::read_dir(&outside).expect("ls").count(),
@@ -229,6 +253,7 @@ mod tests {
         // The safe walk itself refuses any symlink, whatever the earlier check said.
         let err = safe_open(open_root(&vol).expect("root"), Path::new("a/etc"), false)
             .expect_err("symlink");
-        assert!(err.contains("symlink"), "{err}");
+        assert!(matches!(err, Error::SymlinkInSubPath(_)), "{err}");
+        assert!(err.to_string().contains("symlink"), "{err}");
     }
 }

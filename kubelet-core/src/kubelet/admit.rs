@@ -11,7 +11,7 @@ use crate::status::StatusManager;
 
 /// `Err((reason, message))` when a handler refuses `pod`.
 pub(crate) fn can_admit_pod(pod: &Pod) -> Result<(), (&'static str, String)> {
-    crate::sysctl::validate(pod).map_err(|m| (crate::sysctl::FORBIDDEN_REASON, m))
+    crate::sysctl::validate(pod).map_err(|e| (crate::sysctl::FORBIDDEN_REASON, e.to_string()))
 }
 
 /// Upstream `rejectPod`: phase `Failed`, the reason, and `Pod was rejected: <message>`.

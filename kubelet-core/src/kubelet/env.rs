@@ -21,12 +21,62 @@ use k8s_openapi::api::core::v1::{
 };
 
 use crate::expansion::expand;
-use crate::fieldpath::extract_field_path_as_string;
-use crate::objects::ObjectSource;
+use crate::fieldpath::{self, extract_field_path_as_string};
+use crate::objects::{self, ObjectSource};
 use crate::pod::PodExt;
 use crate::resources::{
-    NodeAllocatable, container_resource_value, resource_value_by_container_name,
+    self, NodeAllocatable, container_resource_value, resource_value_by_container_name,
 };
+
+/// Why a container's environment cannot be made: the container's
+/// `CreateContainerConfigError` message, worded as upstream's.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The object source could not answer for a configMap or secret.
+    #[error("{source}")]
+    Fetch {
+        /// `ConfigMap` or `Secret`.
+        kind: &'static str,
+        /// The object's name.
+        name: String,
+        /// The source's error.
+        #[source]
+        source: objects::Error,
+    },
+    /// A required configMap does not exist.
+    #[error("configmap \"{0}\" not found")]
+    ConfigMapNotFound(String),
+    /// A required secret does not exist.
+    #[error("secret \"{0}\" not found")]
+    SecretNotFound(String),
+    /// A required key is missing from a configMap or secret.
+    #[error("couldn't find key {key} in {kind} {namespace}/{name}")]
+    MissingKey {
+        /// `ConfigMap` or `Secret`.
+        kind: &'static str,
+        /// The object's namespace.
+        namespace: String,
+        /// The object's name.
+        name: String,
+        /// The key.
+        key: String,
+    },
+    /// A `fieldRef` with an `apiVersion` other than `v1`.
+    #[error("unsupported pod version: {0}")]
+    UnsupportedPodVersion(String),
+    /// A `fieldRef` path that env vars do not support.
+    #[error("field label not supported: {0}")]
+    UnsupportedFieldLabel(String),
+    /// `status.hostIP(s)` asked on a node without an IP.
+    #[error("host IP unknown; known addresses: []")]
+    NoHostIp,
+    /// A metadata `fieldRef` failed.
+    #[error(transparent)]
+    FieldPath(#[from] fieldpath::Error),
+    /// A `resourceFieldRef` failed.
+    #[error(transparent)]
+    Resource(#[from] resources::Error),
+}
 
 /// What the environment of a container is computed from, besides the pod.
 #[derive(Clone)]
@@ -91,7 +141,7 @@ impl EnvSource {
         pod: &Pod,
         container: &Container,
         pod_ips: &[String],
-    ) -> Result<Vec<(String, String)>, String> {
+    ) -> Result<Vec<(String, String)>, Error> {
         let namespace = pod.namespace_or_default();
         let mut env = Env::default();
         let mut fetched = Fetched::default();
@@ -175,7 +225,7 @@ impl EnvSource {
         container: &Container,
         pod_ips: &[String],
         from: &EnvVarSource,
-    ) -> Result<Option<String>, String> {
+    ) -> Result<Option<String>, Error> {
         let namespace = pod.namespace_or_default();
         if let Some(f) = &from.field_ref {
             return self
@@ -188,7 +238,7 @@ impl EnvSource {
             } else {
                 resource_value_by_container_name(pod, r, &self.allocatable)
             };
-            return value.map(Some);
+            return Ok(Some(value?));
         }
         if let Some(r) = &from.config_map_key_ref {
             let optional = r.optional.unwrap_or(false);
@@ -201,10 +251,12 @@ impl EnvSource {
             return match cm.data.as_ref().and_then(|d| d.get(&r.key)) {
                 Some(v) => Ok(Some(v.clone())),
                 None if optional => Ok(None),
-                None => Err(format!(
-                    "couldn't find key {} in ConfigMap {namespace}/{}",
-                    r.key, r.name
-                )),
+                None => Err(Error::MissingKey {
+                    kind: "ConfigMap",
+                    namespace: namespace.to_owned(),
+                    name: r.name.clone(),
+                    key: r.key.clone(),
+                }),
             };
         }
         if let Some(r) = &from.secret_key_ref {
@@ -215,10 +267,12 @@ impl EnvSource {
             return match s.data.as_ref().and_then(|d| d.get(&r.key)) {
                 Some(v) => Ok(Some(String::from_utf8_lossy(&v.0).into_owned())),
                 None if optional => Ok(None),
-                None => Err(format!(
-                    "couldn't find key {} in Secret {namespace}/{}",
-                    r.key, r.name
-                )),
+                None => Err(Error::MissingKey {
+                    kind: "Secret",
+                    namespace: namespace.to_owned(),
+                    name: r.name.clone(),
+                    key: r.key.clone(),
+                }),
             };
         }
         Ok(Some(String::new()))
@@ -230,13 +284,13 @@ impl EnvSource {
         f: &ObjectFieldSelector,
         pod: &Pod,
         pod_ips: &[String],
-    ) -> Result<String, String> {
+    ) -> Result<String, Error> {
         if let Some(v) = f
             .api_version
             .as_deref()
             .filter(|v| !v.is_empty() && *v != "v1")
         {
-            return Err(format!("unsupported pod version: {v}"));
+            return Err(Error::UnsupportedPodVersion(v.to_owned()));
         }
         let spec = pod.spec.as_ref();
         let path = f.field_path.as_str();
@@ -261,14 +315,14 @@ impl EnvSource {
             {
                 extract_field_path_as_string(pod, path)?
             }
-            other => return Err(format!("field label not supported: {other}")),
+            other => return Err(Error::UnsupportedFieldLabel(other.to_owned())),
         })
     }
 
     /// Upstream `getHostIPsAnyWay`: an error when the node has no IP.
-    fn host_ips(&self) -> Result<&[String], String> {
+    fn host_ips(&self) -> Result<&[String], Error> {
         if self.host_ips.is_empty() {
-            return Err("host IP unknown; known addresses: []".into());
+            return Err(Error::NoHostIp);
         }
         Ok(&self.host_ips)
     }
@@ -279,19 +333,23 @@ impl EnvSource {
         namespace: &str,
         name: &str,
         optional: bool,
-    ) -> Result<Option<ConfigMap>, String> {
+    ) -> Result<Option<ConfigMap>, Error> {
         if !fetched.config_maps.contains_key(name) {
             let cm = self
                 .objects
                 .config_map(namespace, name)
                 .await
-                .map_err(|e| e.to_string())?;
+                .map_err(|source| Error::Fetch {
+                    kind: "ConfigMap",
+                    name: name.to_owned(),
+                    source,
+                })?;
             fetched.config_maps.insert(name.to_owned(), cm);
         }
         match fetched.config_maps.get(name).cloned().flatten() {
             Some(cm) => Ok(Some(cm)),
             None if optional => Ok(None),
-            None => Err(format!("configmap \"{name}\" not found")),
+            None => Err(Error::ConfigMapNotFound(name.to_owned())),
         }
     }
 
@@ -301,19 +359,23 @@ impl EnvSource {
         namespace: &str,
         name: &str,
         optional: bool,
-    ) -> Result<Option<Secret>, String> {
+    ) -> Result<Option<Secret>, Error> {
         if !fetched.secrets.contains_key(name) {
             let s = self
                 .objects
                 .secret(namespace, name)
                 .await
-                .map_err(|e| e.to_string())?;
+                .map_err(|source| Error::Fetch {
+                    kind: "Secret",
+                    name: name.to_owned(),
+                    source,
+                })?;
             fetched.secrets.insert(name.to_owned(), s);
         }
         match fetched.secrets.get(name).cloned().flatten() {
             Some(s) => Ok(Some(s)),
             None if optional => Ok(None),
-            None => Err(format!("secret \"{name}\" not found")),
+            None => Err(Error::SecretNotFound(name.to_owned())),
         }
     }
 }

@@ -104,7 +104,8 @@ impl RuntimeHelper for KubeletRuntimeHelper {
         let envs = self
             .env
             .make_environment_variables(pod, container, pod_ips)
-            .await?;
+            .await
+            .map_err(|e| e.to_string())?;
         let volumes = self.volumes.mounted_volumes(&pod.uid());
         let mut mounts = Vec::new();
         for (index, vm) in container.volume_mounts.iter().flatten().enumerate() {
@@ -150,7 +151,8 @@ impl RuntimeHelper for KubeletRuntimeHelper {
             .hosts
             .as_ref()
             .map_or("", |h| h.cluster_domain.as_str());
-        let (hostname, domain) = hosts::pod_hostname_and_domain(pod, cluster_domain)?;
+        let (hostname, domain) =
+            hosts::pod_hostname_and_domain(pod, cluster_domain).map_err(|e| e.to_string())?;
         if let Some(h) = &self.hosts
             && hosts::should_mount_hosts_file(pod, container, pod_ips)
         {
@@ -172,7 +174,8 @@ impl RuntimeHelper for KubeletRuntimeHelper {
             .as_ref()
             .and_then(|s| s.set_hostname_as_fqdn)
             .unwrap_or(false);
-        let hostname = hosts::kernel_hostname(&hostname, &domain, set_fqdn)?;
+        let hostname =
+            hosts::kernel_hostname(&hostname, &domain, set_fqdn).map_err(|e| e.to_string())?;
         Ok(RunContainerOptions {
             envs,
             mounts,

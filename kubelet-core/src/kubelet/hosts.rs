@@ -24,6 +24,26 @@ pub const MAX_HOSTNAME_LEN: usize = 63;
 /// Longest FQDN the kernel accepts as a hostname.
 pub const MAX_FQDN_LEN: usize = 64;
 
+/// Why a pod has no valid hostname (upstream's messages).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// `spec.hostname` is not a DNS-1123 label.
+    #[error("pod Hostname {0:?} is not a valid DNS label")]
+    InvalidHostname(String),
+    /// `spec.subdomain` is not a DNS-1123 label.
+    #[error("pod Subdomain {0:?} is not a valid DNS label")]
+    InvalidSubdomain(String),
+    /// `setHostnameAsFQDN` with an FQDN longer than [`MAX_FQDN_LEN`].
+    #[error(
+        "failed to construct FQDN from pod hostname and cluster domain, FQDN {fqdn} is too long ({MAX_FQDN_LEN} characters is the max, {} characters requested)",
+        fqdn.len()
+    )]
+    FqdnTooLong {
+        /// The FQDN that was built.
+        fqdn: String,
+    },
+}
+
 fn is_dns1123_label(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= MAX_HOSTNAME_LEN
@@ -37,10 +57,7 @@ fn is_dns1123_label(s: &str) -> bool {
 /// trailing `-`/`.`) and domain (`<subdomain>.<namespace>.svc.<cluster domain>` with a
 /// subdomain, else empty); upstream `GeneratePodHostNameAndDomain`.
 #[doc(alias = "GeneratePodHostNameAndDomain")]
-pub fn pod_hostname_and_domain(
-    pod: &Pod,
-    cluster_domain: &str,
-) -> Result<(String, String), String> {
+pub fn pod_hostname_and_domain(pod: &Pod, cluster_domain: &str) -> Result<(String, String), Error> {
     let spec = pod.spec.as_ref();
     let mut hostname = pod.name_or_empty().to_owned();
     if let Some(h) = spec
@@ -48,7 +65,7 @@ pub fn pod_hostname_and_domain(
         .filter(|h| !h.is_empty())
     {
         if !is_dns1123_label(h) {
-            return Err(format!("pod Hostname {h:?} is not a valid DNS label"));
+            return Err(Error::InvalidHostname(h.to_owned()));
         }
         hostname = h.to_owned();
     }
@@ -63,7 +80,7 @@ pub fn pod_hostname_and_domain(
         .filter(|d| !d.is_empty())
     {
         Some(sub) if !is_dns1123_label(sub) => {
-            return Err(format!("pod Subdomain {sub:?} is not a valid DNS label"));
+            return Err(Error::InvalidSubdomain(sub.to_owned()));
         }
         Some(sub) => format!("{sub}.{}.svc.{cluster_domain}", pod.namespace_or_default()),
         None => String::new(),
@@ -74,16 +91,13 @@ pub fn pod_hostname_and_domain(
 /// The hostname the kernel gets (upstream `GetNodenameForKernel`): the FQDN with
 /// `setHostnameAsFQDN` and a domain, else the short name; an FQDN over 64 characters is an
 /// error.
-pub fn kernel_hostname(hostname: &str, domain: &str, set_fqdn: bool) -> Result<String, String> {
+pub fn kernel_hostname(hostname: &str, domain: &str, set_fqdn: bool) -> Result<String, Error> {
     if !set_fqdn || domain.is_empty() {
         return Ok(hostname.to_owned());
     }
     let fqdn = format!("{hostname}.{domain}");
     if fqdn.len() > MAX_FQDN_LEN {
-        return Err(format!(
-            "failed to construct FQDN from pod hostname and cluster domain, FQDN {fqdn} is too long ({MAX_FQDN_LEN} characters is the max, {} characters requested)",
-            fqdn.len()
-        ));
+        return Err(Error::FqdnTooLong { fqdn });
     }
     Ok(fqdn)
 }
@@ -248,6 +262,7 @@ mod tests {
         assert!(
             kernel_hostname(&long, &d, true)
                 .expect_err("too long")
+                .to_string()
                 .contains("too long")
         );
         p.spec.as_mut().expect("spec").hostname = Some("Bad_Name".into());

@@ -7,6 +7,17 @@ use k8s_openapi::api::core::v1::{Container, VolumeMount};
 
 use crate::runtime::MountPropagation;
 
+/// Why a volume mount's `mountPropagation` is refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// `Bidirectional` in a container that is not privileged (the API server's message).
+    #[error("mountPropagation: Forbidden: {BIDIRECTIONAL_NEEDS_PRIVILEGED}")]
+    BidirectionalNeedsPrivileged,
+    /// Not one of `None`, `HostToContainer`, `Bidirectional`.
+    #[error("invalid MountPropagation mode: {0:?}")]
+    InvalidMode(String),
+}
+
 /// Upstream's validation message for `Bidirectional` in an unprivileged container.
 pub const BIDIRECTIONAL_NEEDS_PRIVILEGED: &str =
     "Bidirectional mount propagation is available only to privileged containers";
@@ -17,15 +28,13 @@ pub const BIDIRECTIONAL_NEEDS_PRIVILEGED: &str =
 pub fn translate_mount_propagation(
     container: &Container,
     mount: &VolumeMount,
-) -> Result<MountPropagation, String> {
+) -> Result<MountPropagation, Error> {
     match mount.mount_propagation.as_deref() {
         None | Some("None") => Ok(MountPropagation::Private),
         Some("HostToContainer") => Ok(MountPropagation::HostToContainer),
         Some("Bidirectional") if is_privileged(container) => Ok(MountPropagation::Bidirectional),
-        Some("Bidirectional") => Err(format!(
-            "mountPropagation: Forbidden: {BIDIRECTIONAL_NEEDS_PRIVILEGED}"
-        )),
-        Some(other) => Err(format!("invalid MountPropagation mode: {other:?}")),
+        Some("Bidirectional") => Err(Error::BidirectionalNeedsPrivileged),
+        Some(other) => Err(Error::InvalidMode(other.to_owned())),
     }
 }
 
@@ -73,7 +82,11 @@ mod tests {
             assert_eq!(translate_mount_propagation(&c, &mount(mode)), Ok(want));
         }
         let err = translate_mount_propagation(&c, &mount(Some("rshared"))).expect_err("bad");
-        assert_eq!(err, "invalid MountPropagation mode: \"rshared\"");
+        assert_eq!(err, Error::InvalidMode("rshared".into()));
+        assert_eq!(
+            err.to_string(),
+            "invalid MountPropagation mode: \"rshared\""
+        );
     }
 
     #[test]
@@ -85,7 +98,10 @@ mod tests {
         );
         for c in [container(None), container(Some(false))] {
             let err = translate_mount_propagation(&c, &m).expect_err("unprivileged");
-            assert!(err.contains(BIDIRECTIONAL_NEEDS_PRIVILEGED), "{err}");
+            assert!(
+                err.to_string().contains(BIDIRECTIONAL_NEEDS_PRIVILEGED),
+                "{err}"
+            );
         }
     }
 

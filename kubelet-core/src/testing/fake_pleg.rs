@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use tokio::time::Instant;
 
 use crate::cache::PodCache;
-use crate::pleg::Pleg;
+use crate::pleg::{HealthError, Pleg};
 use crate::pod::PodUid;
 use crate::runtime::{Error, Runtime};
 
@@ -39,7 +39,7 @@ impl Pleg for FakePleg {
         Ok(())
     }
 
-    fn healthy(&self) -> Result<(), String> {
+    fn healthy(&self) -> Result<(), HealthError> {
         Ok(())
     }
 }

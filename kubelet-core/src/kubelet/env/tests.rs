@@ -110,6 +110,7 @@ async fn make(
     source(objects)
         .make_environment_variables(pod, container, &["10.88.0.5".into(), "fd01::5".into()])
         .await
+        .map_err(|e| e.to_string())
 }
 
 #[tokio::test]
