@@ -135,7 +135,7 @@ async fn node() -> Result<Node, Error> {
     tracker.spawn(generic_pleg.run(token.child_token()));
     let (updates, updates_rx) = mpsc::channel(16);
     tracker.spawn(sync_loop::run(
-        kubelet,
+        Arc::new(kubelet),
         sync_loop::Channels {
             updates: updates_rx,
             pleg_events,

@@ -198,7 +198,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     }
     tracker.spawn(pod_config.run(token.child_token()));
     tracker.spawn(kubelet::sync_loop::run(
-        kubelet,
+        Arc::new(kubelet),
         kubelet::sync_loop::Channels {
             updates,
             pleg_events,
