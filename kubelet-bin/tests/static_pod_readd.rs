@@ -284,14 +284,16 @@ impl Node {
         .await;
     }
 
-    /// Asserts the current run of `uid` never showed a terminal phase and is now `Running`.
+    /// Asserts the current run of `uid` went `Pending` → `Running`, never showing a terminal
+    /// phase.
     fn assert_fresh_run(&self, uid: &PodUid) {
         let run = self.journal.current_run(uid);
         assert!(
-            !run.is_empty() && run.iter().all(|p| !is_terminal(p.as_deref())),
+            run.iter().all(|p| !is_terminal(p.as_deref())),
             "the new run inherited a terminal phase: {run:?} (all writes: {:?})",
             self.journal.of(uid)
         );
+        assert_eq!(run.first().cloned().flatten().as_deref(), Some("Pending"));
         assert_eq!(run.last().cloned().flatten().as_deref(), Some("Running"));
         let status = self.status.pod_status(uid).expect("status");
         assert!(!is_terminal_phase(&status), "{status:?}");
@@ -346,10 +348,10 @@ async fn readded_while_the_old_run_is_still_terminating_runs_again() {
     n.runtime.clear_failure("kill_pod");
 
     let (_, restarts) = n.wait_running(&uid, Some(&first)).await;
-    // The old run's container was still in the runtime when the new run started (it is
-    // removed at the end of a run only when the pod is no longer desired): as upstream's
-    // `startContainer`, the new container counts on from it.
-    assert_eq!(restarts, 1);
+    assert_eq!(
+        restarts, 0,
+        "the new run starts without the old run's containers"
+    );
     n.assert_fresh_run(&uid);
     n.stop().await;
 }
@@ -408,12 +410,16 @@ async fn readded_after_a_kubelet_restart_runs_again() {
     n.manifests(&[&p]).await;
     let (first, _) = n.wait_running(&uid, None).await;
     n.manifests(&[]).await;
-    n.wait_stopped(&uid).await;
+    eventually(Duration::from_secs(60), "old run removed", || {
+        n.runtime.running_pods().iter().all(|r| r.uid != uid)
+    })
+    .await;
     let runtime = n.stop().await;
 
     let n = Node::start(runtime, Duration::from_secs(2)).await;
     n.manifests(&[&p]).await;
-    n.wait_running(&uid, Some(&first)).await;
+    let (_, restarts) = n.wait_running(&uid, Some(&first)).await;
+    assert_eq!(restarts, 0);
     n.assert_fresh_run(&uid);
     n.stop().await;
 }
@@ -433,7 +439,9 @@ async fn content_flipped_a_b_a_runs_each_time() {
         n.wait_stopped(&a.uid()).await;
         n.assert_fresh_run(&b.uid());
         n.manifests(&[&a]).await;
-        last_a = n.wait_running(&a.uid(), Some(&last_a)).await.0;
+        let (id, restarts) = n.wait_running(&a.uid(), Some(&last_a)).await;
+        assert_eq!(restarts, 0, "A's new run starts without its old containers");
+        last_a = id;
         n.wait_stopped(&b.uid()).await;
         n.assert_fresh_run(&a.uid());
     }

@@ -4,8 +4,12 @@
 //! * The latest update wins: updates that arrive while a worker is busy are coalesced, and the
 //!   worker always acts on the newest spec.
 //! * Once a pod is terminating it never syncs again under the same UID, except when its
-//!   config asks for it again after it has fully terminated (a static pod re-added with the
-//!   same content: upstream's "restartable" pods).
+//!   config asks for it again (a static pod re-added with the same content: upstream's
+//!   `restartRequested`). Then the old run first terminates completely, and the new run
+//!   starts as a new pod does: its first sync removes what the old run left in the runtime
+//!   (exited containers, stopped sandboxes, logs), so the new containers start at restart
+//!   count 0 outside any crash-loop backoff of the old ones. Upstream leaves those to
+//!   container GC, and a new run that starts before GC counts on from them.
 //! * A termination grace period can only be shortened by a later kill (or a shorter
 //!   `deletionGracePeriodSeconds`); a shorter one cancels the termination in progress, which
 //!   then starts again with it.
@@ -94,6 +98,8 @@ struct PodState {
     grace: Option<i64>,
     synced_once: bool,
     restart_requested: bool,
+    /// This run restarts a terminated UID: its first sync removes the old run's leftovers.
+    clean_start: bool,
     task_running: bool,
     notify: Arc<Notify>,
     /// When a backoff window of the pod ends: the worker syncs again then.
@@ -113,6 +119,7 @@ impl PodState {
             grace: None,
             synced_once: false,
             restart_requested: false,
+            clean_start: false,
             task_running: false,
             notify: Arc::new(Notify::new()),
             retry_at: None,
@@ -131,6 +138,7 @@ impl PodState {
         self.notify = notify;
         self.task_running = task_running;
         self.pod = pod;
+        self.clean_start = true;
         self.pending = Some(SyncPodType::Create);
         self.notify.notify_one();
     }
@@ -202,6 +210,7 @@ impl From<crate::sync::Error> for Failure {
 
 struct Work {
     phase: WorkerPhase,
+    clean_start: bool,
     kind: SyncPodType,
     pod: Option<Pod>,
     running_pod: Option<RunningPod>,
@@ -383,6 +392,7 @@ impl PodWorkers {
         };
         Some(Work {
             phase: state.phase,
+            clean_start: state.clean_start,
             kind,
             pod: state.pod.clone(),
             running_pod: state.running_pod.clone(),
@@ -488,10 +498,13 @@ impl PodWorkers {
     }
 
     async fn process(&self, uid: &PodUid, work: &Work) -> Result<Option<WorkerPhase>, Failure> {
-        let status = self.fresh_status(uid, work).await?;
+        let mut status = self.fresh_status(uid, work).await?;
         let syncer = &self.inner.syncer;
         match (work.phase, &work.pod) {
             (WorkerPhase::Syncing, Some(pod)) => {
+                if work.clean_start {
+                    status = self.remove_previous_run(uid, work, &status).await?;
+                }
                 let terminal = syncer.sync_pod(work.kind, pod, &status).await?;
                 Ok(terminal.then_some(WorkerPhase::Terminating))
             }
@@ -522,6 +535,30 @@ impl PodWorkers {
             }
             (_, _) => Ok(Some(WorkerPhase::Finished)),
         }
+    }
+
+    /// Removes what the previous run of a restarted UID left in the runtime, as for a runtime
+    /// pod nobody wants (it is not this run's), and returns the pod's status afterwards. Done
+    /// once per run: a later failure of the first sync must not remove the new run's work.
+    async fn remove_previous_run(
+        &self,
+        uid: &PodUid,
+        work: &Work,
+        status: &PodStatus,
+    ) -> Result<Arc<PodStatus>, Failure> {
+        let leftovers = status.to_running_pod();
+        if !leftovers.containers.is_empty() || !leftovers.sandboxes.is_empty() {
+            info!(pod = %uid, containers = leftovers.containers.len(), sandboxes = leftovers.sandboxes.len(), "removing what the pod's previous run left before it runs again");
+            self.inner
+                .syncer
+                .sync_terminating_runtime_pod(&leftovers)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        if let Some(state) = self.pods().get_mut(uid) {
+            state.clean_start = false;
+        }
+        Ok(self.fresh_status(uid, work).await?)
     }
 
     /// Records the outcome of one unit of work. Returns `true` when the worker should exit.

@@ -10,9 +10,10 @@
 //! after it belongs to a new run of the same UID: a static pod whose manifest came back with
 //! the same content (issue 18). The new run starts from nothing, as a new pod does: no
 //! terminal phase, start time, conditions or container states are carried over, and its
-//! version continues from the old one's so an API syncer sees the change. Upstream reaches
-//! the same end by never marking static pods finished nor terminal in `TerminatePod` and by
-//! dropping statuses of pods gone from the config at housekeeping (TODO #116484). An API syncer
+//! version continues from the old one's so an API syncer sees the change. Upstream mostly
+//! gets there by never marking static pods finished nor terminal in `TerminatePod` (TODO
+//! #116484) and by dropping the statuses of pods gone from the config at housekeeping; a
+//! static pod back before that housekeeping pass keeps its `Failed` phase there. An API syncer
 //! (upstream `syncBatch`) can [`subscribe`](LocalStatusManager::subscribe) to changes and read
 //! [`all_statuses`](LocalStatusManager::all_statuses), comparing versions with what it sent.
 

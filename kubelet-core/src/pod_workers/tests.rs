@@ -98,7 +98,12 @@ impl PodSyncer for RecordingSyncer {
 }
 
 fn workers(syncer: Arc<RecordingSyncer>) -> PodWorkers {
-    let runtime = Arc::new(FakeRuntime::new());
+    workers_on(syncer, FakeRuntime::new())
+}
+
+/// Workers whose status refreshes read `runtime`.
+fn workers_on(syncer: Arc<RecordingSyncer>, runtime: FakeRuntime) -> PodWorkers {
+    let runtime = Arc::new(runtime);
     let cache = PodCache::new();
     let pleg = Arc::new(FakePleg::new(runtime, cache.clone()));
     PodWorkers::new(
@@ -459,4 +464,63 @@ async fn housekeeping_keeps_a_pod_desired_again_while_it_terminates() {
     drop(held);
     assert_eq!(next(&mut rx).await, Seen::Terminated);
     second_run_is_a_whole_run(&w, &mut rx, p).await;
+}
+
+/// Puts running containers of `p` in the runtime, as a sync of the real syncer does.
+async fn run_in(runtime: &FakeRuntime, p: &Pod) {
+    use crate::runtime::Runtime;
+    runtime
+        .sync_pod(
+            p,
+            &PodStatus::default(),
+            Arc::new(crate::testing::FakeRuntimeHelper),
+            &crate::backoff::Backoff::crash_loop_default(),
+        )
+        .await
+        .expect("fake sync");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_restarted_run_first_removes_what_the_old_run_left_once() {
+    use crate::runtime::Runtime;
+    let (syncer, mut rx) = RecordingSyncer::new();
+    let runtime = FakeRuntime::new();
+    let w = workers_on(syncer.clone(), runtime.clone());
+    let p = pod("left");
+    // Containers already running at the first sync (a kubelet restart) are adopted.
+    run_in(&runtime, &p).await;
+    w.update_pod(create(p.clone()));
+    assert!(matches!(
+        next(&mut rx).await,
+        Seen::Sync(SyncPodType::Create, _)
+    ));
+    w.update_pod(kill(p.clone(), None));
+    assert_eq!(next(&mut rx).await, Seen::Terminating(Some(30)));
+    let old = runtime.running_pods();
+    runtime
+        .kill_pod(Some(&p), &old[0], Some(1))
+        .await
+        .expect("fake kill");
+    assert_eq!(next(&mut rx).await, Seen::Terminated);
+    until_phase(&w, &p.uid(), Some(WorkerPhase::Finished)).await;
+
+    // The new run's first sync fails after the old run's leftovers went.
+    *syncer.fail.lock().expect("lock") = 1;
+    w.update_pod(create(p.clone()));
+    assert_eq!(next(&mut rx).await, Seen::TerminatingRuntime);
+    assert!(matches!(
+        next(&mut rx).await,
+        Seen::Sync(SyncPodType::Create, _)
+    ));
+    // What the new run starts is its own: the retry keeps it.
+    run_in(&runtime, &p).await;
+    w.update_pod(UpdatePodOptions {
+        kind: SyncPodType::Sync,
+        ..create(p.clone())
+    });
+    assert!(matches!(
+        next(&mut rx).await,
+        Seen::Sync(SyncPodType::Create, _)
+    ));
+    quiet(&mut rx).await;
 }
