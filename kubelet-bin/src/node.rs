@@ -150,13 +150,27 @@ impl NodeBuilder {
     ///
     /// Defaults: node name [`hostname`], root directory `/var/lib/kubelet`, no node IPs, no
     /// pod source, no endpoints, and the defaults of the [module docs](self).
-    pub fn new<F, E>(runtime: F) -> Self
+    pub fn new<F, R, E>(runtime: F) -> Self
     where
-        F: FnOnce(&RuntimeContext) -> Result<Arc<dyn Runtime>, E> + Send + 'static,
+        F: FnOnce(&RuntimeContext) -> Result<R, E> + Send + 'static,
+        R: Runtime,
         E: Into<BoxError>,
     {
+        Self::with_runtime_constructor(Box::new(move |ctx| match runtime(ctx) {
+            Ok(runtime) => Ok(Arc::new(runtime) as Arc<dyn Runtime>),
+            Err(e) => Err(e.into()),
+        }))
+    }
+
+    /// A node over a runtime that needs nothing from the node, shared with the caller (e.g.
+    /// a fake whose state a test inspects).
+    pub fn with_runtime(runtime: Arc<dyn Runtime>) -> Self {
+        Self::with_runtime_constructor(Box::new(move |_| Ok(runtime)))
+    }
+
+    fn with_runtime_constructor(runtime: RuntimeConstructor) -> Self {
         Self {
-            runtime: Box::new(move |ctx| runtime(ctx).map_err(Into::into)),
+            runtime,
             node_name: hostname(),
             node_ips: Vec::new(),
             root_dir: PathBuf::from("/var/lib/kubelet"),
@@ -179,11 +193,6 @@ impl NodeBuilder {
             read_only_addr: None,
             drain_timeout: Duration::from_secs(10),
         }
-    }
-
-    /// A node over a runtime that needs nothing from the node (e.g. a fake).
-    pub fn with_runtime(runtime: Arc<dyn Runtime>) -> Self {
-        Self::new(move |_| Ok::<_, std::convert::Infallible>(runtime))
     }
 
     /// The node's name (static pods get `-<node name>` appended).
