@@ -122,7 +122,7 @@ impl Node {
         &self.status
     }
 
-    /// The default status manager, unless [`NodeBuilder::status_manager`] replaced it
+    /// The default status manager, unless [`NodeBuilder::status_manager`](super::NodeBuilder::status_manager) replaced it
     /// (its `subscribe` and `versioned_status` serve tests and benchmarks).
     pub fn local_status_manager(&self) -> Option<&Arc<LocalStatusManager>> {
         self.local_status.as_ref()
