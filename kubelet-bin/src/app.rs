@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use kubelet::{NodeBuilder, RuntimeContext};
-use kubelet_core::runtime::Runtime;
 use tracing::{info, warn};
 
 use crate::settings::Settings;
@@ -60,7 +59,10 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
 }
 
 /// The CRI runtime of the settings. The one place the binary constructs `RemoteRuntime`.
-fn remote_runtime(settings: &Settings, ctx: &RuntimeContext) -> anyhow::Result<Arc<dyn Runtime>> {
+fn remote_runtime(
+    settings: &Settings,
+    ctx: &RuntimeContext,
+) -> anyhow::Result<kubelet_cri::RemoteRuntime> {
     let pr = &settings.pod_runtime;
     let runtime = kubelet_cri::RemoteRuntime::connect(
         &settings.runtime_endpoint,
@@ -85,7 +87,7 @@ fn remote_runtime(settings: &Settings, ctx: &RuntimeContext) -> anyhow::Result<A
         settings.image_pull_backoff.0,
         settings.image_pull_backoff.1,
     ));
-    Ok(Arc::new(runtime))
+    Ok(runtime)
 }
 
 /// SIGTERM and SIGINT, installed before the node starts.

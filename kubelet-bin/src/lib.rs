@@ -6,9 +6,8 @@
 //! top of it; a custom node agent is a runtime on top of it.
 //!
 //! ```no_run
-//! use std::sync::Arc;
 //! use kubelet::NodeBuilder;
-//! # fn my_runtime(_: kubelet_core::probe::Results) -> Arc<dyn kubelet_core::runtime::Runtime> { unimplemented!() }
+//! # fn my_runtime(_: kubelet_core::probe::Results) -> kubelet_core::testing::FakeRuntime { unimplemented!() }
 //! # async fn demo() -> Result<(), kubelet::Error> {
 //! let node = NodeBuilder::new(|ctx: &kubelet::RuntimeContext| {
 //!     Ok::<_, std::convert::Infallible>(my_runtime(ctx.probe_results.clone()))

@@ -31,11 +31,10 @@ use kubelet_core::cm::PodContainerManager;
 use kubelet_core::config::{FileSource, PodSource};
 use kubelet_core::kubelet::env::EnvSource;
 use kubelet_core::kubelet::{
-    KubeletBuilder, KubeletRuntimeHelper, KubeletService, Managers, PodAdmitHandler, sync_loop,
+    KubeletBuilder, KubeletRuntimeHelper, Managers, PodAdmitHandler, sync_loop,
 };
 use kubelet_core::objects::{InMemoryObjectSource, ObjectSource};
 use kubelet_core::pleg::Pleg;
-use kubelet_core::pod_manager::PodManager;
 use kubelet_core::probe::{self, ProbeManager};
 use kubelet_core::resources::NodeAllocatable;
 use kubelet_core::runtime::Runtime;
@@ -44,7 +43,6 @@ use kubelet_core::volume::VolumeManager;
 use kubelet_status::LocalStatusManager;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::{info, warn};
 
 use crate::server::{self, ServerState};
 
@@ -150,13 +148,27 @@ impl NodeBuilder {
     ///
     /// Defaults: node name [`hostname`], root directory `/var/lib/kubelet`, no node IPs, no
     /// pod source, no endpoints, and the defaults of the [module docs](self).
-    pub fn new<F, E>(runtime: F) -> Self
+    pub fn new<F, R, E>(runtime: F) -> Self
     where
-        F: FnOnce(&RuntimeContext) -> Result<Arc<dyn Runtime>, E> + Send + 'static,
+        F: FnOnce(&RuntimeContext) -> Result<R, E> + Send + 'static,
+        R: Runtime,
         E: Into<BoxError>,
     {
+        Self::with_runtime_constructor(Box::new(move |ctx| match runtime(ctx) {
+            Ok(runtime) => Ok(Arc::new(runtime) as Arc<dyn Runtime>),
+            Err(e) => Err(e.into()),
+        }))
+    }
+
+    /// A node over a runtime that needs nothing from the node, shared with the caller (e.g.
+    /// a fake whose state a test inspects).
+    pub fn with_runtime(runtime: Arc<dyn Runtime>) -> Self {
+        Self::with_runtime_constructor(Box::new(move |_| Ok(runtime)))
+    }
+
+    fn with_runtime_constructor(runtime: RuntimeConstructor) -> Self {
         Self {
-            runtime: Box::new(move |ctx| runtime(ctx).map_err(Into::into)),
+            runtime,
             node_name: hostname(),
             node_ips: Vec::new(),
             root_dir: PathBuf::from("/var/lib/kubelet"),
@@ -179,11 +191,6 @@ impl NodeBuilder {
             read_only_addr: None,
             drain_timeout: Duration::from_secs(10),
         }
-    }
-
-    /// A node over a runtime that needs nothing from the node (e.g. a fake).
-    pub fn with_runtime(runtime: Arc<dyn Runtime>) -> Self {
-        Self::new(move |_| Ok::<_, std::convert::Infallible>(runtime))
     }
 
     /// The node's name (static pods get `-<node name>` appended).
@@ -443,218 +450,9 @@ impl NodeBuilder {
     }
 }
 
-/// An endpoint, bound and not yet serving.
-struct Server {
-    name: &'static str,
-    addr: SocketAddr,
-    listener: Option<(tokio::net::TcpListener, axum::Router)>,
-}
-
-async fn bind(name: &'static str, addr: SocketAddr, router: axum::Router) -> Result<Server, Error> {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|source| Error::Bind { name, addr, source })?;
-    let addr = listener
-        .local_addr()
-        .map_err(|source| Error::Bind { name, addr, source })?;
-    Ok(Server {
-        name,
-        addr,
-        listener: Some((listener, router)),
-    })
-}
-
-/// A built node: [`spawn`](Self::spawn) it and [`stop`](Self::stop) it, or
-/// [`run_until`](Self::run_until) a shutdown signal. Stopping leaves the pods running in the
-/// runtime, as upstream.
-pub struct Node {
-    service: KubeletService,
-    runtime: Arc<dyn Runtime>,
-    status: Arc<dyn StatusManager>,
-    local_status: Option<Arc<LocalStatusManager>>,
-    pleg_task: Option<Task>,
-    servers: Vec<Server>,
-    drain_timeout: Duration,
-}
-
-impl std::fmt::Debug for Node {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Node")
-            .field("service", &self.service)
-            .field("healthz_addr", &self.healthz_addr())
-            .field("read_only_addr", &self.read_only_addr())
-            .finish_non_exhaustive()
-    }
-}
-
-impl Node {
-    /// Starts every task: the kubelet (runtime checks, sources, sync loop), the PLEG and the
-    /// endpoints. Calling it again does nothing.
-    pub async fn spawn(&mut self) {
-        let tracker = self.service.tracker().clone();
-        let token = self.service.token().clone();
-        self.service.spawn().await;
-        if let Some(pleg) = self.pleg_task.take() {
-            tracker.spawn(pleg);
-        }
-        for server in &mut self.servers {
-            let Some((listener, router)) = server.listener.take() else {
-                continue;
-            };
-            let (name, addr) = (server.name, server.addr);
-            info!(%addr, "serving {name} endpoints");
-            let token = token.child_token();
-            tracker.spawn(async move {
-                let shutdown = async move { token.cancelled().await };
-                if let Err(e) = axum::serve(listener, router)
-                    .with_graceful_shutdown(shutdown)
-                    .await
-                {
-                    warn!(error = %e, "{name} server failed");
-                }
-            });
-        }
-    }
-
-    /// Stops every task and waits up to the drain timeout; `false` (and a warning) when some
-    /// did not stop in time.
-    pub async fn stop(&self) -> bool {
-        let drained = self.service.stop(self.drain_timeout).await;
-        if !drained {
-            warn!(
-                "some subsystems did not stop within {:?}",
-                self.drain_timeout
-            );
-        }
-        drained
-    }
-
-    /// Spawns the node, waits for `shutdown`, then stops it.
-    pub async fn run_until(mut self, shutdown: impl Future<Output = ()>) -> bool {
-        self.spawn().await;
-        shutdown.await;
-        info!("shutting down; pods keep running");
-        self.stop().await
-    }
-
-    /// The desired pods.
-    pub fn pod_manager(&self) -> &PodManager {
-        self.service.pod_manager()
-    }
-
-    /// The status manager.
-    pub fn status_manager(&self) -> &Arc<dyn StatusManager> {
-        &self.status
-    }
-
-    /// The default status manager, unless [`NodeBuilder::status_manager`] replaced it
-    /// (its `subscribe` and `versioned_status` serve tests and benchmarks).
-    pub fn local_status_manager(&self) -> Option<&Arc<LocalStatusManager>> {
-        self.local_status.as_ref()
-    }
-
-    /// The container runtime.
-    pub fn runtime(&self) -> &Arc<dyn Runtime> {
-        &self.runtime
-    }
-
-    /// The sync loop's liveness.
-    pub fn health(&self) -> &sync_loop::Health {
-        self.service.health()
-    }
-
-    /// The core assembly (kubelet, managers, runtime state, tracker and token).
-    pub fn kubelet(&self) -> &KubeletService {
-        &self.service
-    }
-
-    /// Where the healthz endpoints listen, if enabled.
-    pub fn healthz_addr(&self) -> Option<SocketAddr> {
-        self.addr("healthz")
-    }
-
-    /// Where the read-only endpoints listen, if enabled.
-    pub fn read_only_addr(&self) -> Option<SocketAddr> {
-        self.addr("read-only")
-    }
-
-    fn addr(&self, name: &str) -> Option<SocketAddr> {
-        self.servers.iter().find(|s| s.name == name).map(|s| s.addr)
-    }
-}
-
+mod handle;
 #[cfg(test)]
-mod tests {
-    use kubelet_core::PodExt;
-    use kubelet_core::config::{ChannelSource, Operation};
-    use kubelet_core::kubelet::{PodAdmitAttributes, PodAdmitResult};
-    use kubelet_core::testing::{FakeRuntime, pod};
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+mod tests;
 
-    use super::*;
-
-    /// Refuses every pod: this agent runs nothing.
-    struct RefuseAll;
-
-    impl PodAdmitHandler for RefuseAll {
-        fn admit(&self, _: &PodAdmitAttributes<'_>) -> PodAdmitResult {
-            PodAdmitResult::reject("NothingRuns", "this node runs no pods")
-        }
-    }
-
-    async fn get(addr: SocketAddr, path: &str) -> String {
-        let mut conn = tokio::net::TcpStream::connect(addr).await.expect("connect");
-        conn.write_all(
-            format!("GET {path} HTTP/1.1\r\nHost: node\r\nConnection: close\r\n\r\n").as_bytes(),
-        )
-        .await
-        .expect("request");
-        let mut response = String::new();
-        conn.read_to_string(&mut response).await.expect("response");
-        response
-    }
-
-    #[tokio::test]
-    async fn the_builder_wires_admit_handlers_and_the_read_only_endpoints() {
-        let root = tempfile::tempdir().expect("tempdir");
-        let runtime = FakeRuntime::new();
-        let (source, pods) = ChannelSource::new("test");
-        let mut node = NodeBuilder::with_runtime(Arc::new(runtime.clone()))
-            .node_name("node-a")
-            .root_dir(root.path())
-            .source(Box::new(source))
-            .admit_handler(Arc::new(RefuseAll))
-            .read_only_addr("127.0.0.1:0".parse().expect("an address"))
-            .build()
-            .await
-            .expect("builds");
-        assert!(root.path().join("pods").is_dir());
-        let addr = node.read_only_addr().expect("read-only endpoints");
-        assert_ne!(addr.port(), 0, "the bound port");
-        assert_eq!(node.healthz_addr(), None);
-        node.spawn().await;
-
-        let p = pod("refused");
-        pods.send(Operation::Set, vec![p.clone()])
-            .await
-            .expect("node running");
-        let status = node.local_status_manager().expect("default status manager");
-        let mut changes = status.subscribe();
-        while status.versioned_status(&p.uid()).is_none() {
-            tokio::time::timeout(Duration::from_secs(30), changes.changed())
-                .await
-                .expect("a status within 30 s")
-                .expect("status manager alive");
-        }
-        let listed = get(addr, "/pods").await;
-        assert!(listed.starts_with("HTTP/1.1 200"), "{listed}");
-        assert!(
-            listed.contains("\"reason\":\"NothingRuns\"")
-                && listed.contains("Pod was rejected: this node runs no pods"),
-            "{listed}"
-        );
-        assert!(runtime.running_pods().is_empty(), "never started");
-        assert!(get(addr, "/healthz").await.starts_with("HTTP/1.1 200"));
-        assert!(node.stop().await, "every task stops");
-    }
-}
+pub use handle::Node;
+use handle::bind;
