@@ -38,8 +38,8 @@ pub const SAFE_SYSCTLS: [&str; 12] = [
 ];
 
 /// Upstream `patternAllowlist.Admit`: every pod sysctl must be safe, and a `net.*` one needs
-/// the pod's own network namespace (`kernel.shm*` its own IPC namespace). The `Err` is
-/// upstream's message, e.g. `forbidden sysctl: "kernel.msgmax" not allowlisted`.
+/// the pod's own network namespace (`kernel.shm*` its own IPC namespace). The error's message
+/// is upstream's, e.g. `forbidden sysctl: "kernel.msgmax" not allowlisted`.
 pub fn validate(pod: &Pod) -> Result<(), Error> {
     let spec = pod.spec.as_ref();
     let host_net = spec.and_then(|s| s.host_network).unwrap_or(false);

@@ -5,7 +5,8 @@
 //! tokio time and recording transitions in core's results managers
 //! ([`kubelet_core::probe::Results`], upstream `prober/results`), whose update channel the
 //! sync loop consumes. The probers (`prober.go`, `pkg/probe/{exec,http,tcp,grpc}`) are in
-//! [`exec`], [`http`], [`tcp`] and [`grpc`].
+//! [`exec`], [`http`], [`tcp`] and [`grpc`]. A probe that could not run at all (a bad port, no
+//! pod IP, a runtime error) is an [`Error`]; one that ran and failed is an [`Outcome`].
 //!
 //! The manager implements core's [`ProbeManager`](kubelet_core::probe::ProbeManager) (driven by
 //! the pod syncer) and [`ProbeResults`](kubelet_core::probe::ProbeResults) (read by status

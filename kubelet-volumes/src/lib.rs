@@ -10,7 +10,9 @@
 //! `type` check, `configMap`, `secret`, `downwardAPI` and `projected` (configMap, secret,
 //! downwardAPI, serviceAccountToken sources) written by an [`atomic_writer`] from a
 //! [`kubelet_core::objects::ObjectSource`], and safe `subPath` mounts ([`subpath`]).
-//! Other volume types are refused with a clear `FailedMount` message.
+//! Other volume types are refused with a clear `FailedMount` message. The helpers return this
+//! crate's [`Error`], which names the path, volume source or object and what is wrong; the
+//! manager hands it to the pod workers as a [`kubelet_core::volume::Error`].
 //!
 //! File modes and owners follow upstream ([`ownership`]): configMap, secret, downwardAPI and
 //! projected files get `defaultMode` (0644 unless the pod says otherwise) or the item's
