@@ -14,14 +14,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Pod, PodStatus as ApiPodStatus};
-use kubelet_core::backoff::Backoff;
 use kubelet_core::cache::PodCache;
-use kubelet_core::config::{FILE_SOURCE, Operation, PodConfig, PodUpdate, static_pod};
-use kubelet_core::kubelet::{
-    self, Kubelet, KubeletPodSyncer, KubeletRuntimeHelper, Managers, RuntimeState, SourcesReady,
+use kubelet_core::config::{
+    ChannelSource, ChannelSourceSender, FILE_SOURCE, Operation, static_pod,
 };
-use kubelet_core::pod_manager::PodManager;
-use kubelet_core::pod_workers::{self, PodWorkers};
+use kubelet_core::kubelet::{self, KubeletBuilder, KubeletRuntimeHelper, KubeletService, Managers};
+use kubelet_core::pod_workers;
 use kubelet_core::runtime::{ContainerState, PodStatus, Runtime};
 use kubelet_core::status::{StatusInputs, StatusManager, is_terminal_phase};
 use kubelet_core::testing::{FakePleg, FakeRuntime, FakeVolumeManager};
@@ -132,17 +130,22 @@ struct Node {
     runtime: FakeRuntime,
     status: Arc<LocalStatusManager>,
     journal: Arc<Journal>,
-    kubelet: Kubelet,
-    files: mpsc::Sender<PodUpdate>,
-    token: CancellationToken,
+    kubelet: KubeletService,
+    files: ChannelSourceSender,
     _root: tempfile::TempDir,
 }
 
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.kubelet.token().cancel();
+    }
+}
+
 impl Node {
-    /// A kubelet started on `runtime`; housekeeping every `housekeeping_period`.
+    /// A kubelet started on `runtime`, assembled by the core [`KubeletBuilder`] as the binary's
+    /// node builder does; housekeeping every `housekeeping_period`.
     async fn start(runtime: FakeRuntime, housekeeping_period: Duration) -> Self {
         let root = tempfile::tempdir().expect("tempdir");
-        let token = CancellationToken::new();
         let rt: Arc<dyn Runtime> = Arc::new(runtime.clone());
         let cache = PodCache::new();
         let pleg: Arc<dyn kubelet_core::pleg::Pleg> =
@@ -151,77 +154,37 @@ impl Node {
         let journal = Arc::new(Journal::default());
         let volumes: Arc<dyn VolumeManager> = Arc::new(FakeVolumeManager::default());
         let managers = Managers {
-            runtime: rt.clone(),
+            runtime: rt,
             volumes: volumes.clone(),
             status: Arc::new(JournaledStatus {
                 inner: status.clone(),
                 journal: journal.clone(),
             }),
-            pleg: pleg.clone(),
-            cache: cache.clone(),
+            pleg,
+            cache,
             helper: Arc::new(KubeletRuntimeHelper::new(volumes)),
             probes: Arc::new(kubelet_core::probe::NoProbes),
             cgroups: Arc::new(kubelet_core::cm::Noop::default()),
         };
-        let (mut config, updates) = PodConfig::new();
-        let files = config.channel(FILE_SOURCE);
-        let sources = config.sources_ready();
-        let sources_ready: SourcesReady = Arc::new(move || sources.seen_all_sources());
-        let pod_manager = PodManager::new();
-        let runtime_state = RuntimeState::new(pleg.clone());
-        runtime_state.update(rt.as_ref()).await;
-        let backoff = Arc::new(Backoff::new(
-            Duration::from_secs(10),
-            Duration::from_secs(300),
-        ));
-        let syncer = Arc::new(KubeletPodSyncer::new(
-            managers.clone(),
-            pod_manager.clone(),
-            runtime_state.clone(),
-            backoff.clone(),
-            root.path().to_path_buf(),
-            vec!["192.0.2.1".into()],
-        ));
-        let tracker = TaskTracker::new();
-        let workers = PodWorkers::new(
-            syncer,
-            pleg,
-            cache,
-            pod_workers::Config::default(),
-            tracker.clone(),
-            token.clone(),
-        );
-        let kubelet = Kubelet::new(pod_manager, workers, &managers, backoff, sources_ready);
+        let (source, files) = ChannelSource::new(FILE_SOURCE);
         let (_pleg_events_tx, pleg_events) = mpsc::channel(1);
         let (_probe_results, probe_updates) = kubelet_core::probe::Results::new();
-        tracker.spawn(config.run(token.child_token()));
-        tracker.spawn(
-            runtime_state
-                .clone()
-                .run(rt, Duration::from_secs(5), token.child_token()),
-        );
-        tracker.spawn(kubelet::sync_loop::run(
-            kubelet.clone(),
-            kubelet::sync_loop::Channels {
-                updates,
-                pleg_events,
-                probe_updates,
-            },
-            runtime_state,
-            kubelet::sync_loop::Health::new(Duration::from_secs(60)),
-            kubelet::sync_loop::Config {
+        let mut kubelet = KubeletBuilder::new(managers, pleg_events, probe_updates)
+            .source(Box::new(source))
+            .root_dir(root.path())
+            .node_ips(vec!["192.0.2.1".into()])
+            .sync_loop_config(kubelet::sync_loop::Config {
                 housekeeping_period,
                 ..Default::default()
-            },
-            token.child_token(),
-        ));
+            })
+            .build(&TaskTracker::new(), &CancellationToken::new());
+        kubelet.spawn().await;
         Self {
             runtime,
             status,
             journal,
             kubelet,
             files,
-            token,
             _root: root,
         }
     }
@@ -229,11 +192,7 @@ impl Node {
     /// The file source's snapshot: exactly `pods` are in the manifest directory.
     async fn manifests(&self, pods: &[&Pod]) {
         self.files
-            .send(PodUpdate {
-                pods: pods.iter().map(|p| (*p).clone()).collect(),
-                op: Operation::Set,
-                source: FILE_SOURCE.into(),
-            })
+            .send(Operation::Set, pods.iter().map(|p| (*p).clone()).collect())
             .await
             .expect("config merger running");
     }
@@ -300,8 +259,8 @@ impl Node {
     }
 
     async fn stop(self) -> FakeRuntime {
-        self.token.cancel();
-        self.runtime
+        self.kubelet.stop(Duration::from_secs(10)).await;
+        self.runtime.clone()
     }
 }
 
@@ -339,7 +298,7 @@ async fn readded_while_the_old_run_is_still_terminating_runs_again() {
     );
     n.manifests(&[]).await;
     eventually(Duration::from_secs(5), "termination started", || {
-        n.kubelet.workers().is_termination_requested(&uid)
+        n.kubelet.kubelet().workers().is_termination_requested(&uid)
     })
     .await;
     n.manifests(&[&p]).await;
@@ -366,7 +325,7 @@ async fn readded_just_after_the_old_run_terminated_runs_again() {
 
     n.manifests(&[]).await;
     eventually(Duration::from_secs(60), "old run finished", || {
-        n.kubelet.workers().phase(&uid) == Some(pod_workers::WorkerPhase::Finished)
+        n.kubelet.kubelet().workers().phase(&uid) == Some(pod_workers::WorkerPhase::Finished)
     })
     .await;
     assert_eq!(
@@ -391,7 +350,7 @@ async fn readded_after_housekeeping_forgot_the_uid_runs_again() {
 
     n.manifests(&[]).await;
     eventually(Duration::from_secs(60), "UID forgotten", || {
-        n.kubelet.workers().phase(&uid).is_none() && n.status.pod_status(&uid).is_none()
+        n.kubelet.kubelet().workers().phase(&uid).is_none() && n.status.pod_status(&uid).is_none()
     })
     .await;
     n.manifests(&[&p]).await;
