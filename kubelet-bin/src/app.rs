@@ -50,7 +50,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     let cgroups = pod_cgroups(pr)?;
     let (probe_results, probe_updates) = kubelet_core::probe::Results::new();
     let runtime: Arc<dyn Runtime> = Arc::new(
-        kubelet_cri::RemoteRuntime::connect(
+        kubelet_cri::connect(
             &settings.runtime_endpoint,
             kubelet_cri::Options::default()
                 .with_pod_logs_dir(settings.pod_log_dir.clone())
@@ -59,7 +59,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
                 .with_seccomp_profile_root(settings.root_dir.join("seccomp"))
                 .with_node_ips(settings.node_ips.clone())
                 .with_resolv_conf(pr.resolv_conf.clone())
-                .with_cluster_dns(kubelet_cri::dns::ClusterDns {
+                .with_cluster_dns(kubelet_core::kuberuntime::ClusterDns {
                     servers: pr.cluster_dns.clone(),
                     domain: pr.cluster_domain.clone(),
                 })
@@ -70,7 +70,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         )
         .with_context(|| format!("--container-runtime-endpoint {}", settings.runtime_endpoint))?
         .with_probe_results(probe_results.clone())
-        .with_image_pull_backoff(kubelet_cri::pull_backoff::ImagePullBackoff::new(
+        .with_image_pull_backoff(kubelet_core::kuberuntime::ImagePullBackoff::new(
             settings.image_pull_backoff.0,
             settings.image_pull_backoff.1,
         )),
