@@ -70,6 +70,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         )
         .with_context(|| format!("--container-runtime-endpoint {}", settings.runtime_endpoint))?
         .with_probe_results(probe_results.clone())
+        .with_handler_runner(Arc::new(kubelet_probe::LifecycleHandlerRunner))
         .with_image_pull_backoff(kubelet_core::kuberuntime::ImagePullBackoff::new(
             settings.image_pull_backoff.0,
             settings.image_pull_backoff.1,

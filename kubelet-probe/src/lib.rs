@@ -5,7 +5,8 @@
 //! tokio time and recording transitions in core's results managers
 //! ([`kubelet_core::probe::Results`], upstream `prober/results`), whose update channel the
 //! sync loop consumes. The probers (`prober.go`, `pkg/probe/{exec,http,tcp,grpc}`) are in
-//! [`exec`], [`http`], [`tcp`] and [`grpc`].
+//! [`exec`], [`http`], [`tcp`] and [`grpc`]. [`LifecycleHandlerRunner`] runs lifecycle hooks
+//! (upstream `pkg/kubelet/lifecycle/handlers.go`), httpGet ones with the same HTTP client.
 //!
 //! The manager implements core's [`ProbeManager`](kubelet_core::probe::ProbeManager) (driven by
 //! the pod syncer) and [`ProbeResults`](kubelet_core::probe::ProbeResults) (read by status
@@ -27,11 +28,13 @@
 pub mod exec;
 pub mod grpc;
 pub mod http;
+pub mod lifecycle;
 mod manager;
 pub mod prober;
 pub mod tcp;
 mod worker;
 
 pub use kubelet_core::probe::{ProbeKind, ProbeResult};
+pub use lifecycle::LifecycleHandlerRunner;
 pub use manager::Manager;
 pub use prober::Outcome;
