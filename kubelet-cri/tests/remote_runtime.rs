@@ -37,9 +37,11 @@ impl RuntimeHelper for TestHelper {
         pod: &Pod,
         container: &Container,
         pod_ips: &[String],
-    ) -> Result<RunContainerOptions, String> {
+    ) -> Result<RunContainerOptions, kubelet_core::runtime::RunContainerOptionsError> {
         if let Some(msg) = &self.fail {
-            return Err(msg.clone());
+            return Err(kubelet_core::runtime::RunContainerOptionsError::Other(
+                msg.clone(),
+            ));
         }
         // The helper owns the whole environment (literal values included), as upstream's
         // makeEnvironmentVariables.

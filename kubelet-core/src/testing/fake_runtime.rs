@@ -358,7 +358,7 @@ impl Runtime for FakeRuntime {
                 result.container_errors.push(ContainerSyncError {
                     container: spec.name.clone(),
                     reason: "CreateContainerConfigError".into(),
-                    message: message.clone(),
+                    message: message.to_string(),
                 });
                 continue;
             }

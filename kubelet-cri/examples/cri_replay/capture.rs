@@ -49,13 +49,15 @@ impl RuntimeHelper for NoVolumesHelper {
         pod: &Pod,
         container: &Container,
         _pod_ips: &[String],
-    ) -> Result<RunContainerOptions, String> {
+    ) -> Result<RunContainerOptions, kubelet_core::runtime::RunContainerOptionsError> {
         if container
             .volume_mounts
             .as_ref()
             .is_some_and(|m| !m.is_empty())
         {
-            return Err("cri_replay supports pods without volumes only".into());
+            return Err(kubelet_core::runtime::RunContainerOptionsError::Other(
+                "cri_replay supports pods without volumes only".into(),
+            ));
         }
         Ok(RunContainerOptions {
             envs: container
