@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use k8s_cri::v1 as cri;
+use kubelet_core::PodExt;
 use kubelet_core::kuberuntime::{RuntimeService, api};
 use kubelet_core::runtime::{
     ContainerState, Error, ExecResult, Result, RuntimeStatus, SandboxState, Version,
@@ -133,6 +134,15 @@ impl CriRuntimeService {
     }
 }
 
+/// The cgroup parent the sandbox of `config` gets: the engine's, else the backend's default.
+fn cri_config_cgroup_parent(config: &api::ContainerConfig<'_>, opts: &CriOptions) -> String {
+    if config.sandbox.cgroup_parent.is_empty() {
+        opts.cgroup_parent.clone().unwrap_or_default()
+    } else {
+        config.sandbox.cgroup_parent.clone()
+    }
+}
+
 fn sandbox_state(state: SandboxState) -> cri::PodSandboxState {
     match state {
         SandboxState::Ready => cri::PodSandboxState::SandboxReady,
@@ -217,16 +227,19 @@ impl RuntimeService for CriRuntimeService {
         config: &api::ContainerConfig<'a>,
     ) -> Result<String> {
         let cri_config = generate_container_config(config, &self.opts)?;
-        if let Some(r) = cri_config.linux.as_ref().and_then(|l| l.resources.as_ref()) {
-            tracing::debug!(
-                container = %config.container.name,
-                cpu_shares = r.cpu_shares,
-                cpu_quota = r.cpu_quota,
-                memory_limit = r.memory_limit_in_bytes,
-                oom_score_adj = r.oom_score_adj,
-                "container resources"
-            );
-        }
+        let res = cri_config.linux.as_ref().and_then(|l| l.resources.as_ref());
+        let cgroup_parent = cri_config_cgroup_parent(config, &self.opts);
+        tracing::info!(
+            pod = %config.pod.full_name(),
+            container = %config.container.name,
+            restart_count = config.attempt,
+            cpu_shares = ?res.map(|r| r.cpu_shares),
+            cpu_quota = ?res.map(|r| r.cpu_quota),
+            memory_limit = ?res.map(|r| r.memory_limit_in_bytes),
+            oom_score_adj = ?res.map(|r| r.oom_score_adj),
+            cgroup_parent = %cgroup_parent,
+            "creating container"
+        );
         self.client
             .create_container(sandbox_id, cri_config, self.sandbox_config(config.sandbox))
             .await

@@ -364,12 +364,11 @@ impl<S: RuntimeService> KubeRuntimeManager<S> {
             annotations: new_container_annotations(container, pod, restart_count, container_type),
             sandbox: ctx.sandbox_config,
         };
-        tracing::info!(
+        tracing::debug!(
             pod = %pod.full_name(),
             container = %container.name,
             restart_count,
-            cgroup_parent = %ctx.sandbox_config.cgroup_parent,
-            "creating container"
+            "starting container"
         );
         let id = self
             .service
