@@ -146,7 +146,7 @@ async fn run() -> Result<serde_json::Value, Error> {
         .with_pod_logs_dir(dir.path().join("logs"))
         .with_resolv_conf(dir.path().join("resolv.conf"))
         .with_node_name("relist-node");
-    let rt = RemoteRuntime::connect(&server.endpoint(), options)?;
+    let rt = kubelet_cri::connect(&server.endpoint(), options)?;
     populate(&rt, args.pods).await?;
 
     let raw = raw_client(server.socket_path());

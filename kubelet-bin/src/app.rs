@@ -64,7 +64,7 @@ fn remote_runtime(
     ctx: &RuntimeContext,
 ) -> anyhow::Result<kubelet_cri::RemoteRuntime> {
     let pr = &settings.pod_runtime;
-    let runtime = kubelet_cri::RemoteRuntime::connect(
+    let runtime = kubelet_cri::connect(
         &settings.runtime_endpoint,
         kubelet_cri::Options::default()
             .with_pod_logs_dir(settings.pod_log_dir.clone())
@@ -73,7 +73,7 @@ fn remote_runtime(
             .with_seccomp_profile_root(ctx.root_dir.join("seccomp"))
             .with_node_ips(ctx.node_ips.clone())
             .with_resolv_conf(pr.resolv_conf.clone())
-            .with_cluster_dns(kubelet_cri::dns::ClusterDns {
+            .with_cluster_dns(kubelet_core::kuberuntime::ClusterDns {
                 servers: pr.cluster_dns.clone(),
                 domain: pr.cluster_domain.clone(),
             })
@@ -83,7 +83,8 @@ fn remote_runtime(
             }),
     )?
     .with_probe_results(ctx.probe_results.clone())
-    .with_image_pull_backoff(kubelet_cri::pull_backoff::ImagePullBackoff::new(
+    .with_handler_runner(Arc::new(kubelet_probe::LifecycleHandlerRunner))
+    .with_image_pull_backoff(kubelet_core::kuberuntime::ImagePullBackoff::new(
         settings.image_pull_backoff.0,
         settings.image_pull_backoff.1,
     ));

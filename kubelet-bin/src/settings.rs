@@ -309,10 +309,10 @@ impl Settings {
         let image_pull_backoff = (
             flags
                 .experimental_image_pull_initial_backoff
-                .unwrap_or(kubelet_cri::pull_backoff::DEFAULT_INITIAL),
+                .unwrap_or(kubelet_core::kuberuntime::pull_backoff::DEFAULT_INITIAL),
             flags
                 .experimental_image_pull_max_backoff
-                .unwrap_or(kubelet_cri::pull_backoff::DEFAULT_MAX),
+                .unwrap_or(kubelet_core::kuberuntime::pull_backoff::DEFAULT_MAX),
         );
         if image_pull_backoff.0.is_zero() || image_pull_backoff.1 < image_pull_backoff.0 {
             return Err(UsageError(

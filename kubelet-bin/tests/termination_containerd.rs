@@ -337,7 +337,7 @@ fn a_cancelled_kill_followed_by_a_shorter_one_ends_at_the_shorter_deadline() {
     let logs = node.dir.join("kubelet").join("logs");
     let rt = tokio::runtime::Runtime::new().expect("tokio");
     rt.block_on(async {
-        let runtime = kubelet_cri::RemoteRuntime::connect(
+        let runtime = kubelet_cri::connect(
             &endpoint,
             kubelet_cri::Options::default()
                 .with_pod_logs_dir(&logs)

@@ -374,6 +374,48 @@ pub struct ExecResult {
     pub timed_out: bool,
 }
 
+/// Why [`RuntimeHelper::generate_run_container_options`] failed; the message is the
+/// container's `CreateContainerConfigError` message.
+#[derive(Debug, thiserror::Error)]
+pub enum RunContainerOptionsError {
+    /// An environment variable could not be resolved (a missing configMap, secret or field).
+    #[error(transparent)]
+    Env(#[from] crate::kubelet::env::Error),
+    /// A volume the container mounts is not mounted.
+    #[error("cannot find volume {volume:?} to mount into container {container:?}")]
+    VolumeNotMounted {
+        /// Volume name.
+        volume: String,
+        /// Container name.
+        container: String,
+    },
+    /// A volume mount cannot be made (propagation, `subPath`).
+    #[error("volume mount {volume:?} of container {container:?}: {reason}")]
+    VolumeMount {
+        /// Volume name.
+        volume: String,
+        /// Container name.
+        container: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The pod's hostname, subdomain or FQDN is invalid.
+    #[error(transparent)]
+    Hostname(#[from] crate::kubelet::hosts::Error),
+    /// The pod's managed `/etc/hosts` could not be written.
+    #[error("writing the pod's /etc/hosts in {}: {source}", dir.display())]
+    HostsFile {
+        /// The pod directory.
+        dir: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Any other reason (for helpers of other node agents).
+    #[error("{0}")]
+    Other(String),
+}
+
 /// Callbacks from the runtime into the kubelet while it syncs a pod
 /// (upstream `kubecontainer.RuntimeHelper`).
 #[cfg_attr(any(test, feature = "test-util"), mockall::automock)]
@@ -388,7 +430,7 @@ pub trait RuntimeHelper: Send + Sync {
         pod: &Pod,
         container: &Container,
         pod_ips: &[String],
-    ) -> std::result::Result<RunContainerOptions, String>;
+    ) -> std::result::Result<RunContainerOptions, RunContainerOptionsError>;
 
     /// The cgroup parent of the pod's sandbox (upstream `GetPodCgroupParent`), e.g.
     /// `/kubepods/burstable/pod<uid>`; empty lets the runtime choose.

@@ -375,11 +375,12 @@ impl CriClient {
     pub(crate) async fn pull_image(
         &self,
         spec: cri::ImageSpec,
+        auth: Option<cri::AuthConfig>,
         sandbox_config: cri::PodSandboxConfig,
     ) -> Result<String> {
         let msg = cri::PullImageRequest {
             image: Some(spec),
-            auth: None,
+            auth,
             sandbox_config: Some(sandbox_config),
         };
         let mut c = self.image.clone();

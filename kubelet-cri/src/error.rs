@@ -6,7 +6,40 @@
 use kubelet_core::runtime::Error;
 use tonic::Code;
 
-/// Why [`crate::RemoteRuntime::connect`] refused an endpoint.
+/// Every error of this crate that is not a [`kubelet_core::runtime::Error`] (what the
+/// [`kubelet_core::kuberuntime::RuntimeService`] calls return).
+#[derive(Debug, thiserror::Error)]
+pub enum CriError {
+    /// The endpoint was refused.
+    #[error(transparent)]
+    Connect(#[from] ConnectError),
+    /// A pod or container cannot be expressed in CRI.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+}
+
+/// Why a pod or container spec cannot be turned into a CRI config (reported on the
+/// container as `CreateContainerConfigError`, through [`Error::InvalidSpec`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// `seccompProfile.type: Localhost` without `localhostProfile`.
+    #[error("localhostProfile must be set if seccompProfile type is Localhost.")]
+    MissingLocalhostProfile,
+}
+
+impl From<ConfigError> for Error {
+    fn from(e: ConfigError) -> Self {
+        let field = match e {
+            ConfigError::MissingLocalhostProfile => "securityContext.seccompProfile",
+        };
+        Error::InvalidSpec {
+            field: field.into(),
+            reason: e.to_string(),
+        }
+    }
+}
+
+/// Why [`crate::connect`] refused an endpoint.
 ///
 /// None of these is retryable: they are configuration errors. A runtime that is merely down is
 /// not an error at connect time (the connection is lazy); it shows up as
@@ -17,7 +50,7 @@ pub enum ConnectError {
     #[error("unsupported CRI endpoint {0:?}: expected unix:///path/to/socket or a path")]
     UnsupportedEndpoint(String),
     /// `connect` was called outside a Tokio runtime (the channel needs one for its worker).
-    #[error("RemoteRuntime::connect must be called from within a Tokio runtime")]
+    #[error("kubelet_cri::connect must be called from within a Tokio runtime")]
     NoRuntime,
 }
 
@@ -42,12 +75,6 @@ pub(crate) fn from_status(op: &'static str, status: &tonic::Status) -> Error {
     }
 }
 
-/// `true` when `err` says the object is already gone (CRI `NotFound`); removal and stop calls
-/// treat that as success, as upstream does with `crierror.IsNotFound`.
-pub(crate) fn is_not_found(err: &Error) -> bool {
-    matches!(err, Error::NotFound(_))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -60,7 +87,7 @@ mod tests {
             "ContainerStatus",
             &tonic::Status::not_found("no such container"),
         );
-        assert!(is_not_found(&e));
+        assert!(matches!(e, Error::NotFound(_)));
         let e = from_status("RunPodSandbox", &tonic::Status::internal("cni failed"));
         assert!(
             matches!(e, Error::Runtime { op: "RunPodSandbox", ref message } if message == "cni failed")

@@ -1,30 +1,29 @@
-//! The CRI v1 client of a Rust kubelet: [`RemoteRuntime`] implements
-//! [`kubelet_core::runtime::Runtime`] over the Container Runtime Interface on a unix socket
-//! (containerd, CRI-O, ...).
+//! The CRI v1 backend of a Rust kubelet: [`CriRuntimeService`] implements the pod engine's
+//! [`kubelet_core::kuberuntime::RuntimeService`] over the Container Runtime Interface on a
+//! unix socket (containerd, CRI-O, ...), and [`RemoteRuntime`] is the engine over it, a
+//! [`kubelet_core::runtime::Runtime`].
 //!
-//! This crate mirrors upstream `pkg/kubelet/kuberuntime` (the generic runtime manager:
-//! `computePodActions`, `SyncPod`, `KillPod`, `GetPods`, `GetPodStatus`, labels and
-//! annotations) on top of `pkg/kubelet/cri/remote` (the gRPC client). It is the only crate of
-//! the workspace that touches gRPC and protobuf: CRI types stay inside; the [`convert`] module
-//! maps them to and from the core types.
+//! This crate mirrors upstream `pkg/kubelet/cri/remote` (the gRPC client) and the CRI half of
+//! `pkg/kubelet/kuberuntime` (`generatePodSandboxConfig`, `generateContainerConfig`, security
+//! contexts, resources). The pod logic itself (`computePodActions`, `SyncPod`, `KillPod`,
+//! labels, termination messages) is runtime-agnostic and lives in
+//! [`kubelet_core::kuberuntime`]. This is the only crate of the workspace that touches gRPC
+//! and protobuf: CRI types stay inside; the [`convert`] module maps them to and from the
+//! core types.
 //!
-//! * [`RemoteRuntime`] / [`Options`]: connect lazily, one deadline per call, errors mapped to
-//!   [`kubelet_core::runtime::Error`] (`Unavailable` is retryable).
-//! * [`actions::compute_pod_actions`]: the pure decision of what to do for a pod, with
-//!   init containers and sidecars ([`actions::compute_init_container_actions`]) and the
-//!   crash-loop backoff check ([`actions::check_backoff`]).
-//! * [`pull_backoff::ImagePullBackoff`]: `ErrImagePull`, then `ImagePullBackOff` until the
-//!   window ends.
-//! * [`labels`]: what the kubelet stores on sandboxes and containers.
+//! * [`connect`] / [`Options`]: the engine over CRI in one call; [`CriRuntimeService`] /
+//!   [`CriOptions`] alone for an engine built by hand. Connections are lazy, one deadline per
+//!   call, errors mapped to [`kubelet_core::runtime::Error`] (`Unavailable` is retryable).
+//! * [`sandbox`], [`container`], [`security`], [`resources`]: the CRI configs.
 //! * `fake::FakeCriServer` (feature `test-util`): an in-process CRI server on a unix socket.
 //!
 //! ```no_run
 //! use std::sync::Arc;
 //! use kubelet_core::runtime::Runtime;
-//! use kubelet_cri::{Options, RemoteRuntime};
+//! use kubelet_cri::Options;
 //!
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! let runtime = RemoteRuntime::connect(
+//! let runtime = kubelet_cri::connect(
 //!     "unix:///run/containerd/containerd.sock",
 //!     Options::default().with_node_name("node-1"),
 //! )?;
@@ -37,28 +36,24 @@
 //! # Ok(()) }
 //! ```
 
-pub mod actions;
 mod client;
 pub mod container;
 pub mod convert;
-pub mod dns;
 mod error;
-mod graceful;
-pub mod image;
-mod kill;
-pub mod labels;
-pub mod lifecycle;
-pub mod pull_backoff;
-pub mod reasons;
+mod options;
 pub mod resources;
-pub mod runtime;
 pub mod sandbox;
 pub mod security;
-mod sync;
-pub mod termination;
+mod service;
 
 #[cfg(any(test, feature = "test-util"))]
 pub mod fake;
 
-pub use error::ConnectError;
-pub use runtime::{Options, RemoteRuntime};
+pub use error::{ConfigError, ConnectError, CriError};
+pub use options::{Options, connect};
+pub use service::{CriOptions, CriRuntimeService, DEFAULT_REQUEST_TIMEOUT};
+
+/// The kubelet's runtime over CRI: the pod engine driving a [`CriRuntimeService`]
+/// (upstream `kubeGenericRuntimeManager` over `remoteRuntimeService`). Built by [`connect`].
+#[doc(alias = "kubeGenericRuntimeManager")]
+pub type RemoteRuntime = kubelet_core::kuberuntime::KubeRuntimeManager<CriRuntimeService>;

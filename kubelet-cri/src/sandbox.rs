@@ -1,34 +1,21 @@
-//! The pod sandbox configuration sent in `RunPodSandbox` (and again with each
-//! `CreateContainer` and `PullImage`).
+//! The CRI pod sandbox configuration sent in `RunPodSandbox` (and again with each
+//! `CreateContainer` and `PullImage`), from the engine's [`api::PodSandboxConfig`].
 //!
 //! Mirrors upstream `pkg/kubelet/kuberuntime/kuberuntime_sandbox.go`
-//! (`generatePodSandboxConfig`, `generatePodSandboxLinuxConfig`),
-//! `pkg/kubelet/kuberuntime/util/util.go` (`NamespacesForPod`) and the host DNS part of
-//! `pkg/kubelet/network/dns/dns.go` (`parseResolvConf`). The DNS policies are applied by
-//! [`crate::dns`]; resources, overhead and the pod cgroup parent by [`crate::resources`];
-//! the sync replaces [`pod_hostname`] with the kubelet's hostname/domain/FQDN logic
-//! (`kubelet_core::kubelet::hosts`) for pods off the host network.
+//! (`generatePodSandboxConfig`, `generatePodSandboxLinuxConfig`) and
+//! `pkg/kubelet/kuberuntime/util/util.go` (`NamespacesForPod`). Hostname, DNS, log directory,
+//! labels and the pod cgroup come from the engine; resources and overhead from
+//! [`crate::resources`].
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
 
 use k8s_cri::v1 as cri;
 use k8s_openapi::api::core::v1::Pod;
+use kubelet_core::kuberuntime::api;
 use kubelet_core::pod::PodExt;
 
-use crate::labels::{new_pod_annotations, new_pod_labels};
-use crate::runtime::Options;
-
-/// `<root>/<namespace>_<name>_<uid>`, the pod's log directory (upstream
-/// `BuildPodLogsDirectory`).
-pub fn pod_logs_dir(root: &Path, pod: &Pod) -> PathBuf {
-    root.join(format!(
-        "{}_{}_{}",
-        pod.namespace_or_default(),
-        pod.name_or_empty(),
-        pod.uid()
-    ))
-}
+use crate::resources::apply_to_sandbox;
+use crate::service::CriOptions;
 
 /// Network namespace mode of a pod: `NODE` with `hostNetwork`, else `POD`.
 pub fn network_namespace_for_pod(pod: &Pod) -> cri::NamespaceMode {
@@ -64,63 +51,6 @@ pub fn namespace_options(pod: &Pod) -> cri::NamespaceOption {
         pid: pid as i32,
         ipc: ipc as i32,
         ..Default::default()
-    }
-}
-
-/// The sandbox hostname (upstream `GeneratePodHostNameAndDomain`): `spec.hostname` or the pod
-/// name, truncated to 63 characters without a trailing `-` or `.`. Empty for host-network
-/// pods, which keep the node's hostname.
-pub fn pod_hostname(pod: &Pod) -> String {
-    if pod.host_network() {
-        return String::new();
-    }
-    let name = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.hostname.as_deref())
-        .filter(|h| !h.is_empty())
-        .unwrap_or(pod.name_or_empty());
-    if name.len() <= 63 {
-        return name.to_owned();
-    }
-    let mut truncated: String = name.chars().take(63).collect();
-    while truncated.ends_with(['-', '.']) {
-        truncated.pop();
-    }
-    truncated
-}
-
-/// Host resolver configuration parsed from resolv.conf text (upstream `parseResolvConf`):
-/// `nameserver`, `search` (the last line wins, trailing dots dropped) and `options`.
-pub fn parse_resolv_conf(text: &str) -> cri::DnsConfig {
-    let mut dns = cri::DnsConfig::default();
-    for line in text.lines() {
-        let line = line.split(['#', ';']).next().unwrap_or("");
-        let mut fields = line.split_whitespace();
-        match fields.next() {
-            Some("nameserver") => dns.servers.extend(fields.next().map(str::to_owned)),
-            Some("search") => {
-                dns.searches = fields
-                    .filter(|s| *s != ".")
-                    .map(|s| s.trim_end_matches('.').to_owned())
-                    .collect();
-            }
-            Some("options") => dns.options.extend(fields.map(str::to_owned)),
-            _ => {}
-        }
-    }
-    dns
-}
-
-/// Reads the host resolver configuration; an unreadable file gives an empty config (the
-/// runtime then uses its own default) and a warning.
-pub(crate) async fn host_dns_config(path: &Path) -> cri::DnsConfig {
-    match tokio::fs::read_to_string(path).await {
-        Ok(text) => parse_resolv_conf(&text),
-        Err(e) => {
-            tracing::warn!(path = %path.display(), error = %e, "cannot read host resolv.conf; pods get no DNS config");
-            cri::DnsConfig::default()
-        }
     }
 }
 
@@ -161,13 +91,14 @@ fn normalize_sysctl(name: &str) -> String {
     kubelet_core::sysctl::normalize_name(name)
 }
 
-/// The full sandbox configuration for `pod` at `attempt`, with the given DNS config.
+/// The full CRI sandbox configuration (upstream `generatePodSandboxConfig`): the engine's
+/// choices, plus ports, namespaces, security context, sysctls, resources and overhead from
+/// the pod; the cgroup parent falls back to [`CriOptions::cgroup_parent`].
 pub(crate) fn generate_pod_sandbox_config(
-    pod: &Pod,
-    attempt: u32,
-    opts: &Options,
-    dns: cri::DnsConfig,
+    config: &api::PodSandboxConfig<'_>,
+    opts: &CriOptions,
 ) -> cri::PodSandboxConfig {
+    let pod = config.pod;
     let sysctls: HashMap<String, String> = pod
         .spec
         .as_ref()
@@ -177,23 +108,30 @@ pub(crate) fn generate_pod_sandbox_config(
         .flatten()
         .map(|s| (normalize_sysctl(&s.name), s.value.clone()))
         .collect();
-    cri::PodSandboxConfig {
+    let cgroup_parent = if config.cgroup_parent.is_empty() {
+        opts.cgroup_parent.clone().unwrap_or_default()
+    } else {
+        config.cgroup_parent.clone()
+    };
+    let dns = &config.dns;
+    let mut out = cri::PodSandboxConfig {
         metadata: Some(cri::PodSandboxMetadata {
             name: pod.name_or_empty().into(),
             uid: pod.uid().0,
             namespace: pod.namespace_or_default().into(),
-            attempt,
+            attempt: config.attempt,
         }),
-        hostname: pod_hostname(pod),
-        log_directory: pod_logs_dir(&opts.pod_logs_dir, pod)
-            .to_string_lossy()
-            .into_owned(),
-        dns_config: Some(dns),
+        hostname: config.hostname.clone(),
+        log_directory: config.log_directory.to_string_lossy().into_owned(),
+        dns_config: Some(cri::DnsConfig {
+            servers: dns.servers.clone(),
+            searches: dns.searches.clone(),
+            options: dns.options.clone(),
+        }),
         port_mappings: port_mappings(pod),
-        labels: new_pod_labels(pod),
-        annotations: new_pod_annotations(pod),
+        labels: config.labels.clone(),
+        annotations: config.annotations.clone(),
         linux: Some(cri::LinuxPodSandboxConfig {
-            cgroup_parent: opts.cgroup_parent.clone().unwrap_or_default(),
             security_context: Some(cri::LinuxSandboxSecurityContext {
                 namespace_options: Some(namespace_options(pod)),
                 privileged: has_privileged_container(pod),
@@ -203,7 +141,9 @@ pub(crate) fn generate_pod_sandbox_config(
             ..Default::default()
         }),
         windows: None,
-    }
+    };
+    apply_to_sandbox(&mut out, pod, &cgroup_parent, opts.cfs_quota);
+    out
 }
 
 #[cfg(test)]
@@ -211,17 +151,6 @@ mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::{ContainerPort, PodSecurityContext, Sysctl};
     use kubelet_core::testing::pod;
-
-    #[test]
-    fn parses_resolv_conf() {
-        let dns = parse_resolv_conf(
-            "# generated\nnameserver 10.0.0.10\nnameserver 8.8.8.8 ; google\nsearch old.example\n\
-             search svc.cluster.local. example.com .\noptions ndots:5 timeout:1\noptions edns0\n",
-        );
-        assert_eq!(dns.servers, ["10.0.0.10", "8.8.8.8"]);
-        assert_eq!(dns.searches, ["svc.cluster.local", "example.com"]);
-        assert_eq!(dns.options, ["ndots:5", "timeout:1", "edns0"]);
-    }
 
     #[test]
     fn namespaces_follow_host_flags() {
@@ -238,19 +167,6 @@ mod tests {
         assert_eq!(ns.network, cri::NamespaceMode::Node as i32);
         assert_eq!(ns.ipc, cri::NamespaceMode::Node as i32);
         assert_eq!(ns.pid, cri::NamespaceMode::Node as i32);
-        assert_eq!(pod_hostname(&p), "");
-    }
-
-    #[test]
-    fn hostname_is_truncated() {
-        let mut p = pod("web");
-        assert_eq!(pod_hostname(&p), "web");
-        p.metadata.name = Some(format!("{}-{}", "a".repeat(62), "b"));
-        assert_eq!(pod_hostname(&p), "a".repeat(62));
-        if let Some(s) = p.spec.as_mut() {
-            s.hostname = Some("custom".into());
-        }
-        assert_eq!(pod_hostname(&p), "custom");
     }
 
     #[test]
@@ -282,8 +198,18 @@ mod tests {
             }]),
             ..Default::default()
         });
-        let opts = Options::default().with_pod_logs_dir("/logs");
-        let cfg = generate_pod_sandbox_config(&p, 3, &opts, cri::DnsConfig::default());
+        let config = api::PodSandboxConfig {
+            pod: &p,
+            attempt: 3,
+            hostname: "web".into(),
+            dns: api::DnsConfig::default(),
+            log_directory: "/logs/default_web_uid-web".into(),
+            cgroup_parent: String::new(),
+            labels: Default::default(),
+            annotations: Default::default(),
+        };
+        let opts = CriOptions::default().with_cgroup_parent("/kubepods");
+        let cfg = generate_pod_sandbox_config(&config, &opts);
         let md = cfg.metadata.as_ref().expect("metadata");
         assert_eq!(
             (
@@ -300,6 +226,7 @@ mod tests {
         assert_eq!(cfg.port_mappings[1].protocol, cri::Protocol::Udp as i32);
         assert_eq!(cfg.port_mappings[1].host_ip, "127.0.0.1");
         let linux = cfg.linux.as_ref().expect("linux");
+        assert_eq!(linux.cgroup_parent, "/kubepods", "the backend's default");
         assert_eq!(linux.sysctls["net.ipv4.ip_unprivileged_port_start"], "0");
         assert_eq!(
             normalize_sysctl("kernel.shm_rmid_forced"),

@@ -1,8 +1,9 @@
-//! Pod and container security contexts → CRI.
+//! Pod and container security contexts → CRI (the effective context and the
+//! `runAsNonRoot` check are the engine's: [`kubelet_core::kuberuntime::security`]).
 //!
 //! Mirrors upstream `pkg/kubelet/kuberuntime/security_context.go`
 //! (`determineEffectiveSecurityContext`, `convertToRuntimeSecurityContext`),
-//! `security_context_others.go` (`verifyRunAsNonRoot`), `helpers.go` (`getSeccompProfile`,
+//! `helpers.go` (`getSeccompProfile`,
 //! `fieldSeccompProfile`), the sandbox part of `kuberuntime_sandbox.go`
 //! (`generatePodSandboxLinuxConfig`), `pkg/securitycontext` (`DetermineEffectiveSecurityContext`,
 //! `AddNoNewPrivileges`, the default masked and read-only paths). Sysctls are admitted by
@@ -16,106 +17,10 @@ use std::sync::OnceLock;
 
 use k8s_cri::v1 as cri;
 use k8s_openapi::api::core::v1::{Container, Pod, SeccompProfile, SecurityContext};
-use kubelet_core::PodExt;
+use kubelet_core::kuberuntime::api::ImageUser;
+use kubelet_core::kuberuntime::security::effective_security_context;
 
-/// The user an image runs as, from CRI `ImageStatus` (upstream `getImageUser`).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ImageUser {
-    /// Numeric user ID, when the image names one.
-    pub uid: Option<i64>,
-    /// User name, when the image names a non-numeric user.
-    pub username: String,
-}
-
-impl ImageUser {
-    /// Upstream `getImageUser`: the image's numeric UID, else its user name, else root
-    /// (`None` image status counts as root too).
-    pub fn from_image(image: Option<&cri::Image>) -> Self {
-        match image {
-            Some(i) if i.uid.is_some() => Self {
-                uid: i.uid.as_ref().map(|u| u.value),
-                username: String::new(),
-            },
-            Some(i) if !i.username.is_empty() => Self {
-                uid: None,
-                username: i.username.clone(),
-            },
-            _ => Self {
-                uid: Some(0),
-                username: String::new(),
-            },
-        }
-    }
-}
-
-/// Upstream `DetermineEffectiveSecurityContext`: the pod's `runAsUser`, `runAsGroup`,
-/// `runAsNonRoot`, `seLinuxOptions` and `seccompProfile`, overridden by whatever the
-/// container sets.
-pub fn effective_security_context(pod: &Pod, container: &Container) -> SecurityContext {
-    let pod_sc = pod.spec.as_ref().and_then(|s| s.security_context.as_ref());
-    let mut sc = SecurityContext {
-        run_as_user: pod_sc.and_then(|s| s.run_as_user),
-        run_as_group: pod_sc.and_then(|s| s.run_as_group),
-        run_as_non_root: pod_sc.and_then(|s| s.run_as_non_root),
-        se_linux_options: pod_sc.and_then(|s| s.se_linux_options.clone()),
-        seccomp_profile: pod_sc.and_then(|s| s.seccomp_profile.clone()),
-        ..Default::default()
-    };
-    let Some(c) = container.security_context.as_ref() else {
-        return sc;
-    };
-    macro_rules! over {
-        ($($f:ident),*) => {$(if c.$f.is_some() { sc.$f = c.$f.clone(); })*};
-    }
-    over!(
-        se_linux_options,
-        capabilities,
-        privileged,
-        run_as_user,
-        run_as_group,
-        run_as_non_root,
-        read_only_root_filesystem,
-        allow_privilege_escalation,
-        proc_mount,
-        seccomp_profile
-    );
-    sc
-}
-
-/// Upstream `verifyRunAsNonRoot`: with `runAsNonRoot: true`, the container must not run as
-/// UID 0, whether set by `runAsUser` or by the image; a non-numeric image user cannot be
-/// verified. The `Err` is the container's `CreateContainerConfigError` message.
-pub fn verify_run_as_non_root(
-    pod: &Pod,
-    container: &Container,
-    image: &ImageUser,
-) -> Result<(), String> {
-    let sc = effective_security_context(pod, container);
-    if sc.run_as_non_root != Some(true) {
-        return Ok(());
-    }
-    let pod_name = format!("{}({})", pod.full_name(), pod.uid().as_str());
-    if let Some(uid) = sc.run_as_user {
-        if uid == 0 {
-            return Err(format!(
-                "container's runAsUser breaks non-root policy (pod: {pod_name:?}, container: {})",
-                container.name
-            ));
-        }
-        return Ok(());
-    }
-    match image.uid {
-        Some(0) => Err(format!(
-            "container has runAsNonRoot and image will run as root (pod: {pod_name:?}, container: {})",
-            container.name
-        )),
-        None if !image.username.is_empty() => Err(format!(
-            "container has runAsNonRoot and image has non-numeric user ({}), cannot verify user is non-root (pod: {pod_name:?}, container: {})",
-            image.username, container.name
-        )),
-        _ => Ok(()),
-    }
-}
+use crate::error::ConfigError;
 
 /// Upstream `determineEffectiveSecurityContext`: the container's CRI security context
 /// (without namespace options, which the caller adds). `seccomp_root` is
@@ -125,7 +30,7 @@ pub fn container_security_context(
     container: &Container,
     image: &ImageUser,
     seccomp_root: &Path,
-) -> Result<cri::LinuxContainerSecurityContext, String> {
+) -> Result<cri::LinuxContainerSecurityContext, ConfigError> {
     let sc = effective_security_context(pod, container);
     let pod_sc = pod.spec.as_ref().and_then(|s| s.security_context.as_ref());
     let mut out = cri::LinuxContainerSecurityContext {
@@ -197,7 +102,7 @@ pub fn add_no_new_privileges(sc: &SecurityContext) -> bool {
 pub fn seccomp_profile(
     profile: Option<&SeccompProfile>,
     seccomp_root: &Path,
-) -> Result<cri::SecurityProfile, String> {
+) -> Result<cri::SecurityProfile, ConfigError> {
     use cri::security_profile::ProfileType;
     let of = |t: ProfileType, localhost_ref: String| cri::SecurityProfile {
         profile_type: t as i32,
@@ -210,11 +115,7 @@ pub fn seccomp_profile(
                 ProfileType::Localhost,
                 seccomp_root.join(name).to_string_lossy().into_owned(),
             ),
-            None => {
-                return Err(
-                    "localhostProfile must be set if seccompProfile type is Localhost.".into(),
-                );
-            }
+            None => return Err(ConfigError::MissingLocalhostProfile),
         },
         _ => of(ProfileType::Unconfined, String::new()),
     })

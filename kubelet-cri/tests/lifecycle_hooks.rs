@@ -9,11 +9,11 @@ use k8s_openapi::api::core::v1::{
     Container, ExecAction, Lifecycle, LifecycleHandler, Pod, SleepAction,
 };
 use kubelet_core::backoff::Backoff;
+use kubelet_core::kuberuntime::reasons::POST_START_HOOK_ERROR;
 use kubelet_core::pod::PodExt;
 use kubelet_core::runtime::{PodSyncResult, Runtime, RuntimeHelper};
 use kubelet_core::testing::{FakeRuntimeHelper, pod_with};
 use kubelet_cri::fake::{FakeCri, FakeCriServer};
-use kubelet_cri::lifecycle::POST_START_HOOK_ERROR;
 use kubelet_cri::{Options, RemoteRuntime};
 
 struct Env {
@@ -34,7 +34,7 @@ impl Env {
             .with_resolv_conf(dir.path().join("resolv.conf"))
             .with_request_timeout(Duration::from_secs(10))
             .with_root_dir(dir.path().join("root"));
-        let rt = RemoteRuntime::connect(&server.endpoint(), opts).expect("connect");
+        let rt = kubelet_cri::connect(&server.endpoint(), opts).expect("connect");
         Self { dir, server, rt }
     }
 

@@ -9,6 +9,12 @@ use k8s_cri::v1 as cri;
 use k8s_openapi::api::core::v1::{Container, ContainerPort, EnvVar, Pod};
 use kubelet_core::backoff::Backoff;
 use kubelet_core::container::hash_container;
+use kubelet_core::kuberuntime::labels::{
+    CONTAINER_HASH_ANNOTATION, CONTAINER_NAME_LABEL, CONTAINER_RESTART_COUNT_ANNOTATION,
+    CONTAINER_TERMINATION_MESSAGE_PATH_ANNOTATION, CONTAINER_TERMINATION_MESSAGE_POLICY_ANNOTATION,
+    POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_TERMINATION_GRACE_PERIOD_ANNOTATION, POD_UID_LABEL,
+};
+use kubelet_core::kuberuntime::reasons;
 use kubelet_core::pod::{PodExt, PodUid};
 use kubelet_core::runtime::{
     ContainerState, Error, Mount, PodStatus, PodSyncResult, RunContainerOptions, Runtime,
@@ -16,12 +22,7 @@ use kubelet_core::runtime::{
 };
 use kubelet_core::testing::{pod, pod_with};
 use kubelet_cri::fake::{FakeCri, FakeCriServer};
-use kubelet_cri::labels::{
-    CONTAINER_HASH_ANNOTATION, CONTAINER_NAME_LABEL, CONTAINER_RESTART_COUNT_ANNOTATION,
-    CONTAINER_TERMINATION_MESSAGE_PATH_ANNOTATION, CONTAINER_TERMINATION_MESSAGE_POLICY_ANNOTATION,
-    POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_TERMINATION_GRACE_PERIOD_ANNOTATION, POD_UID_LABEL,
-};
-use kubelet_cri::{Options, RemoteRuntime, reasons};
+use kubelet_cri::{Options, RemoteRuntime};
 use tonic::Code;
 
 /// Env and mounts as the kubelet's helper would produce them.
@@ -36,9 +37,11 @@ impl RuntimeHelper for TestHelper {
         pod: &Pod,
         container: &Container,
         pod_ips: &[String],
-    ) -> Result<RunContainerOptions, String> {
+    ) -> Result<RunContainerOptions, kubelet_core::runtime::RunContainerOptionsError> {
         if let Some(msg) = &self.fail {
-            return Err(msg.clone());
+            return Err(kubelet_core::runtime::RunContainerOptionsError::Other(
+                msg.clone(),
+            ));
         }
         // The helper owns the whole environment (literal values included), as upstream's
         // makeEnvironmentVariables.
@@ -126,7 +129,7 @@ async fn setup() -> Env {
         .await
         .expect("start fake CRI");
     server.cri().add_image("busybox:1.36");
-    let rt = RemoteRuntime::connect(&server.endpoint(), options(dir.path())).expect("connect");
+    let rt = kubelet_cri::connect(&server.endpoint(), options(dir.path())).expect("connect");
     Env { dir, server, rt }
 }
 
@@ -796,7 +799,7 @@ async fn version_and_status() {
 async fn unavailable_until_the_runtime_is_up() {
     let dir = tempfile::tempdir().expect("tempdir");
     let socket = FakeCriServer::socket_path_in(dir.path());
-    let rt = RemoteRuntime::connect(&format!("unix://{}", socket.display()), options(dir.path()))
+    let rt = kubelet_cri::connect(&format!("unix://{}", socket.display()), options(dir.path()))
         .expect("lazy connect");
     let err = rt.version().await.expect_err("not up yet");
     assert!(matches!(err, Error::Unavailable(_)), "{err:?}");
@@ -846,7 +849,7 @@ async fn stuck_runtime_call_times_out() {
     let dir = tempfile::tempdir().expect("tempdir");
     let server = FakeCriServer::start(dir.path()).await.expect("start");
     let opts = options(dir.path()).with_request_timeout(Duration::from_millis(200));
-    let rt = RemoteRuntime::connect(&server.endpoint(), opts).expect("connect");
+    let rt = kubelet_cri::connect(&server.endpoint(), opts).expect("connect");
     assert!(rt.version().await.is_ok());
 
     server.cri().hang("ListContainers");

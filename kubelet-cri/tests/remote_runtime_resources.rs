@@ -8,12 +8,12 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Pod, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kubelet_core::backoff::Backoff;
+use kubelet_core::kuberuntime::ClusterDns;
 use kubelet_core::pod::PodExt;
 use kubelet_core::runtime::{Runtime, RuntimeHelper};
 use kubelet_core::testing::{FakeRuntimeHelper, pod};
-use kubelet_cri::dns::ClusterDns;
+use kubelet_cri::Options;
 use kubelet_cri::fake::FakeCriServer;
-use kubelet_cri::{Options, RemoteRuntime};
 
 const GI: i64 = 1 << 30;
 
@@ -59,7 +59,7 @@ async fn sandbox_and_container_carry_resources_cgroup_parent_hostname_and_dns() 
             servers: vec!["10.96.0.10".into()],
             domain: "cluster.local".into(),
         });
-    let rt = RemoteRuntime::connect(&server.endpoint(), opts).expect("connect");
+    let rt = kubelet_cri::connect(&server.endpoint(), opts).expect("connect");
     let p = burstable_pod();
     let helper: Arc<dyn RuntimeHelper> = Arc::new(FakeRuntimeHelper);
     let status = rt

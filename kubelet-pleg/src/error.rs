@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::duration::go_duration;
+use kubelet_core::time::go_duration;
 
 /// Errors of the PLEGs and their event sources.
 #[derive(Debug, thiserror::Error)]

@@ -34,7 +34,6 @@
 
 #[cfg(feature = "containerd")]
 pub mod containerd;
-mod duration;
 mod error;
 pub mod evented;
 pub mod events;

@@ -7,6 +7,8 @@
 //! sync loop consumes. The probers (`prober.go`, `pkg/probe/{exec,http,tcp,grpc}`) are in
 //! [`exec`], [`http`], [`tcp`] and [`grpc`]. A probe that could not run at all (a bad port, no
 //! pod IP, a runtime error) is an [`Error`]; one that ran and failed is an [`Outcome`].
+//! [`LifecycleHandlerRunner`] runs lifecycle hooks (upstream
+//! `pkg/kubelet/lifecycle/handlers.go`), httpGet ones with the same HTTP client.
 //!
 //! The manager implements core's [`ProbeManager`](kubelet_core::probe::ProbeManager) (driven by
 //! the pod syncer) and [`ProbeResults`](kubelet_core::probe::ProbeResults) (read by status
@@ -29,6 +31,7 @@ mod error;
 pub mod exec;
 pub mod grpc;
 pub mod http;
+pub mod lifecycle;
 mod manager;
 pub mod prober;
 pub mod tcp;
@@ -36,5 +39,6 @@ mod worker;
 
 pub use error::{Error, Result};
 pub use kubelet_core::probe::{ProbeKind, ProbeResult};
+pub use lifecycle::LifecycleHandlerRunner;
 pub use manager::Manager;
 pub use prober::Outcome;

@@ -16,7 +16,7 @@ use crate::kubelet::hosts;
 use crate::objects::InMemoryObjectSource;
 use crate::pod::PodExt;
 use crate::resources::NodeAllocatable;
-use crate::runtime::{Mount, RunContainerOptions, RuntimeHelper};
+use crate::runtime::{Mount, RunContainerOptions, RunContainerOptionsError, RuntimeHelper};
 use crate::volume::VolumeManager;
 
 /// Builds container options from the pod spec, the volume manager and the node.
@@ -100,45 +100,36 @@ impl RuntimeHelper for KubeletRuntimeHelper {
         pod: &Pod,
         container: &Container,
         pod_ips: &[String],
-    ) -> Result<RunContainerOptions, String> {
+    ) -> Result<RunContainerOptions, RunContainerOptionsError> {
         let envs = self
             .env
             .make_environment_variables(pod, container, pod_ips)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(RunContainerOptionsError::Env)?;
         let volumes = self.volumes.mounted_volumes(&pod.uid());
         let mut mounts = Vec::new();
         for (index, vm) in container.volume_mounts.iter().flatten().enumerate() {
             let Some(volume) = volumes.get(&vm.name) else {
-                return Err(format!(
-                    "cannot find volume {:?} to mount into container {:?}",
-                    vm.name, container.name
-                ));
+                return Err(RunContainerOptionsError::VolumeNotMounted {
+                    volume: vm.name.clone(),
+                    container: container.name.clone(),
+                });
             };
             // Before any subPath bind mount is made for a container that cannot start.
-            let propagation = translate_mount_propagation(container, vm).map_err(|e| {
-                format!(
-                    "volume mount {:?} of container {:?}: {e}",
-                    vm.name, container.name
-                )
-            })?;
-            let sub_path = sub_path(vm, &envs).map_err(|e| {
-                format!(
-                    "volume mount {:?} of container {:?}: {e}",
-                    vm.name, container.name
-                )
-            })?;
+            let mount_error = |reason: String| RunContainerOptionsError::VolumeMount {
+                volume: vm.name.clone(),
+                container: container.name.clone(),
+                reason,
+            };
+            let propagation = translate_mount_propagation(container, vm)
+                .map_err(|e| mount_error(e.to_string()))?;
+            let sub_path = sub_path(vm, &envs).map_err(mount_error)?;
             let host_path = match sub_path {
                 None => volume.host_path.clone(),
                 Some(sub) => self
                     .volumes
                     .prepare_sub_path(pod, &container.name, index, &vm.name, &sub)
-                    .map_err(|e| {
-                        format!(
-                            "volume mount {:?} of container {:?}: {e}",
-                            vm.name, container.name
-                        )
-                    })?,
+                    .map_err(|e| mount_error(e.to_string()))?,
             };
             mounts.push(Mount {
                 host_path,
@@ -151,8 +142,8 @@ impl RuntimeHelper for KubeletRuntimeHelper {
             .hosts
             .as_ref()
             .map_or("", |h| h.cluster_domain.as_str());
-        let (hostname, domain) =
-            hosts::pod_hostname_and_domain(pod, cluster_domain).map_err(|e| e.to_string())?;
+        let (hostname, domain) = hosts::pod_hostname_and_domain(pod, cluster_domain)
+            .map_err(RunContainerOptionsError::Hostname)?;
         if let Some(h) = &self.hosts
             && hosts::should_mount_hosts_file(pod, container, pod_ips)
         {
@@ -164,8 +155,11 @@ impl RuntimeHelper for KubeletRuntimeHelper {
                 hostname: &hostname,
                 domain: &domain,
             };
-            let mount = hosts::ensure_hosts_mount(pod, &file).map_err(|e| {
-                format!("writing the pod's /etc/hosts in {}: {e}", pod_dir.display())
+            let mount = hosts::ensure_hosts_mount(pod, &file).map_err(|source| {
+                RunContainerOptionsError::HostsFile {
+                    dir: pod_dir.clone(),
+                    source,
+                }
             })?;
             mounts.push(mount);
         }
@@ -174,8 +168,8 @@ impl RuntimeHelper for KubeletRuntimeHelper {
             .as_ref()
             .and_then(|s| s.set_hostname_as_fqdn)
             .unwrap_or(false);
-        let hostname =
-            hosts::kernel_hostname(&hostname, &domain, set_fqdn).map_err(|e| e.to_string())?;
+        let hostname = hosts::kernel_hostname(&hostname, &domain, set_fqdn)
+            .map_err(RunContainerOptionsError::Hostname)?;
         Ok(RunContainerOptions {
             envs,
             mounts,

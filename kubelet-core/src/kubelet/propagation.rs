@@ -148,7 +148,8 @@ mod tests {
         let err = helper
             .generate_run_container_options(&pod, &c, &[])
             .await
-            .expect_err("unprivileged");
+            .expect_err("unprivileged")
+            .to_string();
         assert!(
             err.contains("\"v\"") && err.contains(BIDIRECTIONAL_NEEDS_PRIVILEGED),
             "{err}"

@@ -91,7 +91,7 @@ impl RuntimeHelper for FakeRuntimeHelper {
         pod: &Pod,
         container: &Container,
         _pod_ips: &[String],
-    ) -> Result<RunContainerOptions, String> {
+    ) -> Result<RunContainerOptions, crate::runtime::RunContainerOptionsError> {
         Ok(RunContainerOptions {
             envs: container
                 .env

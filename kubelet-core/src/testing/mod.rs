@@ -8,9 +8,10 @@ mod fake_pleg;
 mod fake_runtime;
 mod fixtures;
 
+pub use crate::kuberuntime::actions::backoff_key;
 pub use fake_managers::{FakeStatusManager, FakeVolumeManager};
 pub use fake_pleg::FakePleg;
-pub use fake_runtime::{Call, FakeRuntime, backoff_key};
+pub use fake_runtime::{Call, FakeRuntime};
 pub use fixtures::{
     FakeRuntimeHelper, container_with_resources, pod, pod_of, pod_with, resource_list,
 };

@@ -12,11 +12,11 @@ use std::sync::Arc;
 use k8s_cri::v1 as cri;
 use k8s_openapi::api::core::v1::{Container, Pod};
 use kubelet_core::backoff::Backoff;
+use kubelet_core::kuberuntime::container::pod_logs_dir;
+use kubelet_core::kuberuntime::labels::{POD_UID_LABEL, new_pod_annotations};
 use kubelet_core::pod::PodExt;
 use kubelet_core::runtime::{PodStatus, RunContainerOptions, Runtime, RuntimeHelper};
 use kubelet_cri::fake::FakeCriServer;
-use kubelet_cri::labels::{POD_UID_LABEL, new_pod_annotations};
-use kubelet_cri::sandbox::pod_logs_dir;
 use kubelet_cri::{Options, RemoteRuntime};
 
 use crate::cri::Error;
@@ -49,13 +49,15 @@ impl RuntimeHelper for NoVolumesHelper {
         pod: &Pod,
         container: &Container,
         _pod_ips: &[String],
-    ) -> Result<RunContainerOptions, String> {
+    ) -> Result<RunContainerOptions, kubelet_core::runtime::RunContainerOptionsError> {
         if container
             .volume_mounts
             .as_ref()
             .is_some_and(|m| !m.is_empty())
         {
-            return Err("cri_replay supports pods without volumes only".into());
+            return Err(kubelet_core::runtime::RunContainerOptionsError::Other(
+                "cri_replay supports pods without volumes only".into(),
+            ));
         }
         Ok(RunContainerOptions {
             envs: container
@@ -88,7 +90,7 @@ impl Capture {
     pub async fn start(node: &str, pod_log_root: &Path) -> Result<Self, Error> {
         let dir = tempfile::tempdir()?;
         let server = FakeCriServer::start(dir.path()).await?;
-        let runtime = RemoteRuntime::connect(
+        let runtime = kubelet_cri::connect(
             &server.endpoint(),
             Options::default()
                 .with_pod_logs_dir(pod_log_root)
@@ -108,7 +110,7 @@ impl Capture {
             return Err("cri_replay supports single-container pods only".into());
         };
         let raw_image = container.image.clone().unwrap_or_default();
-        let image = kubelet_cri::image::apply_default_tag(&raw_image)
+        let image = kubelet_core::kuberuntime::image::apply_default_tag(&raw_image)
             .ok_or_else(|| format!("bad image {raw_image:?}"))?;
         let fake = self.server.cri();
         fake.add_image(&image);
@@ -151,7 +153,7 @@ impl Capture {
         // The kubelet created the log directories; the timed replay must do it again.
         let pod_log_dir = pod_logs_dir(&self.pod_log_root, pod);
         let container_log_dir =
-            kubelet_cri::container::container_logs_dir(&pod_log_dir, &container.name);
+            kubelet_core::kuberuntime::container::container_logs_dir(&pod_log_dir, &container.name);
         let _ = std::fs::remove_dir_all(&pod_log_dir);
 
         Ok(Replay {

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use k8s_cri::v1 as cri;
-use kubelet_cri::labels::{POD_NAME_LABEL, POD_NAMESPACE_LABEL};
+use kubelet_core::kuberuntime::labels::{POD_NAME_LABEL, POD_NAMESPACE_LABEL};
 
 use crate::cri::{Client, Error};
 

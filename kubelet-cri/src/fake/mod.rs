@@ -9,14 +9,14 @@
 //!
 //! ```no_run
 //! use kubelet_cri::fake::FakeCriServer;
-//! use kubelet_cri::{Options, RemoteRuntime};
+//! use kubelet_cri::Options;
 //! use kubelet_core::runtime::Runtime;
 //!
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! let dir = std::env::temp_dir().join("fake-cri");
 //! std::fs::create_dir_all(&dir)?;
 //! let server = FakeCriServer::start(&dir).await?;
-//! let runtime = RemoteRuntime::connect(&server.endpoint(), Options::default())?;
+//! let runtime = kubelet_cri::connect(&server.endpoint(), Options::default())?;
 //! assert_eq!(runtime.version().await?.runtime_name, "fake-cri");
 //! assert_eq!(server.cri().count("Version"), 1);
 //! server.shutdown().await;
@@ -94,7 +94,7 @@ impl FakeCriServer {
         &self.socket
     }
 
-    /// `unix://<socket>`, for [`crate::RemoteRuntime::connect`].
+    /// `unix://<socket>`, for [`crate::connect`].
     pub fn endpoint(&self) -> String {
         format!("unix://{}", self.socket.display())
     }

@@ -7,8 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use k8s_cri::v1 as cri;
 use tonic::{Code, Status};
 
-use crate::labels::CONTAINER_NAME_LABEL;
-use crate::labels::POD_UID_LABEL;
+use kubelet_core::kuberuntime::labels::{CONTAINER_NAME_LABEL, POD_UID_LABEL};
 
 /// One CRI call received by the fake.
 #[derive(Clone, Debug, PartialEq, Eq)]

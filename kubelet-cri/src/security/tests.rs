@@ -1,8 +1,8 @@
-//! Cases of upstream `TestVerifyRunAsNonRoot` (security_context_others_test.go),
-//! `TestDetermineEffectiveSecurityContext`-style merges, `TestFieldProfile` (helpers_test.go),
+//! Cases of upstream `TestDetermineEffectiveSecurityContext`-style merges, `TestFieldProfile` (helpers_test.go),
 //! `TestAddNoNewPrivileges` (pkg/securitycontext).
 
 use k8s_openapi::api::core::v1::{Capabilities, PodSecurityContext};
+use kubelet_core::PodExt;
 use kubelet_core::testing::pod;
 
 use super::*;
@@ -23,117 +23,6 @@ fn uid(u: i64) -> ImageUser {
         uid: Some(u),
         username: String::new(),
     }
-}
-
-#[test]
-fn verify_run_as_non_root_matches_upstream() {
-    let non_root = |user: Option<i64>| SecurityContext {
-        run_as_non_root: Some(true),
-        run_as_user: user,
-        ..Default::default()
-    };
-    let named = ImageUser {
-        uid: None,
-        username: "test".into(),
-    };
-    let cases: Vec<(&str, Option<SecurityContext>, ImageUser, Option<&str>)> = vec![
-        ("no security context", None, uid(0), None),
-        (
-            "runAsUser non-root",
-            Some(non_root(Some(999))),
-            uid(0),
-            None,
-        ),
-        (
-            "runAsNonRoot unset",
-            Some(SecurityContext {
-                run_as_user: Some(0),
-                ..Default::default()
-            }),
-            uid(0),
-            None,
-        ),
-        (
-            "runAsNonRoot false",
-            Some(SecurityContext {
-                run_as_non_root: Some(false),
-                ..Default::default()
-            }),
-            uid(0),
-            None,
-        ),
-        (
-            "runAsUser root",
-            Some(non_root(Some(0))),
-            uid(0),
-            Some(
-                "container's runAsUser breaks non-root policy (pod: \"bar_new(12345678)\", container: app)",
-            ),
-        ),
-        (
-            "image user root",
-            Some(non_root(None)),
-            uid(0),
-            Some(
-                "container has runAsNonRoot and image will run as root (pod: \"bar_new(12345678)\", container: app)",
-            ),
-        ),
-        (
-            "image user name",
-            Some(non_root(None)),
-            named,
-            Some(
-                "container has runAsNonRoot and image has non-numeric user (test), cannot verify user is non-root (pod: \"bar_new(12345678)\", container: app)",
-            ),
-        ),
-        ("image user non-root", Some(non_root(None)), uid(1234), None),
-        (
-            "neither user set",
-            Some(non_root(None)),
-            ImageUser::default(),
-            None,
-        ),
-    ];
-    for (desc, sc, image, want) in cases {
-        let p = pod_with(None, sc);
-        let c = &p.containers()[0];
-        assert_eq!(
-            verify_run_as_non_root(&p, c, &image).err().as_deref(),
-            want,
-            "{desc}"
-        );
-    }
-    // The pod-level runAsNonRoot applies to every container.
-    let p = pod_with(
-        Some(PodSecurityContext {
-            run_as_non_root: Some(true),
-            ..Default::default()
-        }),
-        None,
-    );
-    assert!(verify_run_as_non_root(&p, &p.containers()[0], &uid(0)).is_err());
-}
-
-#[test]
-fn image_user_from_image_status() {
-    let image = |uid: Option<i64>, username: &str| cri::Image {
-        uid: uid.map(|value| cri::Int64Value { value }),
-        username: username.into(),
-        ..Default::default()
-    };
-    assert_eq!(
-        ImageUser::from_image(Some(&image(Some(1000), ""))),
-        uid(1000)
-    );
-    assert_eq!(
-        ImageUser::from_image(Some(&image(None, "nobody"))),
-        ImageUser {
-            uid: None,
-            username: "nobody".into()
-        }
-    );
-    assert_eq!(ImageUser::from_image(Some(&image(None, ""))), uid(0));
-    assert_eq!(ImageUser::from_image(None), uid(0));
 }
 
 #[test]
@@ -259,7 +148,7 @@ fn seccomp_profiles_match_upstream() {
     );
     assert_eq!(
         get(Some(&prof("Localhost", None))),
-        Err("localhostProfile must be set if seccompProfile type is Localhost.".into())
+        Err(ConfigError::MissingLocalhostProfile)
     );
     // The container's profile wins over the pod's.
     let p = pod_with(

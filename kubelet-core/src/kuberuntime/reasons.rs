@@ -1,4 +1,4 @@
-//! Waiting reasons reported in [`kubelet_core::runtime::ContainerSyncError::reason`], as
+//! Waiting reasons reported in [`crate::runtime::ContainerSyncError::reason`], as
 //! upstream's `pkg/kubelet/container/sync_result.go` and `pkg/kubelet/images/types.go` name
 //! them (they end up in `containerStatuses[].state.waiting.reason`).
 
@@ -20,3 +20,7 @@ pub const CREATE_CONTAINER_CONFIG_ERROR: &str = "CreateContainerConfigError";
 pub const CREATE_CONTAINER_ERROR: &str = "CreateContainerError";
 /// `StartContainer` failed.
 pub const RUN_CONTAINER_ERROR: &str = "RunContainerError";
+/// Upstream `ErrPostStartHook`: the postStart hook failed (the container is killed).
+pub const POST_START_HOOK_ERROR: &str = "PostStartHookError";
+/// The kill reason of a container whose postStart hook failed (upstream's event reason).
+pub const FAILED_POST_START_HOOK: &str = "FailedPostStartHook";

@@ -11,23 +11,18 @@ use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Container, Pod};
-use kubelet_core::pod::PodExt;
+use k8s_openapi::api::core::v1::Pod;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::container::MINIMUM_GRACE_PERIOD_SECONDS;
-
-/// `true` for an init container with `restartPolicy: Always` (a sidecar).
-pub(crate) fn is_restartable_init_container(c: &Container) -> bool {
-    c.restart_policy.as_deref() == Some("Always")
-}
+use crate::container::is_restartable_init_container;
+use crate::pod::{MINIMUM_GRACE_PERIOD_SECONDS, PodExt};
 
 /// Who must have stopped before whom (upstream `terminationOrdering`): every sidecar waits
 /// for all app containers, and for the sidecars declared after it, so sidecars stop after the
 /// app containers, in reverse order.
 #[derive(Debug, Default)]
-pub(crate) struct TerminationOrdering {
+pub(super) struct TerminationOrdering {
     terminated: HashMap<String, watch::Sender<bool>>,
     prereqs: HashMap<String, Vec<watch::Receiver<bool>>>,
 }
@@ -35,7 +30,7 @@ pub(crate) struct TerminationOrdering {
 impl TerminationOrdering {
     /// The ordering for `pod` when the containers called `running` are being stopped;
     /// `None` when the pod has no sidecars (nothing waits for anything).
-    pub(crate) fn for_pod(pod: &Pod, running: &HashSet<&str>) -> Option<Self> {
+    pub(super) fn for_pod(pod: &Pod, running: &HashSet<&str>) -> Option<Self> {
         if !pod
             .init_containers()
             .iter()
@@ -70,7 +65,7 @@ impl TerminationOrdering {
 
     /// Waits until `name` may stop, at most `grace_seconds` (upstream `waitForTurn`).
     /// Returns how long it waited.
-    pub(crate) async fn wait_for_turn(&self, name: &str, grace_seconds: i64) -> Duration {
+    pub(super) async fn wait_for_turn(&self, name: &str, grace_seconds: i64) -> Duration {
         if grace_seconds <= 0 {
             return Duration::ZERO;
         }
@@ -90,7 +85,7 @@ impl TerminationOrdering {
     }
 
     /// Records that `name` has stopped (upstream `containerTerminated`).
-    pub(crate) fn container_terminated(&self, name: &str) {
+    pub(super) fn container_terminated(&self, name: &str) {
         if let Some(tx) = self.terminated.get(name) {
             tx.send_replace(true);
         }
@@ -113,7 +108,7 @@ impl Drop for TerminatedOnDrop<'_> {
 /// `grace_seconds` as its deadline, waits for the container's turn in `ordering`, and calls
 /// `stop` with the seconds left, at least [`MINIMUM_GRACE_PERIOD_SECONDS`]. Whole seconds
 /// are taken off, as upstream does.
-pub(crate) async fn stop_gracefully<H, S, F, T>(
+pub(super) async fn stop_gracefully<H, S, F, T>(
     grace_seconds: i64,
     pre_stop: Option<H>,
     ordering: Option<(&TerminationOrdering, &str)>,
@@ -155,7 +150,7 @@ fn whole_seconds(d: Duration) -> i64 {
 mod tests {
     use std::sync::{Arc, Mutex};
 
-    use k8s_openapi::api::core::v1::PodSpec;
+    use k8s_openapi::api::core::v1::{Container, PodSpec};
 
     use super::*;
 

@@ -1,5 +1,5 @@
-//! Labels and annotations the kubelet stores on CRI sandboxes and containers, and their
-//! parsing back.
+//! Labels and annotations the pod engine stores on sandboxes and containers (through
+//! [`super::api`]), and their parsing back.
 //!
 //! Mirrors upstream `pkg/kubelet/kuberuntime/labels.go` and the label names of
 //! `pkg/kubelet/types/labels.go`. Labels identify the pod and container (and are used in
@@ -10,12 +10,13 @@
 
 use std::collections::HashMap;
 
+pub use super::api::ContainerType;
+use crate::container::hash_container;
+use crate::pod::{PodExt, PodUid};
 use k8s_openapi::api::core::v1::{
     Container, ContainerPort, Lifecycle, LifecycleHandler, Pod, PodSpec,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kubelet_core::container::hash_container;
-use kubelet_core::pod::{PodExt, PodUid};
 
 /// Pod name label (upstream `KubernetesPodNameLabel`).
 pub const POD_NAME_LABEL: &str = "io.kubernetes.pod.name";
@@ -50,17 +51,8 @@ pub const CONTAINER_PORTS_ANNOTATION: &str = "io.kubernetes.container.ports";
 /// Annotation: `init` or `container` (upstream `containerTypeLabel`).
 pub const CONTAINER_TYPE_ANNOTATION: &str = "io.kubernetes.container.type";
 
-/// Which list of the pod spec a container comes from (upstream's container type values).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ContainerType {
-    /// `spec.initContainers` (`init`).
-    Init,
-    /// `spec.containers` (`container`).
-    Regular,
-}
-
 impl ContainerType {
-    /// The annotation value.
+    /// The annotation value (upstream's container type values).
     pub fn as_str(self) -> &'static str {
         match self {
             ContainerType::Init => "init",
@@ -68,7 +60,8 @@ impl ContainerType {
         }
     }
 
-    fn parse(s: &str) -> Option<Self> {
+    /// Parses an annotation value.
+    pub fn parse(s: &str) -> Option<Self> {
         match s {
             "init" => Some(ContainerType::Init),
             "container" => Some(ContainerType::Regular),
@@ -136,7 +129,7 @@ pub fn new_container_annotations(
     );
     a.insert(
         CONTAINER_TERMINATION_MESSAGE_PATH_ANNOTATION.into(),
-        crate::termination::termination_message_path(container)
+        super::termination::termination_message_path(container)
             .unwrap_or_default()
             .to_owned(),
     );
@@ -345,7 +338,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     fn pod() -> Pod {
-        let mut pod = kubelet_core::testing::pod("web");
+        let mut pod = crate::testing::pod("web");
         pod.metadata.labels = Some(BTreeMap::from([("app".into(), "web".into())]));
         pod.metadata.annotations = Some(BTreeMap::from([("note".into(), "x".into())]));
         pod.metadata.deletion_grace_period_seconds = Some(5);

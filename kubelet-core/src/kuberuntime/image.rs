@@ -3,18 +3,18 @@
 //! Mirrors upstream `pkg/kubelet/images/image_manager.go` (`EnsureImageExists`,
 //! `shouldPullImage`, `applyDefaultImageTag`) and the pull-policy defaulting of
 //! `pkg/apis/core/v1/defaults.go` (`SetDefaults_Container`). A failed pull is `ErrImagePull`;
-//! until its backoff window ends ([`crate::pull_backoff`]) further starts are
+//! until its backoff window ends ([`super::pull_backoff`]) further starts are
 //! `ImagePullBackOff`.
 
-use k8s_cri::v1 as cri;
 use k8s_openapi::api::core::v1::Container;
-use kubelet_core::runtime::{Error, Result};
 
-use crate::client::CriClient;
-use crate::pull_backoff::ImagePullBackoff;
-use crate::reasons::{
+use super::api::{PodSandboxConfig, PullImageRequest};
+use super::pull_backoff::ImagePullBackoff;
+use super::reasons::{
     ERR_IMAGE_NEVER_PULL, ERR_IMAGE_PULL, IMAGE_INSPECT_ERROR, INVALID_IMAGE_NAME,
 };
+use super::service::RuntimeService;
+use crate::runtime::{Error, Result};
 
 /// A container's `imagePullPolicy`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,10 +85,10 @@ pub fn apply_default_tag(image: &str) -> Option<String> {
 /// Why an image could not be made available: a waiting reason and message for the
 /// container, or a runtime error that must abort the sync (runtime down).
 #[derive(Debug)]
-pub(crate) enum EnsureError {
+pub(super) enum EnsureError {
     /// Report on the container.
     Container {
-        /// Waiting reason, e.g. [`crate::reasons::ERR_IMAGE_PULL`].
+        /// Waiting reason, e.g. [`super::reasons::ERR_IMAGE_PULL`].
         reason: &'static str,
         /// Message.
         message: String,
@@ -116,13 +116,12 @@ fn fail(reason: &'static str, e: Error) -> EnsureError {
 
 /// Makes sure the container's image is present according to its pull policy and returns the
 /// reference to create the container from (the image ID when known).
-pub(crate) async fn ensure_image_exists(
-    client: &CriClient,
+pub(super) async fn ensure_image_exists<S: RuntimeService + ?Sized>(
+    service: &S,
     pulls: &ImagePullBackoff,
     pod_uid: &str,
     container: &Container,
-    pod_annotations: &std::collections::HashMap<String, String>,
-    sandbox_config: &cri::PodSandboxConfig,
+    sandbox: &PodSandboxConfig<'_>,
 ) -> Result<String, EnsureError> {
     let raw = container.image.as_deref().unwrap_or("");
     let Some(image) = apply_default_tag(raw) else {
@@ -131,14 +130,8 @@ pub(crate) async fn ensure_image_exists(
             message: format!("Failed to apply default image tag {raw:?}: invalid reference format"),
         });
     };
-    let spec = cri::ImageSpec {
-        image: image.clone(),
-        annotations: pod_annotations.clone(),
-        user_specified_image: raw.to_owned(),
-        runtime_handler: String::new(),
-    };
     let policy = pull_policy(container);
-    let present = match client.image_status(spec.clone()).await {
+    let present = match service.image_status(&image).await {
         Ok(p) => p,
         Err(e) => {
             return Err(match fail(IMAGE_INSPECT_ERROR, e) {
@@ -169,7 +162,12 @@ pub(crate) async fn ensure_image_exists(
         });
     }
     tracing::info!(image = %image, "pulling image");
-    match client.pull_image(spec, sandbox_config.clone()).await {
+    let request = PullImageRequest {
+        image: &image,
+        auth: None,
+        sandbox,
+    };
+    match service.pull_image(&request).await {
         Ok(image_ref) => {
             pulls.succeeded();
             Ok(image_ref)

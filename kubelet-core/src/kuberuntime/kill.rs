@@ -2,7 +2,7 @@
 //!
 //! Mirrors upstream `killPodWithSyncResult`, `killContainersWithSyncResult` and
 //! `killContainer` of `pkg/kubelet/kuberuntime` (containers are stopped concurrently, sidecars
-//! last, then the sandboxes; preStop hooks first, see [`crate::graceful`]; `NotFound` is
+//! last, then the sandboxes; preStop hooks first, see `graceful`; `NotFound` is
 //! success), and the removal half of its garbage collector (`kuberuntime_gc.go`:
 //! `removeContainer`, `removeSandbox`, pod log directories) for pods that are gone.
 
@@ -11,14 +11,18 @@ use std::path::Path;
 
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::{Container, Pod};
-use kubelet_core::pod::PodExt;
-use kubelet_core::runtime::{ContainerState, Error, Result, RunningPod};
 
-use crate::container::grace_period_seconds;
-use crate::error::is_not_found;
-use crate::graceful::{TerminationOrdering, stop_gracefully};
-use crate::labels::restore_specs;
-use crate::runtime::RemoteRuntime;
+use super::graceful::{TerminationOrdering, stop_gracefully};
+use super::labels::restore_specs;
+use super::manager::KubeRuntimeManager;
+use super::service::RuntimeService;
+use crate::lifecycle::HookTarget;
+use crate::pod::{PodExt, container_grace_period_seconds};
+use crate::runtime::{ContainerState, Error, Result, RunningPod};
+
+fn is_not_found(e: &Error) -> bool {
+    matches!(e, Error::NotFound(_))
+}
 
 /// Folds several failures into one error: `Unavailable` if any call found the runtime down,
 /// else the single error, else a `Runtime` error listing them.
@@ -91,7 +95,7 @@ fn container_spec<'a>(pod: Option<&'a Pod>, name: &str) -> Option<&'a Container>
         .find(|c| c.name == name)
 }
 
-impl RemoteRuntime {
+impl<S: RuntimeService> KubeRuntimeManager<S> {
     /// Stops one container (upstream `killContainer`): without `pod`, the pod and container
     /// are restored from the container's labels and annotations first (a `ContainerStatus`
     /// call, [`restore_specs`]); the grace period comes from `grace_override`, else the pod
@@ -101,7 +105,7 @@ impl RemoteRuntime {
     ///
     /// Cancel safe. A preStop hook that was started by a cancelled call is not run again by
     /// the next one: that call stops the container with its (shorter) grace period at once.
-    pub(crate) async fn kill_container(
+    pub(super) async fn kill_container(
         &self,
         pod: Option<&Pod>,
         id: &str,
@@ -114,7 +118,7 @@ impl RemoteRuntime {
         // needs comes back from the container's labels and annotations.
         let restored = match pod {
             Some(_) => None,
-            None => match self.client.container_status(id).await {
+            None => match self.service.container_status(id).await {
                 Ok(s) => restore_specs(&s.labels, &s.annotations),
                 Err(e) if is_not_found(&e) => return Ok(()),
                 Err(e) => return Err(e),
@@ -124,7 +128,7 @@ impl RemoteRuntime {
             Some((pod, container)) => (Some(pod), Some(container)),
             None => (pod, container_spec(pod, name)),
         };
-        let grace = grace_period_seconds(pod, grace_override);
+        let grace = container_grace_period_seconds(pod, grace_override);
         tracing::info!(container = name, id, grace, reason, "killing container");
         let pre_stop = match (pod, spec) {
             (Some(pod), Some(spec)) => spec
@@ -133,8 +137,13 @@ impl RemoteRuntime {
                 .and_then(|l| l.pre_stop.as_ref())
                 .filter(|_| self.first_pre_stop(id))
                 .map(|handler| async move {
-                    if let Err(message) = self.run_lifecycle_handler(pod, spec, id, handler).await {
-                        tracing::warn!(container = name, id, %message, "preStop hook failed");
+                    let target = HookTarget {
+                        pod,
+                        container: spec,
+                        container_id: id,
+                    };
+                    if let Err(error) = self.hooks.run(self, target, handler).await {
+                        tracing::warn!(container = name, id, %error, "preStop hook failed");
                     }
                 }),
             _ => None,
@@ -145,7 +154,7 @@ impl RemoteRuntime {
             ordering.map(|o| (o, name)),
             |grace| async move {
                 tracing::debug!(container = name, id, grace, "stopping container");
-                ok_if_not_found(self.client.stop_container(id, grace).await)
+                ok_if_not_found(self.service.stop_container(id, grace).await)
             },
         )
         .await;
@@ -173,7 +182,7 @@ impl RemoteRuntime {
 
     /// Stops every container that may still run, concurrently (sidecars after the app
     /// containers, in reverse order), then every sandbox (upstream `killPodWithSyncResult`).
-    pub(crate) async fn kill(
+    pub(super) async fn kill(
         &self,
         pod: Option<&Pod>,
         running: &RunningPod,
@@ -204,7 +213,7 @@ impl RemoteRuntime {
         // All sandboxes, ready or not: stopping also releases the network (upstream does the
         // same; the sandboxes are removed later).
         for s in &running.sandboxes {
-            if let Err(e) = ok_if_not_found(self.client.stop_pod_sandbox(&s.id).await) {
+            if let Err(e) = ok_if_not_found(self.service.stop_pod_sandbox(&s.id).await) {
                 errors.push(e);
             }
         }
@@ -213,8 +222,8 @@ impl RemoteRuntime {
 
     /// Removes a container and its log file (only when the runtime reports one under our
     /// pod log root: the path comes from the runtime).
-    pub(crate) async fn remove_container_and_log(&self, id: &str) -> Result<()> {
-        match self.client.container_status(id).await {
+    pub(super) async fn remove_container_and_log(&self, id: &str) -> Result<()> {
+        match self.service.container_status(id).await {
             Ok(s) => {
                 let log = Path::new(&s.log_path);
                 if is_under(log, &self.opts.pod_logs_dir) {
@@ -224,22 +233,22 @@ impl RemoteRuntime {
             Err(e) if is_not_found(&e) => return Ok(()),
             Err(e) => return Err(e),
         }
-        ok_if_not_found(self.client.remove_container(id).await)
+        ok_if_not_found(self.service.remove_container(id).await)
     }
 
     /// Removes every container, then every sandbox, then the pod's log directory.
-    pub(crate) async fn remove(&self, running: &RunningPod) -> Result<()> {
+    pub(super) async fn remove(&self, running: &RunningPod) -> Result<()> {
         let removals = running
             .containers
             .iter()
-            .map(|c| async { ok_if_not_found(self.client.remove_container(&c.id).await) });
+            .map(|c| async { ok_if_not_found(self.service.remove_container(&c.id).await) });
         let mut errors: Vec<Error> = join_all(removals)
             .await
             .into_iter()
             .filter_map(Result::err)
             .collect();
         for s in &running.sandboxes {
-            if let Err(e) = ok_if_not_found(self.client.remove_pod_sandbox(&s.id).await) {
+            if let Err(e) = ok_if_not_found(self.service.remove_pod_sandbox(&s.id).await) {
                 errors.push(e);
             }
         }

@@ -10,35 +10,36 @@
 use std::collections::HashSet;
 use std::path::PathBuf;
 
-use k8s_cri::v1 as cri;
 use k8s_openapi::api::core::v1::{Container, Pod};
-use kubelet_core::backoff::Backoff;
-use kubelet_core::container::is_restartable_init_container;
-use kubelet_core::kubelet::hosts::{kernel_hostname, pod_hostname_and_domain};
-use kubelet_core::pod::PodExt;
-use kubelet_core::runtime::{
+
+use super::actions::{PodActions, check_backoff, compute_pod_actions_for};
+use super::api::{ContainerConfig, ContainerType, PodSandboxConfig};
+use super::container::{
+    command_and_args, container_log_path, container_logs_dir, pod_logs_dir,
+    restart_count_from_log_dir,
+};
+use super::dns::{host_dns_config, pod_dns_config};
+use super::image::{EnsureError, ensure_image_exists};
+use super::labels::{
+    new_container_annotations, new_container_labels, new_pod_annotations, new_pod_labels,
+};
+use super::manager::KubeRuntimeManager;
+use super::reasons::{
+    CREATE_CONTAINER_CONFIG_ERROR, CREATE_CONTAINER_ERROR, FAILED_POST_START_HOOK,
+    IMAGE_PULL_BACK_OFF, POST_START_HOOK_ERROR, RUN_CONTAINER_ERROR,
+};
+use super::security::{image_user, verify_run_as_non_root};
+use super::service::RuntimeService;
+use super::termination::{create_termination_log, termination_message_path};
+use crate::backoff::Backoff;
+use crate::container::is_restartable_init_container;
+use crate::kubelet::hosts::{kernel_hostname, pod_hostname_and_domain};
+use crate::lifecycle::HookTarget;
+use crate::pod::PodExt;
+use crate::runtime::{
     ContainerState, ContainerSyncError, Error, Mount, PodStatus, PodSyncResult, Result, RunningPod,
     RuntimeHelper,
 };
-
-use crate::actions::{PodActions, check_backoff, compute_pod_actions_with_probes};
-use crate::container::{
-    ContainerConfigInput, container_logs_dir, generate_container_config, restart_count_from_log_dir,
-};
-use crate::convert;
-use crate::dns::pod_dns_config;
-use crate::error::is_not_found;
-use crate::image::{EnsureError, ensure_image_exists};
-use crate::labels::{ContainerType, new_pod_annotations};
-use crate::lifecycle::{FAILED_POST_START_HOOK, POST_START_HOOK_ERROR};
-use crate::reasons::{
-    CREATE_CONTAINER_CONFIG_ERROR, CREATE_CONTAINER_ERROR, IMAGE_PULL_BACK_OFF, RUN_CONTAINER_ERROR,
-};
-use crate::resources::{apply_to_sandbox, container_resources};
-use crate::runtime::RemoteRuntime;
-use crate::sandbox::{generate_pod_sandbox_config, host_dns_config, pod_logs_dir};
-use crate::security::{ImageUser, container_security_context, verify_run_as_non_root};
-use crate::termination::{create_termination_log, termination_message_path};
 
 /// Why one container could not be started.
 enum StartError {
@@ -61,6 +62,11 @@ fn container_error(container: &Container, reason: &str, message: String) -> Star
 fn classify(container: &Container, reason: &str, e: Error) -> StartError {
     match e {
         Error::Unavailable(_) => StartError::Down(e),
+        // The backend could not turn the spec into a runtime object (upstream reports
+        // `generateContainerConfig` failures as CreateContainerConfigError).
+        Error::InvalidSpec { reason, .. } => {
+            container_error(container, CREATE_CONTAINER_CONFIG_ERROR, reason)
+        }
         e => container_error(container, reason, e.to_string()),
     }
 }
@@ -82,11 +88,11 @@ struct StartContext<'a> {
     helper: &'a dyn RuntimeHelper,
     backoff: &'a Backoff,
     sandbox_id: &'a str,
-    sandbox_config: &'a cri::PodSandboxConfig,
+    sandbox_config: &'a PodSandboxConfig<'a>,
     pod_ips: &'a [String],
 }
 
-impl RemoteRuntime {
+impl<S: RuntimeService> KubeRuntimeManager<S> {
     pub(crate) async fn sync(
         &self,
         pod: &Pod,
@@ -94,7 +100,12 @@ impl RemoteRuntime {
         helper: &dyn RuntimeHelper,
         backoff: &Backoff,
     ) -> Result<PodSyncResult> {
-        let actions = compute_pod_actions_with_probes(pod, status, self.probes.as_ref());
+        let actions = compute_pod_actions_for(
+            pod,
+            status,
+            self.probes.as_ref(),
+            self.service.has_sandboxes(),
+        );
         tracing::debug!(pod = %pod.full_name(), ?actions, "computed pod actions");
         let mut result = PodSyncResult::default();
 
@@ -136,7 +147,7 @@ impl RemoteRuntime {
         }
 
         if actions.create_sandbox
-            && let Err(message) = kubelet_core::sysctl::validate(pod).map_err(|e| e.to_string())
+            && let Err(message) = crate::sysctl::validate(pod).map_err(|e| e.to_string())
         {
             // The kubelet rejects such a pod at admission; this guards other callers.
             tracing::warn!(pod = %pod.full_name(), reason = "SysctlForbidden", "{message}");
@@ -149,13 +160,14 @@ impl RemoteRuntime {
             Some(host_dns_config(&self.opts.resolv_conf).await)
         };
         let dns = pod_dns_config(pod, host_dns, &self.opts.cluster_dns, &self.opts.node_ips);
-        let mut sandbox_config = generate_pod_sandbox_config(pod, actions.attempt, &self.opts, dns);
-        if !pod.host_network() {
+        let hostname = if pod.host_network() {
+            String::new()
+        } else {
             let fqdn = pod.spec.as_ref().and_then(|s| s.set_hostname_as_fqdn) == Some(true);
             match pod_hostname_and_domain(pod, &self.opts.cluster_dns.domain)
                 .and_then(|(h, d)| kernel_hostname(&h, &d, fqdn))
             {
-                Ok(h) => sandbox_config.hostname = h,
+                Ok(h) => h,
                 Err(message) => {
                     let e = Error::InvalidSpec {
                         field: "spec.hostname".into(),
@@ -164,16 +176,20 @@ impl RemoteRuntime {
                     return fail_pod(result, "failed to create pod sandbox", e);
                 }
             }
-        }
-        apply_to_sandbox(
-            &mut sandbox_config,
+        };
+        let sandbox_config = PodSandboxConfig {
             pod,
-            &helper.get_pod_cgroup_parent(pod),
-            self.opts.cfs_quota,
-        );
+            attempt: actions.attempt,
+            hostname,
+            dns,
+            log_directory: pod_logs_dir(&self.opts.pod_logs_dir, pod),
+            cgroup_parent: helper.get_pod_cgroup_parent(pod),
+            labels: new_pod_labels(pod),
+            annotations: new_pod_annotations(pod),
+        };
         let mut pod_ips = status.ips.clone();
         let sandbox_id = if actions.create_sandbox {
-            match self.create_sandbox(pod, &sandbox_config).await {
+            match self.create_sandbox(&sandbox_config).await {
                 Ok((id, ips)) => {
                     result.changed = true;
                     if !pod.host_network() {
@@ -245,22 +261,18 @@ impl RemoteRuntime {
     }
 
     /// Creates the pod's log directory and sandbox; returns its ID and pod IPs.
-    async fn create_sandbox(
-        &self,
-        pod: &Pod,
-        config: &cri::PodSandboxConfig,
-    ) -> Result<(String, Vec<String>)> {
-        let dir = pod_logs_dir(&self.opts.pod_logs_dir, pod);
-        if let Err(e) = tokio::fs::create_dir_all(&dir).await {
+    async fn create_sandbox(&self, config: &PodSandboxConfig<'_>) -> Result<(String, Vec<String>)> {
+        let dir = &config.log_directory;
+        if let Err(e) = tokio::fs::create_dir_all(dir).await {
             return Err(Error::Runtime {
                 op: "RunPodSandbox",
                 message: format!("create pod log directory {}: {e}", dir.display()),
             });
         }
-        tracing::info!(pod = %pod.full_name(), attempt = config.metadata.as_ref().map_or(0, |m| m.attempt), "creating pod sandbox");
-        let id = self.client.run_pod_sandbox(config.clone()).await?;
-        let status = self.client.pod_sandbox_status(&id).await?;
-        Ok((id, convert::sandbox_ips(&status)))
+        tracing::info!(pod = %config.pod.full_name(), attempt = config.attempt, "creating pod sandbox");
+        let id = self.service.run_pod_sandbox(config).await?;
+        let status = self.service.pod_sandbox_status(&id).await?;
+        Ok((id, status.ips))
     }
 
     /// Pulls, creates and starts one container and runs its postStart hook (upstream
@@ -272,21 +284,16 @@ impl RemoteRuntime {
         container_type: ContainerType,
     ) -> Result<(), StartError> {
         let pod = ctx.pod;
-        if let Some(refused) = check_backoff(
-            pod,
-            container,
-            ctx.status,
-            ctx.backoff,
-            kubelet_core::time::now(),
-        ) {
+        if let Some(refused) =
+            check_backoff(pod, container, ctx.status, ctx.backoff, crate::time::now())
+        {
             return Err(StartError::Backoff(refused.error, refused.retry_after));
         }
         let image_ref = ensure_image_exists(
-            &self.client,
+            self.service.as_ref(),
             &self.image_backoff,
             pod.uid().as_str(),
             container,
-            &new_pod_annotations(pod),
             ctx.sandbox_config,
         )
         .await
@@ -311,15 +318,23 @@ impl RemoteRuntime {
             .helper
             .generate_run_container_options(pod, container, ctx.pod_ips)
             .await
-            .map_err(|message| {
-                container_error(container, CREATE_CONTAINER_CONFIG_ERROR, message)
+            .map_err(|e| {
+                container_error(container, CREATE_CONTAINER_CONFIG_ERROR, e.to_string())
             })?;
-        let security_context = self.security_context(pod, container, &image_ref).await?;
+        // Upstream `getImageUser` and `verifyRunAsNonRoot` in `generateContainerConfig`.
+        let image = self
+            .service
+            .image_status(&image_ref)
+            .await
+            .map_err(|e| classify(container, CREATE_CONTAINER_CONFIG_ERROR, e))?;
+        let user = image_user(image.as_ref());
+        verify_run_as_non_root(pod, container, &user).map_err(|e| {
+            container_error(container, CREATE_CONTAINER_CONFIG_ERROR, e.to_string())
+        })?;
         opts.mounts
             .extend(self.termination_log_mount(pod, container).await);
 
-        let logs_dir =
-            container_logs_dir(&pod_logs_dir(&self.opts.pod_logs_dir, pod), &container.name);
+        let logs_dir = container_logs_dir(&ctx.sandbox_config.log_directory, &container.name);
         let restart_count = match ctx.status.container(&container.name) {
             Some(prev) => prev.restart_count.saturating_add(1),
             None => restart_count_in(logs_dir.clone()).await,
@@ -331,41 +346,36 @@ impl RemoteRuntime {
                 format!("create container log directory {}: {e}", logs_dir.display()),
             )
         })?;
-        let mut config = generate_container_config(&ContainerConfigInput {
+        let (command, args) = command_and_args(container, &opts.envs);
+        let config = ContainerConfig {
             pod,
             container,
             container_type,
-            restart_count,
+            attempt: restart_count,
             image_ref: &image_ref,
-            opts: &opts,
-            security_context: &security_context,
-        });
-        if let Some(linux) = config.linux.as_mut() {
-            linux.resources = Some(container_resources(
-                pod,
-                container,
-                self.opts.memory_capacity,
-                self.opts.cfs_quota,
-            ));
-        }
-        let res = config.linux.as_ref().and_then(|l| l.resources.as_ref());
-        tracing::info!(
+            image_user: Some(&user),
+            command,
+            args,
+            envs: opts.envs,
+            mounts: opts.mounts,
+            working_dir: container.working_dir.clone().unwrap_or_default(),
+            log_path: container_log_path(&container.name, restart_count),
+            labels: new_container_labels(container, pod),
+            annotations: new_container_annotations(container, pod, restart_count, container_type),
+            sandbox: ctx.sandbox_config,
+        };
+        tracing::debug!(
             pod = %pod.full_name(),
             container = %container.name,
             restart_count,
-            cpu_shares = res.map(|r| r.cpu_shares),
-            cpu_quota = res.map(|r| r.cpu_quota),
-            memory_limit = res.map(|r| r.memory_limit_in_bytes),
-            oom_score_adj = res.map(|r| r.oom_score_adj),
-            cgroup_parent = ctx.sandbox_config.linux.as_ref().map(|l| l.cgroup_parent.as_str()),
-            "creating container"
+            "starting container"
         );
         let id = self
-            .client
-            .create_container(ctx.sandbox_id, config, ctx.sandbox_config.clone())
+            .service
+            .create_container(ctx.sandbox_id, &config)
             .await
             .map_err(|e| classify(container, CREATE_CONTAINER_ERROR, e))?;
-        self.client
+        self.service
             .start_container(&id)
             .await
             .map_err(|e| classify(container, RUN_CONTAINER_ERROR, e))?;
@@ -407,12 +417,15 @@ impl RemoteRuntime {
         else {
             return Ok(());
         };
-        let Err(message) = self
-            .run_lifecycle_handler(pod, container, id, handler)
-            .await
-        else {
+        let target = HookTarget {
+            pod,
+            container,
+            container_id: id,
+        };
+        let Err(error) = self.hooks.run(self, target, handler).await else {
             return Ok(());
         };
+        let message = error.to_string();
         tracing::warn!(pod = %pod.full_name(), container = %container.name, %message, "postStart hook failed");
         if let Err(e) = self
             .kill_container(
@@ -428,32 +441,6 @@ impl RemoteRuntime {
             tracing::warn!(pod = %pod.full_name(), container = %container.name, error = %e, "failed to kill container after its postStart hook failed");
         }
         Err(container_error(container, POST_START_HOOK_ERROR, message))
-    }
-
-    /// The container's CRI security context, after checking `runAsNonRoot` against the
-    /// image's user (upstream `getImageUser` and `verifyRunAsNonRoot` in
-    /// `generateContainerConfig`).
-    async fn security_context(
-        &self,
-        pod: &Pod,
-        container: &Container,
-        image_ref: &str,
-    ) -> Result<cri::LinuxContainerSecurityContext, StartError> {
-        let spec = cri::ImageSpec {
-            image: image_ref.to_owned(),
-            ..Default::default()
-        };
-        let image = self
-            .client
-            .image_status(spec)
-            .await
-            .map_err(|e| classify(container, CREATE_CONTAINER_CONFIG_ERROR, e))?;
-        let user = ImageUser::from_image(image.as_ref());
-        let config_error =
-            |message: String| container_error(container, CREATE_CONTAINER_CONFIG_ERROR, message);
-        verify_run_as_non_root(pod, container, &user).map_err(config_error)?;
-        container_security_context(pod, container, &user, &self.opts.seccomp_profile_root)
-            .map_err(config_error)
     }
 
     /// Removes every instance of the pod's init containers, so that a new sandbox runs them
@@ -493,8 +480,8 @@ impl RemoteRuntime {
     }
 
     async fn remove_logged(&self, id: &str, name: &str) {
-        match self.client.remove_container(id).await {
-            Err(e) if !is_not_found(&e) => {
+        match self.service.remove_container(id).await {
+            Err(e) if !matches!(e, Error::NotFound(_)) => {
                 tracing::warn!(container = name, id, error = %e, "failed to remove init container");
             }
             _ => {}

@@ -1,41 +1,75 @@
-//! Lifecycle hook handlers: exec (CRI `ExecSync`), httpGet (to the pod IP by default) and
-//! sleep, with upstream's failure messages.
+//! The lifecycle hook runner of a kubelet: exec and sleep handlers as the pod engine's
+//! default runs them, plus httpGet handlers through the probes' HTTP client.
 //!
 //! Mirrors upstream `pkg/kubelet/lifecycle/handlers.go` (`handlerRunner.Run`,
-//! `runHTTPHandler`, `runSleepHandler`). As upstream, an httpGet hook fails only when the
-//! request cannot be made; any HTTP status counts as success. The request goes through the
-//! probes' HTTP client ([`kubelet_probe::http::get`], as upstream uses `httpprobe`): HTTPS
-//! without certificate checks, redirects followed on the same host only, and an HTTPS hook
-//! whose server answers in plain HTTP is retried over HTTP without its `Authorization`
-//! header.
+//! `runHTTPHandler`). As upstream, an httpGet hook fails only when the request cannot be
+//! made; any HTTP status counts as success. The request goes through [`crate::http::get`]
+//! (as upstream uses `httpprobe`): HTTPS without certificate checks, redirects followed on the
+//! same host only, and an HTTPS hook whose server answers in plain HTTP is retried over HTTP
+//! without its `Authorization` header. The host defaults to the pod IP.
 
-use std::time::Duration;
-
-use k8s_openapi::api::core::v1::{Container, HTTPGetAction, LifecycleHandler, Pod};
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::{HTTPGetAction, LifecycleHandler};
 use kubelet_core::container::resolve_port;
-use kubelet_core::pod::PodExt;
-use kubelet_probe::http::{self, Target};
+use kubelet_core::lifecycle::{
+    CommandRunner, HandlerRunner, HookError, HookTarget, format_pod, run_exec_or_sleep,
+};
 use tracing::warn;
 
-use crate::runtime::RemoteRuntime;
+use crate::http::{self, Target};
 
 /// The `User-Agent` of httpGet hooks (upstream `kube-lifecycle/<major>.<minor>`).
 pub const USER_AGENT: &str = "kube-lifecycle/1.34";
 
-/// Upstream `ErrPostStartHook`: the waiting reason of a container whose postStart hook failed.
-pub const POST_START_HOOK_ERROR: &str = "PostStartHookError";
+/// A [`HandlerRunner`] for every handler kind: exec and sleep as
+/// [`kubelet_core::lifecycle::ExecSleepHandlerRunner`], httpGet with the probes' HTTP client.
+/// Give it to the engine with `KubeRuntimeManager::with_handler_runner`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LifecycleHandlerRunner;
 
-/// The kill reason of a container whose postStart hook failed (upstream's event reason).
-pub const FAILED_POST_START_HOOK: &str = "FailedPostStartHook";
+#[async_trait]
+impl HandlerRunner for LifecycleHandlerRunner {
+    async fn run(
+        &self,
+        runtime: &dyn CommandRunner,
+        target: HookTarget<'_>,
+        handler: &LifecycleHandler,
+    ) -> Result<(), HookError> {
+        if let Some(result) = run_exec_or_sleep(runtime, target, handler).await {
+            return result;
+        }
+        let Some(get) = &handler.http_get else {
+            return Err(HookError::InvalidHandler);
+        };
+        run_http(runtime, target, get)
+            .await
+            .map_err(|error| HookError::Http {
+                path: get.path.clone().unwrap_or_default(),
+                container: target.container.name.clone(),
+                pod: format_pod(target.pod),
+                error,
+            })
+    }
+}
 
-/// `"<name>_<namespace>(<uid>)"`, upstream `format.Pod`.
-fn format_pod(pod: &Pod) -> String {
-    format!(
-        "{}_{}({})",
-        pod.name_or_empty(),
-        pod.namespace_or_default(),
-        pod.uid()
-    )
+/// Resolves the port and host (the pod IP by default) and makes the request.
+async fn run_http(
+    runtime: &dyn CommandRunner,
+    target: HookTarget<'_>,
+    get: &HTTPGetAction,
+) -> Result<(), String> {
+    let port = resolve_port(&get.port, target.container).map_err(|e| e.to_string())?;
+    let host = match get.host.as_deref().filter(|h| !h.is_empty()) {
+        Some(h) => h.to_owned(),
+        None => runtime
+            .pod_ips(target.pod)
+            .await
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .next()
+            .ok_or_else(|| "failed to find networking container".to_owned())?,
+    };
+    http_get(get, &host, port).await
 }
 
 /// One GET request; any answer is success (upstream ignores the status code of hooks).
@@ -81,98 +115,11 @@ async fn http_get(get: &HTTPGetAction, host: &str, port: u16) -> Result<(), Stri
         .map_err(|_| err.to_string())
 }
 
-impl RemoteRuntime {
-    /// Runs one lifecycle handler against the container `container_id` (upstream
-    /// `handlerRunner.Run`). `Err` carries upstream's message for events and statuses.
-    ///
-    /// Cancel safe: dropping the future abandons the hook (an exec is cancelled with its
-    /// CRI call).
-    pub(crate) async fn run_lifecycle_handler(
-        &self,
-        pod: &Pod,
-        container: &Container,
-        container_id: &str,
-        handler: &LifecycleHandler,
-    ) -> Result<(), String> {
-        if let Some(exec) = &handler.exec {
-            let cmd = exec.command.clone().unwrap_or_default();
-            let err = match self
-                .client
-                .exec_sync(container_id, &cmd, Duration::ZERO)
-                .await
-            {
-                Ok(Some(r)) if r.exit_code == 0 => return Ok(()),
-                Ok(Some(r)) => {
-                    let mut output = r.stdout;
-                    output.extend_from_slice(&r.stderr);
-                    let output = String::from_utf8_lossy(&output).into_owned();
-                    (
-                        format!(
-                            "command '{}' exited with {}: {}",
-                            cmd.join(" "),
-                            r.exit_code,
-                            String::from_utf8_lossy(&r.stderr)
-                        ),
-                        output,
-                    )
-                }
-                Ok(None) => (
-                    format!("command '{}' timed out", cmd.join(" ")),
-                    String::new(),
-                ),
-                Err(e) => (e.to_string(), String::new()),
-            };
-            // Go's `%v` of a string slice: `[sh -c exit 1]`.
-            return Err(format!(
-                "Exec lifecycle hook ([{}]) for Container {:?} in Pod {:?} failed - error: {}, message: {:?}",
-                cmd.join(" "),
-                container.name,
-                format_pod(pod),
-                err.0,
-                err.1
-            ));
-        }
-        if let Some(get) = &handler.http_get {
-            let result = async {
-                let port = resolve_port(&get.port, container).map_err(|e| e.to_string())?;
-                let host = match get.host.as_deref().filter(|h| !h.is_empty()) {
-                    Some(h) => h.to_owned(),
-                    None => {
-                        let status = self
-                            .pod_status(&pod.uid(), pod.name_or_empty(), pod.namespace_or_default())
-                            .await
-                            .map_err(|e| e.to_string())?;
-                        status
-                            .ips
-                            .first()
-                            .cloned()
-                            .ok_or_else(|| "failed to find networking container".to_owned())?
-                    }
-                };
-                http_get(get, &host, port).await
-            }
-            .await;
-            return result.map_err(|e| {
-                format!(
-                    "HTTP lifecycle hook ({}) for Container {:?} in Pod {:?} failed - error: {e}",
-                    get.path.as_deref().unwrap_or_default(),
-                    container.name,
-                    format_pod(pod)
-                )
-            });
-        }
-        if let Some(sleep) = &handler.sleep {
-            tokio::time::sleep(Duration::from_secs(sleep.seconds.max(0).unsigned_abs())).await;
-            return Ok(());
-        }
-        Err("Cannot run handler: invalid handler: no exec, httpGet or sleep action".into())
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::api::core::v1::{ContainerPort, HTTPHeader};
+    use k8s_openapi::api::core::v1::{Container, ContainerPort, HTTPHeader};
     use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    use kubelet_core::container::resolve_port;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
 

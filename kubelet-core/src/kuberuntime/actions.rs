@@ -14,17 +14,19 @@ use std::time::Duration;
 use k8s_openapi::jiff::Timestamp;
 use tokio::time::Instant;
 
-use crate::reasons::CRASH_LOOP_BACK_OFF;
 use k8s_openapi::api::core::v1::{Container, Pod, Probe};
-use kubelet_core::backoff::Backoff;
-use kubelet_core::container::{
+
+use super::reasons::CRASH_LOOP_BACK_OFF;
+use crate::backoff::Backoff;
+use crate::container::{
     hash_container, is_restartable_init_container, should_container_be_restarted,
 };
-use kubelet_core::pod::PodExt;
-use kubelet_core::probe::{ProbeResult, Results};
-use kubelet_core::runtime::{
+use crate::pod::PodExt;
+use crate::probe::{ProbeResult, Results};
+use crate::runtime::{
     ContainerState, ContainerStatus, ContainerSyncError, PodStatus, SandboxState,
 };
+use crate::time::go_duration;
 
 /// A running container that must be stopped, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -40,7 +42,7 @@ pub struct ContainerToKill {
     pub grace_period_seconds: Option<i64>,
 }
 
-/// The steps [`crate::RemoteRuntime`]'s `sync_pod` takes for a pod (upstream `podActions`).
+/// The steps [`super::KubeRuntimeManager`]'s `sync_pod` takes for a pod (upstream `podActions`).
 #[doc(alias = "podActions")]
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PodActions {
@@ -296,7 +298,22 @@ pub fn compute_pod_actions_with_probes(
     status: &PodStatus,
     probes: Option<&Results>,
 ) -> PodActions {
-    let (create, attempt, sandbox_id) = pod_sandbox_changed(pod, status);
+    compute_pod_actions_for(pod, status, probes, true)
+}
+
+/// [`compute_pod_actions_with_probes`] for a runtime with or without sandboxes: without
+/// (`has_sandboxes == false`), the pod's one implicit sandbox never changes.
+pub(super) fn compute_pod_actions_for(
+    pod: &Pod,
+    status: &PodStatus,
+    probes: Option<&Results>,
+    has_sandboxes: bool,
+) -> PodActions {
+    let (create, attempt, sandbox_id) = if has_sandboxes {
+        pod_sandbox_changed(pod, status)
+    } else {
+        (false, 0, Some(status.uid.as_str().to_owned()))
+    };
     let mut actions = PodActions {
         kill_pod: create,
         create_sandbox: create,
@@ -443,32 +460,6 @@ pub fn backoff_key(pod: &Pod, container: &Container) -> String {
     )
 }
 
-/// Formats a duration as Go's `time.Duration.String` does for the values backoff produces
-/// (`10s`, `1m20s`, `5m0s`, `1h0m0s`, `1.5s`, `500ms`).
-pub fn go_duration(d: Duration) -> String {
-    let total = d.as_secs();
-    let nanos = d.subsec_nanos();
-    if total == 0 {
-        return match nanos {
-            0 => "0s".into(),
-            n if n % 1_000_000 == 0 => format!("{}ms", n / 1_000_000),
-            n if n % 1_000 == 0 => format!("{}µs", n / 1_000),
-            n => format!("{n}ns"),
-        };
-    }
-    let secs = if nanos == 0 {
-        format!("{}s", total % 60)
-    } else {
-        let frac = format!("{nanos:09}");
-        format!("{}.{}s", total % 60, frac.trim_end_matches('0'))
-    };
-    match (total / 3600, (total / 60) % 60) {
-        (0, 0) => secs,
-        (0, m) => format!("{m}m{secs}"),
-        (h, m) => format!("{h}h{m}m{secs}"),
-    }
-}
-
 /// A start refused because the container is inside its restart backoff window.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InBackoff {
@@ -533,9 +524,9 @@ pub fn check_backoff(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtime::SandboxStatus;
+    use crate::testing::{pod, pod_with};
     use k8s_openapi::api::core::v1::Container;
-    use kubelet_core::runtime::SandboxStatus;
-    use kubelet_core::testing::{pod, pod_with};
 
     fn ready_sandbox() -> SandboxStatus {
         SandboxStatus {
@@ -578,8 +569,8 @@ mod tests {
 
     #[test]
     fn failed_liveness_or_startup_kills_and_restarts() {
+        use crate::probe::{ProbeResult, Results};
         use k8s_openapi::api::core::v1::Probe;
-        use kubelet_core::probe::{ProbeResult, Results};
         for (policy, restart) in [("Always", true), ("OnFailure", true), ("Never", false)] {
             let mut p = pod_with("web", policy, &["app", "side"]);
             let spec = p.spec.as_mut().expect("spec");
@@ -942,7 +933,7 @@ mod tests {
 
     #[test]
     fn sidecar_startup_probe_gates_the_next_init_container() {
-        use kubelet_core::probe::{ProbeResult, Results};
+        use crate::probe::{ProbeResult, Results};
         let p = with_sidecar("Always", true);
         let st = status(
             Some(ready_sandbox()),
@@ -981,17 +972,6 @@ mod tests {
         assert!(a.init_containers_to_start.is_empty());
         let p = with_sidecar("OnFailure", false);
         assert_eq!(compute_pod_actions(&p, &st).init_containers_to_start, [1]);
-    }
-
-    #[test]
-    fn go_durations() {
-        assert_eq!(go_duration(Duration::from_secs(10)), "10s");
-        assert_eq!(go_duration(Duration::from_secs(80)), "1m20s");
-        assert_eq!(go_duration(Duration::from_secs(300)), "5m0s");
-        assert_eq!(go_duration(Duration::from_secs(3600)), "1h0m0s");
-        assert_eq!(go_duration(Duration::from_millis(1500)), "1.5s");
-        assert_eq!(go_duration(Duration::from_millis(500)), "500ms");
-        assert_eq!(go_duration(Duration::ZERO), "0s");
     }
 
     #[tokio::test(start_paused = true)]

@@ -11,11 +11,11 @@ use std::hash::{BuildHasher, Hasher};
 use std::io::SeekFrom;
 use std::path::{Path, PathBuf};
 
-use k8s_cri::v1 as cri;
 use k8s_openapi::api::core::v1::Container;
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
-use crate::labels::ContainerAnnotations;
+use super::api::ContainerStatus;
+use super::labels::ContainerAnnotations;
 
 /// The API default of `terminationMessagePath`.
 pub const DEFAULT_TERMINATION_MESSAGE_PATH: &str = "/dev/termination-log";
@@ -58,7 +58,7 @@ fn random_id() -> String {
 /// Creates an empty, world-writable termination log for one container instance under
 /// `<pod dir>/containers/<name>/` and returns its path (upstream `makeMounts`: a random name
 /// per instance, mode 0666 so that any user in the container can write it).
-pub(crate) async fn create_termination_log(
+pub(super) async fn create_termination_log(
     pod_dir: &Path,
     container_name: &str,
 ) -> std::io::Result<PathBuf> {
@@ -86,18 +86,14 @@ async fn read_at_most(path: &Path, max: u64) -> std::io::Result<(Vec<u8>, bool)>
 
 /// The message from the termination log file mounted at `path`, and whether the log should
 /// be read instead (upstream `getTerminationMessage`).
-async fn from_file(
-    status: &cri::ContainerStatus,
-    path: &str,
-    fallback_to_logs: bool,
-) -> (String, bool) {
+async fn from_file(status: &ContainerStatus, path: &str, fallback_to_logs: bool) -> (String, bool) {
     if path.is_empty() {
         return (String::new(), fallback_to_logs);
     }
     let Some(mount) = status.mounts.iter().find(|m| m.container_path == path) else {
         return (String::new(), fallback_to_logs);
     };
-    let host = Path::new(&mount.host_path);
+    let host = mount.host_path.as_path();
     match read_at_most(host, MAX_CONTAINER_TERMINATION_MESSAGE_LENGTH).await {
         Ok((data, _)) => {
             let empty = data.is_empty();
@@ -149,8 +145,8 @@ pub fn log_tail(log: &[u8], starts_mid_line: bool) -> Vec<u8> {
 /// The termination message of an exited container, `None` when there is none (upstream
 /// `getTerminationMessage` plus `readLastStringFromContainerLogs`). `exit_code` and
 /// `reason` decide whether `FallbackToLogsOnError` reads the log.
-pub(crate) async fn termination_message(
-    status: &cri::ContainerStatus,
+pub(super) async fn termination_message(
+    status: &ContainerStatus,
     exit_code: i32,
     reason: &str,
 ) -> Option<String> {
@@ -179,14 +175,14 @@ pub(crate) async fn termination_message(
 mod tests {
     use std::collections::HashMap;
 
-    use super::*;
-    use crate::labels::{
+    use super::super::labels::{
         CONTAINER_TERMINATION_MESSAGE_PATH_ANNOTATION,
         CONTAINER_TERMINATION_MESSAGE_POLICY_ANNOTATION,
     };
+    use super::*;
 
-    fn status(dir: &Path, message_file: Option<&Path>, policy: &str) -> cri::ContainerStatus {
-        cri::ContainerStatus {
+    fn status(dir: &Path, message_file: Option<&Path>, policy: &str) -> ContainerStatus {
+        ContainerStatus {
             annotations: HashMap::from([
                 (
                     CONTAINER_TERMINATION_MESSAGE_PATH_ANNOTATION.into(),
@@ -199,9 +195,9 @@ mod tests {
             ]),
             mounts: message_file
                 .map(|f| {
-                    vec![cri::Mount {
+                    vec![crate::runtime::Mount {
                         container_path: "/dev/termination-log".into(),
-                        host_path: f.display().to_string(),
+                        host_path: f.to_owned(),
                         ..Default::default()
                     }]
                 })

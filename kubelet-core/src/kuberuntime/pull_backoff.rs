@@ -10,9 +10,9 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use kubelet_core::backoff::Backoff;
+use crate::backoff::Backoff;
 
-use crate::reasons::ERR_IMAGE_PULL;
+use super::reasons::ERR_IMAGE_PULL;
 
 /// Upstream's first image pull backoff window (`imageBackOffPeriod`).
 pub const DEFAULT_INITIAL: Duration = Duration::from_secs(10);

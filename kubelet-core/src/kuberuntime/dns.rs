@@ -1,13 +1,17 @@
-//! The DNS configuration of a pod's sandbox from its `dnsPolicy` and `dnsConfig`.
+//! The DNS configuration of a pod's sandbox from its `dnsPolicy` and `dnsConfig`, and the
+//! host's resolv.conf it starts from.
 //!
-//! Mirrors upstream `pkg/kubelet/network/dns/dns.go` (`GetPodDNS`, `getPodDNSType`,
+//! Mirrors upstream `pkg/kubelet/network/dns/dns.go` (`GetPodDNS`, `getPodDNSType`, `parseResolvConf`,
 //! `generateSearchesForDNSClusterFirst`, `appendDNSConfig`, `mergeDNSOptions`,
 //! `formDNSConfigFitsLimits`) with the expanded limits (`ExpandedDNSConfig`, GA): at most
 //! 32 search paths, 2048 characters of search line, 3 nameservers.
 
-use k8s_cri::v1 as cri;
+use std::path::Path;
+
 use k8s_openapi::api::core::v1::{Pod, PodDNSConfig};
-use kubelet_core::pod::PodExt;
+
+use super::api::DnsConfig;
+use crate::pod::PodExt;
 
 /// Upstream `MaxDNSSearchPathsExpanded`.
 pub const MAX_DNS_SEARCH_PATHS: usize = 32;
@@ -87,7 +91,7 @@ fn merge_options(existing: Vec<String>, config: &PodDNSConfig) -> Vec<String> {
 
 /// Applies the search and nameserver limits (upstream `formDNSConfigFitsLimits`); logs a
 /// warning naming the applied line when something was dropped.
-fn fit_limits(mut dns: cri::DnsConfig, pod: &Pod) -> cri::DnsConfig {
+fn fit_limits(mut dns: DnsConfig, pod: &Pod) -> DnsConfig {
     if dns.servers.len() > MAX_DNS_NAMESERVERS {
         dns.servers.truncate(MAX_DNS_NAMESERVERS);
         tracing::warn!(pod = %pod.full_name(), applied = %dns.servers.join(" "), "Nameserver limits were exceeded, some nameservers have been omitted");
@@ -117,10 +121,10 @@ fn fit_limits(mut dns: cri::DnsConfig, pod: &Pod) -> cri::DnsConfig {
 #[doc(alias = "GetPodDNS")]
 pub fn pod_dns_config(
     pod: &Pod,
-    host: Option<cri::DnsConfig>,
+    host: Option<DnsConfig>,
     cluster: &ClusterDns,
     node_ips: &[String],
-) -> cri::DnsConfig {
+) -> DnsConfig {
     let resolv_conf_empty = host.is_none();
     let mut dns = host.unwrap_or_default();
     let mut kind = dns_type(pod);
@@ -133,7 +137,7 @@ pub fn pod_dns_config(
         kind = DnsType::Host;
     }
     match kind {
-        DnsType::None => dns = cri::DnsConfig::default(),
+        DnsType::None => dns = DnsConfig::default(),
         DnsType::Cluster => {
             dns.servers = cluster.servers.clone();
             if !cluster.domain.is_empty() {
@@ -175,14 +179,48 @@ pub fn pod_dns_config(
     fit_limits(dns, pod)
 }
 
+/// Host resolver configuration parsed from resolv.conf text (upstream `parseResolvConf`):
+/// `nameserver`, `search` (the last line wins, trailing dots dropped) and `options`.
+pub fn parse_resolv_conf(text: &str) -> DnsConfig {
+    let mut dns = DnsConfig::default();
+    for line in text.lines() {
+        let line = line.split(['#', ';']).next().unwrap_or("");
+        let mut fields = line.split_whitespace();
+        match fields.next() {
+            Some("nameserver") => dns.servers.extend(fields.next().map(str::to_owned)),
+            Some("search") => {
+                dns.searches = fields
+                    .filter(|s| *s != ".")
+                    .map(|s| s.trim_end_matches('.').to_owned())
+                    .collect();
+            }
+            Some("options") => dns.options.extend(fields.map(str::to_owned)),
+            _ => {}
+        }
+    }
+    dns
+}
+
+/// Reads the host resolver configuration; an unreadable file gives an empty config (the
+/// runtime then uses its own default) and a warning.
+pub(super) async fn host_dns_config(path: &Path) -> DnsConfig {
+    match tokio::fs::read_to_string(path).await {
+        Ok(text) => parse_resolv_conf(&text),
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "cannot read host resolv.conf; pods get no DNS config");
+            DnsConfig::default()
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::pod;
     use k8s_openapi::api::core::v1::PodDNSConfigOption;
-    use kubelet_core::testing::pod;
 
-    fn host() -> cri::DnsConfig {
-        cri::DnsConfig {
+    fn host() -> DnsConfig {
+        DnsConfig {
             servers: vec!["10.0.0.1".into()],
             searches: vec!["host.example".into()],
             options: vec!["timeout:2".into()],
@@ -202,6 +240,17 @@ mod tests {
         s.dns_policy = policy.map(Into::into);
         s.host_network = Some(host_network);
         p
+    }
+
+    #[test]
+    fn parses_resolv_conf() {
+        let dns = parse_resolv_conf(
+            "# generated\nnameserver 10.0.0.10\nnameserver 8.8.8.8 ; google\nsearch old.example\n\
+             search svc.cluster.local. example.com .\noptions ndots:5 timeout:1\noptions edns0\n",
+        );
+        assert_eq!(dns.servers, ["10.0.0.10", "8.8.8.8"]);
+        assert_eq!(dns.searches, ["svc.cluster.local", "example.com"]);
+        assert_eq!(dns.options, ["ndots:5", "timeout:1", "edns0"]);
     }
 
     // Cases of upstream TestGetPodDNSType / TestGetPodDNS.
@@ -255,7 +304,7 @@ mod tests {
                 &cluster(),
                 &[]
             ),
-            cri::DnsConfig::default()
+            DnsConfig::default()
         );
         // No cluster DNS: ClusterFirst falls back to Default.
         let fb = pod_dns_config(
