@@ -11,8 +11,10 @@
 
 pub mod api;
 mod service;
+pub mod store;
 
 pub use service::RuntimeService;
+pub use store::{ContainerRecord, ContainerStore};
 
 #[cfg(any(test, feature = "test-util"))]
 pub use service::MockRuntimeService;

@@ -6,11 +6,15 @@
 mod fake_managers;
 mod fake_pleg;
 mod fake_runtime;
+mod fake_service;
 mod fixtures;
 
 pub use fake_managers::{FakeStatusManager, FakeVolumeManager};
 pub use fake_pleg::FakePleg;
 pub use fake_runtime::{Call, FakeRuntime, backoff_key};
+pub use fake_service::{
+    FakeRuntimeService, FakeSandbox, STOPPED_EXIT_CODE, ServiceCall, ServiceOp,
+};
 pub use fixtures::{
     FakeRuntimeHelper, container_with_resources, pod, pod_of, pod_with, resource_list,
 };
