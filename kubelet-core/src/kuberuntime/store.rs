@@ -6,8 +6,9 @@
 //! A backend keeps the part only it knows — a process ID, a VM handle — as the record's
 //! *handle* `H`, given when the container starts. The store never runs anything: it is
 //! thread safe behind a `std::sync::Mutex` that no method holds across an `.await`, and
-//! [`ContainerStore::wait_exit`] lets a `stop_container` wait for the exit its watcher
-//! records.
+//! [`ContainerStore::wait_exit`] and [`ContainerStore::stop`] give a `stop_container` the CRI
+//! stop sequence over the backend's own signals. [`process`] adds what a backend whose
+//! containers are plain host processes needs (spawning a record, exit codes, capped exec).
 //!
 //! [`RuntimeService`]: super::RuntimeService
 
@@ -18,6 +19,8 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use super::api::{self, ContainerConfig, ContainerFilter, Labels};
+
+pub mod process;
 use crate::pod::{PodExt, PodUid};
 use crate::runtime::{ContainerState, Error, Result};
 
@@ -78,6 +81,25 @@ impl<H> ContainerRecord<H> {
 /// `label_selector`).
 pub fn labels_match(labels: &Labels, selector: &Labels) -> bool {
     selector.iter().all(|(k, v)| labels.get(k) == Some(v))
+}
+
+/// A signal of the CRI stop sequence ([`ContainerStore::stop`]); the backend delivers it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopSignal {
+    /// Ask the container to exit (SIGTERM).
+    Terminate,
+    /// Kill it (SIGKILL).
+    Kill,
+}
+
+impl StopSignal {
+    /// The POSIX signal number (15 or 9).
+    pub fn number(self) -> i32 {
+        match self {
+            StopSignal::Terminate => 15,
+            StopSignal::Kill => 9,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -180,6 +202,18 @@ impl<H: Clone> ContainerStore<H> {
         id
     }
 
+    /// [`ContainerStore::create`] for a runtime that applies no mounts (its containers see the
+    /// node's filesystem): each mount is recorded with `host_path == container_path`, so
+    /// whatever reads a file through the reported mounts (the engine's termination message)
+    /// reads where the container wrote it.
+    pub fn create_on_host(&self, sandbox_id: &str, config: &ContainerConfig<'_>) -> String {
+        let mut config = config.clone();
+        for mount in &mut config.mounts {
+            mount.host_path = mount.container_path.clone().into();
+        }
+        self.create(sandbox_id, &config)
+    }
+
     /// Marks a created container running with the backend's `handle`. `NotFound` for an
     /// unknown ID; an error for a container that is not in state `Created`.
     pub fn start(&self, id: &str, handle: H) -> Result<()> {
@@ -239,6 +273,11 @@ impl<H: Clone> ContainerStore<H> {
         self.lock().by_id.get(id).cloned()
     }
 
+    /// A copy of one record; `NotFound` for an unknown ID.
+    pub fn record(&self, id: &str) -> Result<ContainerRecord<H>> {
+        self.get(id).ok_or_else(|| not_found(id))
+    }
+
     /// Copies of every record, oldest first.
     pub fn records(&self) -> Vec<ContainerRecord<H>> {
         self.lock().by_id.values().cloned().collect()
@@ -296,6 +335,28 @@ impl<H: Clone> ContainerStore<H> {
         true
     }
 
+    /// CRI `StopContainer` over the backend's `signal`: for a running container,
+    /// [`StopSignal::Terminate`], a wait of at most `timeout_seconds` for its exit, then
+    /// [`StopSignal::Kill`] (also after a timely exit, for whatever the process left behind,
+    /// e.g. the rest of its process group) and a wait for the exit. Stopping a container that
+    /// is not running succeeds at once; `NotFound` for an unknown ID.
+    pub async fn stop(
+        &self,
+        id: &str,
+        timeout_seconds: i64,
+        signal: impl Fn(&H, StopSignal),
+    ) -> Result<()> {
+        let Some(handle) = self.running_handle(id)? else {
+            return Ok(());
+        };
+        signal(&handle, StopSignal::Terminate);
+        let grace = Duration::from_secs(timeout_seconds.max(0).unsigned_abs());
+        self.wait_exit(id, Some(grace)).await;
+        signal(&handle, StopSignal::Kill);
+        self.wait_exit(id, None).await;
+        Ok(())
+    }
+
     fn is_running(&self, id: &str) -> bool {
         self.lock()
             .by_id
@@ -319,7 +380,7 @@ mod tests {
     use crate::kuberuntime::api::{ContainerType, PodSandboxConfig};
     use crate::runtime::Mount;
 
-    fn pod() -> Pod {
+    pub(super) fn pod() -> Pod {
         Pod {
             metadata: ObjectMeta {
                 name: Some("web".into()),
@@ -331,7 +392,7 @@ mod tests {
         }
     }
 
-    fn sandbox(pod: &Pod) -> PodSandboxConfig<'_> {
+    pub(super) fn sandbox(pod: &Pod) -> PodSandboxConfig<'_> {
         PodSandboxConfig {
             pod,
             attempt: 0,
@@ -344,7 +405,7 @@ mod tests {
         }
     }
 
-    fn config<'a>(
+    pub(super) fn config<'a>(
         pod: &'a Pod,
         spec: &'a ContainerSpec,
         sandbox: &'a PodSandboxConfig<'a>,
@@ -372,7 +433,7 @@ mod tests {
         }
     }
 
-    fn spec(name: &str) -> ContainerSpec {
+    pub(super) fn spec(name: &str) -> ContainerSpec {
         ContainerSpec {
             name: name.into(),
             image: Some("busybox".into()),
@@ -569,5 +630,99 @@ mod tests {
         tokio::task::yield_now().await;
         store.remove(&id);
         assert!(waiter.await.expect("waiter"));
+    }
+
+    /// Signals as `stop` sends them, with the (paused) time since the test began.
+    type SignalLog = Arc<Mutex<Vec<(StopSignal, Duration)>>>;
+
+    fn recorder(
+        store: &ContainerStore<u32>,
+        id: &str,
+        exits_on: StopSignal,
+    ) -> (SignalLog, impl Fn(&u32, StopSignal) + use<>) {
+        let log = SignalLog::default();
+        let (store, id, log2) = (store.clone(), id.to_owned(), Arc::clone(&log));
+        let began = tokio::time::Instant::now();
+        let signal = move |handle: &u32, signal: StopSignal| {
+            assert_eq!(*handle, 7, "the handle given at start");
+            log2.lock().expect("log").push((signal, began.elapsed()));
+            if signal == exits_on {
+                store.mark_exited(&id, 128 + signal.number());
+            }
+        };
+        (log, signal)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn stop_kills_a_container_that_outlives_the_grace_period() {
+        let store = ContainerStore::<u32>::new();
+        let id = create(&store, "app");
+        store.start(&id, 7).expect("created");
+        let (log, signal) = recorder(&store, &id, StopSignal::Kill);
+        store.stop(&id, 30, signal).await.expect("stops");
+        assert_eq!(
+            *log.lock().expect("log"),
+            [
+                (StopSignal::Terminate, Duration::ZERO),
+                (StopSignal::Kill, Duration::from_secs(30))
+            ]
+        );
+        let status = store.status(&id).expect("known");
+        assert_eq!((status.exit_code, status.reason.as_str()), (137, "Error"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn stop_does_not_wait_for_a_container_that_exits_on_terminate() {
+        let store = ContainerStore::<u32>::new();
+        let id = create(&store, "app");
+        store.start(&id, 7).expect("created");
+        let (log, signal) = recorder(&store, &id, StopSignal::Terminate);
+        store.stop(&id, 30, signal).await.expect("stops");
+        assert_eq!(
+            *log.lock().expect("log"),
+            [
+                (StopSignal::Terminate, Duration::ZERO),
+                (StopSignal::Kill, Duration::ZERO)
+            ],
+            "Kill follows at once, for what the process left behind"
+        );
+        assert_eq!(store.status(&id).expect("known").exit_code, 143);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn stopping_a_container_that_is_not_running_sends_nothing() {
+        let store = ContainerStore::<u32>::new();
+        let id = create(&store, "app");
+        let (log, signal) = recorder(&store, &id, StopSignal::Kill);
+        store
+            .stop(&id, 30, &signal)
+            .await
+            .expect("created: nothing to stop");
+        store.start(&id, 7).expect("created");
+        store.mark_exited(&id, 0);
+        store
+            .stop(&id, 30, &signal)
+            .await
+            .expect("exited: nothing to stop");
+        assert!(log.lock().expect("log").is_empty());
+        assert!(matches!(
+            store.stop("nope", 30, &signal).await,
+            Err(Error::NotFound(_))
+        ));
+    }
+
+    #[test]
+    fn create_on_host_reports_mounts_at_their_container_path() {
+        let store = ContainerStore::<u32>::new();
+        let pod = pod();
+        let sandbox = sandbox(&pod);
+        let spec = spec("app");
+        let mut config = config(&pod, &spec, &sandbox);
+        config.mounts[0].host_path = "/var/lib/kubelet/pods/uid-1/containers/app/x".into();
+        config.mounts[0].container_path = "/dev/termination-log".into();
+        let id = store.create_on_host("sb", &config);
+        let mounts = store.status(&id).expect("known").mounts;
+        assert_eq!(mounts[0].host_path, PathBuf::from("/dev/termination-log"));
+        assert_eq!(mounts[0].container_path, "/dev/termination-log");
     }
 }
