@@ -26,6 +26,7 @@ pub mod expansion;
 pub mod fieldpath;
 pub mod kubelet;
 pub mod kuberuntime;
+pub mod lifecycle;
 pub mod objects;
 pub mod pleg;
 pub mod pod;

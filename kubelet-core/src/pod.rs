@@ -126,12 +126,40 @@ impl PodExt for Pod {
     }
 }
 
+/// Grace period when neither the pod nor a caller says anything (the API default of
+/// `terminationGracePeriodSeconds`).
+pub const DEFAULT_GRACE_PERIOD_SECONDS: i64 = 30;
+
+/// Upstream `minimumGracePeriodInSeconds`: the shortest window `StopContainer` is given, to
+/// avoid needless SIGKILLs (applied after the preStop hook's time is taken off).
+pub const MINIMUM_GRACE_PERIOD_SECONDS: i64 = 2;
+
 /// `terminationGracePeriodSeconds` of the pod, with upstream's default of 30 s.
 pub fn termination_grace_period_seconds(pod: &Pod) -> i64 {
     pod.spec
         .as_ref()
         .and_then(|s| s.termination_grace_period_seconds)
-        .unwrap_or(30)
+        .unwrap_or(DEFAULT_GRACE_PERIOD_SECONDS)
+}
+
+/// The grace period one container's termination starts with (upstream `killContainer` with
+/// `setTerminationGracePeriod`): an override (a failed probe's, or the pod worker's) wins;
+/// otherwise the pod's `deletionGracePeriodSeconds`, else its
+/// `terminationGracePeriodSeconds`, else 30 s. Never negative. The preStop hook's time is
+/// taken off this, and [`MINIMUM_GRACE_PERIOD_SECONDS`] applied last, when stopping.
+#[doc(alias = "setTerminationGracePeriod")]
+pub fn container_grace_period_seconds(pod: Option<&Pod>, override_seconds: Option<i64>) -> i64 {
+    if let Some(o) = override_seconds {
+        return o.max(0);
+    }
+    let grace = match pod {
+        Some(p) => p
+            .metadata
+            .deletion_grace_period_seconds
+            .unwrap_or_else(|| termination_grace_period_seconds(p)),
+        None => DEFAULT_GRACE_PERIOD_SECONDS,
+    };
+    grace.max(0)
 }
 
 /// The grace period to kill the pod with when nothing overrides it (upstream
@@ -147,6 +175,22 @@ pub fn kill_grace_period_seconds(pod: &Pod) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn container_grace_periods_follow_kill_container() {
+        let mut p = crate::testing::pod("web");
+        assert_eq!(container_grace_period_seconds(Some(&p), None), 30);
+        if let Some(s) = p.spec.as_mut() {
+            s.termination_grace_period_seconds = Some(10);
+        }
+        assert_eq!(container_grace_period_seconds(Some(&p), None), 10);
+        p.metadata.deletion_grace_period_seconds = Some(0);
+        assert_eq!(container_grace_period_seconds(Some(&p), None), 0);
+        assert_eq!(container_grace_period_seconds(Some(&p), Some(0)), 0);
+        assert_eq!(container_grace_period_seconds(Some(&p), Some(1)), 1);
+        assert_eq!(container_grace_period_seconds(Some(&p), Some(-3)), 0);
+        assert_eq!(container_grace_period_seconds(None, None), 30);
+    }
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     #[test]

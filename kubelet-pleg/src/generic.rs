@@ -20,8 +20,8 @@ use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, trace, warn};
 
-use crate::duration::go_duration;
 use crate::events::{PlegState, compute_events, state_of};
+use kubelet_core::time::go_duration;
 
 /// Capacity of the event channel, as upstream's `plegChannelCapacity`. When the sync loop
 /// falls this far behind, further events of a relist are dropped (the periodic resync

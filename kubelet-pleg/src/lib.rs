@@ -34,7 +34,6 @@
 
 #[cfg(feature = "containerd")]
 pub mod containerd;
-mod duration;
 pub mod evented;
 pub mod events;
 pub mod generic;

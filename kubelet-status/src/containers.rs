@@ -24,10 +24,7 @@ pub(crate) struct Ctx<'a> {
     pub sync_result: Option<&'a PodSyncResult>,
 }
 
-/// `true` for an init container with `restartPolicy: Always` (a sidecar).
-pub(crate) fn is_restartable_init_container(c: &Container) -> bool {
-    c.restart_policy.as_deref() == Some("Always")
-}
+pub(crate) use kubelet_core::container::is_restartable_init_container;
 
 pub(crate) fn waiting(reason: Option<&str>, message: Option<&str>) -> ApiState {
     ApiState {

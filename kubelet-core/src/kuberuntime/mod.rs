@@ -4,15 +4,35 @@
 //! * [`RuntimeService`]: a container runtime at CRI height (sandboxes, containers, images,
 //!   exec), in core types ([`api`]). `kubelet-cri` implements it over CRI; a custom node
 //!   agent implements it for its own runtime.
-//! * The engine, generic over a [`RuntimeService`], implements [`crate::runtime::Runtime`]:
-//!   pod actions, init containers and sidecars, CrashLoopBackOff, image pull policy and
-//!   ImagePullBackOff, probe-triggered restarts, graceful termination with preStop hooks,
-//!   postStart hooks, termination messages and the labels that let it find its objects again.
+//! * [`KubeRuntimeManager`] (upstream `kubeGenericRuntimeManager`), generic over a
+//!   [`RuntimeService`], implements [`crate::runtime::Runtime`]: pod actions
+//!   ([`actions`]), init containers and sidecars, CrashLoopBackOff, image pull policy and
+//!   ImagePullBackOff ([`image`], [`pull_backoff`]), probe-triggered restarts, graceful
+//!   termination with preStop hooks, postStart hooks (run by a
+//!   [`crate::lifecycle::HandlerRunner`]), termination messages ([`termination`]), DNS
+//!   ([`dns`]) and the labels that let it find its objects again ([`labels`]).
 
+pub mod actions;
 pub mod api;
+pub mod container;
+pub mod convert;
+pub mod dns;
+mod graceful;
+pub mod image;
+mod kill;
+pub mod labels;
+mod manager;
+pub mod pull_backoff;
+pub mod reasons;
+pub mod security;
 mod service;
 pub mod store;
+mod sync;
+pub mod termination;
 
+pub use dns::ClusterDns;
+pub use manager::{KubeRuntimeManager, Options};
+pub use pull_backoff::ImagePullBackoff;
 pub use service::RuntimeService;
 pub use store::{ContainerRecord, ContainerStore};
 

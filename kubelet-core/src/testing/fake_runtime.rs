@@ -12,6 +12,7 @@ use k8s_openapi::api::core::v1::Pod;
 
 use crate::backoff::Backoff;
 use crate::container::{hash_container, should_container_be_restarted};
+use crate::kuberuntime::actions::backoff_key;
 use crate::pod::{PodExt, PodUid};
 use crate::runtime::{
     ContainerState, ContainerStatus, ContainerSyncError, Error, ExecResult, PodStatus,
@@ -221,18 +222,6 @@ fn to_status(uid: &PodUid, p: &FakePod) -> PodStatus {
     }
 }
 
-/// The key crash-loop backoff uses for a container (same shape as `kubelet-cri`'s).
-pub fn backoff_key(pod: &Pod, container: &str, hash: u64) -> String {
-    format!(
-        "{}_{}_{}_{}_{:x}",
-        pod.name_or_empty(),
-        pod.namespace_or_default(),
-        pod.uid(),
-        container,
-        hash
-    )
-}
-
 #[async_trait]
 impl Runtime for FakeRuntime {
     async fn version(&self) -> Result<Version> {
@@ -347,7 +336,7 @@ impl Runtime for FakeRuntime {
                 continue;
             }
             if let Some(p) = prev.filter(|p| p.state == ContainerState::Exited) {
-                let key = backoff_key(pod, &spec.name, hash);
+                let key = backoff_key(pod, spec);
                 if let Some(left) = backoff.remaining(&key) {
                     result.container_errors.push(ContainerSyncError {
                         container: spec.name.clone(),

@@ -9,9 +9,10 @@ mod fake_runtime;
 mod fake_service;
 mod fixtures;
 
+pub use crate::kuberuntime::actions::backoff_key;
 pub use fake_managers::{FakeStatusManager, FakeVolumeManager};
 pub use fake_pleg::FakePleg;
-pub use fake_runtime::{Call, FakeRuntime, backoff_key};
+pub use fake_runtime::{Call, FakeRuntime};
 pub use fake_service::{
     FakeRuntimeService, FakeSandbox, STOPPED_EXIT_CODE, ServiceCall, ServiceOp,
 };

@@ -1,0 +1,455 @@
+//! [`KubeRuntimeManager`]: the kubelet's [`Runtime`] over any [`RuntimeService`].
+//!
+//! Mirrors upstream `pkg/kubelet/kuberuntime/kuberuntime_manager.go`
+//! (`kubeGenericRuntimeManager`: `Version`, `Status`, `GetPods`, `GetPodStatus`, `SyncPod`,
+//! `KillPod`). The sync steps live in [`super::actions`] (what to do) and the private
+//! `sync`/`kill` modules (doing it).
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::future::join_all;
+use k8s_openapi::api::core::v1::Pod;
+
+use super::api::{ContainerFilter, PodSandboxFilter};
+use super::convert;
+use super::dns::ClusterDns;
+use super::labels::pod_uid_selector;
+use super::pull_backoff::ImagePullBackoff;
+use super::service::RuntimeService;
+use crate::backoff::Backoff;
+use crate::lifecycle::{CommandRunner, ExecSleepHandlerRunner, HandlerRunner};
+use crate::pod::{PodExt, PodUid};
+use crate::runtime::{
+    ContainerState, Error, ExecResult, PodStatus, PodSyncResult, Result, RunningPod, Runtime,
+    RuntimeHelper, RuntimeStatus, SandboxState, SandboxStatus, Version,
+};
+
+/// Settings of a [`KubeRuntimeManager`] (the runtime-agnostic ones; a backend has its own).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Options {
+    /// Root of the pod log directories (upstream `--pod-logs-dir`, default `/var/log/pods`).
+    pub pod_logs_dir: PathBuf,
+    /// The kubelet's root directory (`--root-dir`): termination message files live under
+    /// `<root>/pods/<uid>/containers/<name>/`. `None`: no termination message file is mounted.
+    pub root_dir: Option<PathBuf>,
+    /// The host resolv.conf: the base of every pod's DNS config, all of it for `Default`
+    /// pods (upstream `--resolv-conf`, default `/etc/resolv.conf`; empty for none).
+    pub resolv_conf: PathBuf,
+    /// This node's name.
+    pub node_name: String,
+    /// Cluster DNS servers and domain (upstream `--cluster-dns`, `--cluster-domain`).
+    pub cluster_dns: ClusterDns,
+    /// Node IPs: the localhost nameserver of `Default` pods when `resolv_conf` is empty, and
+    /// the pod IPs of a runtime without sandboxes.
+    pub node_ips: Vec<String>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            pod_logs_dir: PathBuf::from("/var/log/pods"),
+            root_dir: None,
+            resolv_conf: PathBuf::from("/etc/resolv.conf"),
+            node_name: String::new(),
+            cluster_dns: ClusterDns::default(),
+            node_ips: Vec::new(),
+        }
+    }
+}
+
+impl Options {
+    /// Sets [`Options::pod_logs_dir`].
+    #[must_use]
+    pub fn with_pod_logs_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.pod_logs_dir = dir.into();
+        self
+    }
+
+    /// Sets [`Options::root_dir`].
+    #[must_use]
+    pub fn with_root_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.root_dir = Some(dir.into());
+        self
+    }
+
+    /// Sets [`Options::resolv_conf`].
+    #[must_use]
+    pub fn with_resolv_conf(mut self, path: impl Into<PathBuf>) -> Self {
+        self.resolv_conf = path.into();
+        self
+    }
+
+    /// Sets [`Options::node_name`].
+    #[must_use]
+    pub fn with_node_name(mut self, name: impl Into<String>) -> Self {
+        self.node_name = name.into();
+        self
+    }
+
+    /// Sets [`Options::cluster_dns`].
+    #[must_use]
+    pub fn with_cluster_dns(mut self, dns: ClusterDns) -> Self {
+        self.cluster_dns = dns;
+        self
+    }
+
+    /// Sets [`Options::node_ips`].
+    #[must_use]
+    pub fn with_node_ips(mut self, ips: Vec<String>) -> Self {
+        self.node_ips = ips;
+        self
+    }
+}
+
+/// The pod engine: a [`Runtime`] over a container-level [`RuntimeService`] (upstream
+/// `kubeGenericRuntimeManager`). Cheap to clone; clones share the backend and the state
+/// (image pull backoff, preStop hooks in progress).
+#[doc(alias = "kubeGenericRuntimeManager")]
+pub struct KubeRuntimeManager<S> {
+    pub(super) service: Arc<S>,
+    pub(super) opts: Arc<Options>,
+    /// Liveness and startup results: a failed container is killed and restarted.
+    pub(super) probes: Option<crate::probe::Results>,
+    /// Image pull backoff windows (`ErrImagePull`, then `ImagePullBackOff`).
+    pub(super) image_backoff: Arc<ImagePullBackoff>,
+    /// Containers whose preStop hook has been started by a kill that has not finished.
+    pub(super) pre_stop_started: Arc<Mutex<HashSet<String>>>,
+    /// Runs postStart and preStop hooks.
+    pub(super) hooks: Arc<dyn HandlerRunner>,
+}
+
+impl<S> Clone for KubeRuntimeManager<S> {
+    fn clone(&self) -> Self {
+        Self {
+            service: self.service.clone(),
+            opts: self.opts.clone(),
+            probes: self.probes.clone(),
+            image_backoff: self.image_backoff.clone(),
+            pre_stop_started: self.pre_stop_started.clone(),
+            hooks: self.hooks.clone(),
+        }
+    }
+}
+
+impl<S> std::fmt::Debug for KubeRuntimeManager<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubeRuntimeManager")
+            .field("opts", &self.opts)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: RuntimeService> KubeRuntimeManager<S> {
+    /// The engine over `service`, with upstream's image pull backoff, no probe results and
+    /// the [`ExecSleepHandlerRunner`] for hooks (httpGet hooks fail; see
+    /// [`KubeRuntimeManager::with_handler_runner`]).
+    pub fn new(service: S, opts: Options) -> Self {
+        Self {
+            service: Arc::new(service),
+            opts: Arc::new(opts),
+            probes: None,
+            image_backoff: Arc::default(),
+            pre_stop_started: Arc::default(),
+            hooks: Arc::new(ExecSleepHandlerRunner),
+        }
+    }
+
+    /// Makes `sync_pod` restart containers whose liveness or startup probe failed (the
+    /// probe manager writes these results).
+    #[must_use]
+    pub fn with_probe_results(mut self, results: crate::probe::Results) -> Self {
+        self.probes = Some(results);
+        self
+    }
+
+    /// Uses `backoff` for image pulls instead of upstream's 10 s doubling to 300 s.
+    #[must_use]
+    pub fn with_image_pull_backoff(mut self, backoff: ImagePullBackoff) -> Self {
+        self.image_backoff = Arc::new(backoff);
+        self
+    }
+
+    /// Runs postStart and preStop hooks with `runner` (e.g. `kubelet-probe`'s, which adds
+    /// httpGet hooks).
+    #[must_use]
+    pub fn with_handler_runner(mut self, runner: Arc<dyn HandlerRunner>) -> Self {
+        self.hooks = runner;
+        self
+    }
+
+    /// The options this engine was built with.
+    pub fn options(&self) -> &Options {
+        &self.opts
+    }
+
+    /// The backend.
+    pub fn service(&self) -> &S {
+        &self.service
+    }
+
+    /// The one sandbox of a pod on a runtime without sandboxes: always ready, ID = pod UID,
+    /// IPs = the node's.
+    fn implicit_sandbox(&self, uid: &PodUid) -> SandboxStatus {
+        SandboxStatus {
+            id: uid.as_str().to_owned(),
+            state: SandboxState::Ready,
+            attempt: 0,
+            created_at: None,
+            ips: self.opts.node_ips.clone(),
+            host_network: false,
+        }
+    }
+
+    /// Status of one pod's sandboxes and containers (see [`Runtime::get_pod_status`]).
+    pub(super) async fn pod_status(
+        &self,
+        uid: &PodUid,
+        name: &str,
+        namespace: &str,
+    ) -> Result<PodStatus> {
+        let sandbox_filter = PodSandboxFilter {
+            state: None,
+            label_selector: pod_uid_selector(uid),
+        };
+        let container_filter = ContainerFilter {
+            state: None,
+            label_selector: pod_uid_selector(uid),
+        };
+        let (mut sandboxes, containers) = tokio::try_join!(
+            async {
+                if self.service.has_sandboxes() {
+                    self.service.list_pod_sandbox(&sandbox_filter).await
+                } else {
+                    Ok(Vec::new())
+                }
+            },
+            self.service.list_containers(&container_filter),
+        )?;
+        sandboxes.sort_by_key(|s| std::cmp::Reverse(s.created_at));
+
+        let mut status = PodStatus {
+            uid: uid.clone(),
+            name: name.to_owned(),
+            namespace: namespace.to_owned(),
+            ..Default::default()
+        };
+        if !self.service.has_sandboxes() {
+            let sandbox = self.implicit_sandbox(uid);
+            status.ips = sandbox.ips.clone();
+            status.sandboxes.push(sandbox);
+        }
+        for (idx, s) in sandboxes.iter().enumerate() {
+            if idx > 0 {
+                // Older sandboxes only matter for their state and attempt, which the list has.
+                status.sandboxes.push(convert::sandbox_status_from_list(s));
+                continue;
+            }
+            match self.service.pod_sandbox_status(&s.id).await {
+                Ok(st) => {
+                    let st = convert::sandbox_status(st);
+                    if st.state == SandboxState::Ready {
+                        status.ips = st.ips.clone();
+                    }
+                    status.sandboxes.push(st);
+                }
+                // Removed between the list and the status call: as if never listed.
+                Err(Error::NotFound(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+
+        let statuses = join_all(
+            containers
+                .iter()
+                .map(|c| self.service.container_status(&c.id)),
+        )
+        .await;
+        for st in statuses {
+            match st {
+                Ok(st) => {
+                    let mut converted = convert::container_status(&st);
+                    if converted.state == ContainerState::Exited
+                        && let Some(message) = super::termination::termination_message(
+                            &st,
+                            converted.exit_code,
+                            &converted.reason,
+                        )
+                        .await
+                    {
+                        if !converted.message.is_empty() {
+                            converted.message.push_str(": ");
+                        }
+                        converted.message.push_str(&message);
+                    }
+                    status.containers.push(converted);
+                }
+                Err(Error::NotFound(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        status.containers.sort_by(|a, b| {
+            b.created_at
+                .cmp(&a.created_at)
+                .then(b.restart_count.cmp(&a.restart_count))
+        });
+        Ok(status)
+    }
+}
+
+#[async_trait]
+impl<S: RuntimeService> Runtime for KubeRuntimeManager<S> {
+    async fn version(&self) -> Result<Version> {
+        self.service.version().await
+    }
+
+    async fn status(&self) -> Result<RuntimeStatus> {
+        self.service.status().await
+    }
+
+    async fn get_pods(&self, all: bool) -> Result<Vec<RunningPod>> {
+        let (sandbox_state, container_state) = if all {
+            (None, None)
+        } else {
+            (Some(SandboxState::Ready), Some(ContainerState::Running))
+        };
+        let sandbox_filter = PodSandboxFilter {
+            state: sandbox_state,
+            ..Default::default()
+        };
+        let container_filter = ContainerFilter {
+            state: container_state,
+            ..Default::default()
+        };
+        // A runtime without sandboxes lists none: its pods are their containers, and one
+        // whose containers all stopped is stopped.
+        let (sandboxes, containers) = tokio::try_join!(
+            async {
+                if self.service.has_sandboxes() {
+                    self.service.list_pod_sandbox(&sandbox_filter).await
+                } else {
+                    Ok(Vec::new())
+                }
+            },
+            self.service.list_containers(&container_filter),
+        )?;
+        Ok(convert::group_pods(sandboxes, containers))
+    }
+
+    async fn get_pod_status(&self, uid: &PodUid, name: &str, namespace: &str) -> Result<PodStatus> {
+        self.pod_status(uid, name, namespace).await
+    }
+
+    async fn sync_pod(
+        &self,
+        pod: &Pod,
+        status: &PodStatus,
+        helper: Arc<dyn RuntimeHelper>,
+        backoff: &Backoff,
+    ) -> Result<PodSyncResult> {
+        self.sync(pod, status, helper.as_ref(), backoff).await
+    }
+
+    async fn kill_pod<'a>(
+        &self,
+        pod: Option<&'a Pod>,
+        running: &RunningPod,
+        grace_period_seconds: Option<i64>,
+    ) -> Result<()> {
+        self.kill(pod, running, grace_period_seconds).await
+    }
+
+    async fn delete_container(&self, id: &str) -> Result<()> {
+        self.remove_container_and_log(id).await
+    }
+
+    async fn exec_sync(
+        &self,
+        container_id: &str,
+        cmd: &[String],
+        timeout: Duration,
+        max_output: usize,
+    ) -> Result<ExecResult> {
+        self.service
+            .exec_sync(container_id, cmd, timeout, max_output)
+            .await
+    }
+
+    async fn remove_pod(&self, running: &RunningPod) -> Result<()> {
+        self.remove(running).await
+    }
+}
+
+/// Hooks exec in the container through the backend and find the pod IPs in its status.
+#[async_trait]
+impl<S: RuntimeService> CommandRunner for KubeRuntimeManager<S> {
+    async fn run_in_container(
+        &self,
+        container_id: &str,
+        cmd: &[String],
+        timeout: Duration,
+    ) -> Result<ExecResult> {
+        self.service
+            .exec_sync(container_id, cmd, timeout, usize::MAX)
+            .await
+    }
+
+    async fn pod_ips(&self, pod: &Pod) -> Result<Vec<String>> {
+        let status = self
+            .pod_status(&pod.uid(), pod.name_or_empty(), pod.namespace_or_default())
+            .await?;
+        Ok(status.ips)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kuberuntime::MockRuntimeService;
+
+    #[test]
+    fn options_defaults_and_setters() {
+        let o = Options::default();
+        assert_eq!(o.pod_logs_dir, PathBuf::from("/var/log/pods"));
+        assert_eq!(o.resolv_conf, PathBuf::from("/etc/resolv.conf"));
+        let o = o.with_node_name("node-1").with_root_dir("/var/lib/kubelet");
+        assert_eq!(o.node_name, "node-1");
+        assert_eq!(
+            o.root_dir.as_deref(),
+            Some(std::path::Path::new("/var/lib/kubelet"))
+        );
+    }
+
+    #[tokio::test]
+    async fn a_runtime_without_sandboxes_gets_one_ready_sandbox_per_pod() {
+        let mut service = MockRuntimeService::new();
+        service.expect_has_sandboxes().return_const(false);
+        service.expect_list_pod_sandbox().never();
+        service
+            .expect_list_containers()
+            .returning(|_| Ok(Vec::new()));
+        let engine = KubeRuntimeManager::new(
+            service,
+            Options::default().with_node_ips(vec!["192.0.2.7".into()]),
+        );
+        let uid = PodUid::from("uid-web");
+        let status = engine
+            .get_pod_status(&uid, "web", "default")
+            .await
+            .expect("status");
+        assert_eq!(status.ips, ["192.0.2.7"]);
+        assert_eq!(status.sandboxes.len(), 1);
+        assert_eq!(status.sandboxes[0].id, "uid-web");
+        assert_eq!(status.sandboxes[0].state, SandboxState::Ready);
+        let pod = crate::testing::pod("web");
+        let actions = super::super::actions::compute_pod_actions_for(&pod, &status, None, false);
+        assert!(!actions.create_sandbox && !actions.kill_pod, "{actions:?}");
+        assert_eq!(actions.sandbox_id.as_deref(), Some("uid-web"));
+        assert_eq!(actions.containers_to_start, [0]);
+        assert!(engine.get_pods(true).await.expect("pods").is_empty());
+    }
+}
