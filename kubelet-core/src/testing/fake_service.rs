@@ -179,7 +179,8 @@ pub struct FakeSandbox {
 }
 
 impl FakeSandbox {
-    fn to_pod_sandbox(&self) -> PodSandbox {
+    /// The sandbox as `list_pod_sandbox` returns it.
+    pub fn to_pod_sandbox(&self) -> PodSandbox {
         let s = &self.status;
         PodSandbox {
             id: s.id.clone(),
@@ -228,6 +229,8 @@ struct State {
     exec_results: HashMap<String, ExecResult>,
     images: BTreeMap<String, Image>,
     pull_failures: HashMap<String, Error>,
+    /// Containers ever started, per pod.
+    started: HashMap<PodUid, usize>,
 }
 
 /// A stateful fake [`RuntimeService`] (see the module docs). Cheap to clone; clones share
@@ -263,6 +266,7 @@ impl FakeRuntimeService {
                 exec_results: HashMap::new(),
                 images: BTreeMap::new(),
                 pull_failures: HashMap::new(),
+                started: HashMap::new(),
             })),
             containers: ContainerStore::new(),
             has_sandboxes: true,
@@ -337,6 +341,16 @@ impl FakeRuntimeService {
             .filter(|c| c.op() == op)
             .cloned()
             .collect()
+    }
+
+    /// Every call since the last `take_calls` or `clear_calls`, in order; forgets them.
+    pub fn take_calls(&self) -> Vec<ServiceCall> {
+        std::mem::take(&mut self.lock().calls)
+    }
+
+    /// Number of containers of pod `uid` ever started (removed ones included).
+    pub fn started_count(&self, uid: &PodUid) -> usize {
+        self.lock().started.get(uid).copied().unwrap_or(0)
     }
 
     /// Forgets recorded calls.
@@ -579,12 +593,14 @@ impl RuntimeService for FakeRuntimeService {
         let (pod_uid, name) = record
             .map(|r| (r.pod_uid, r.status.name))
             .unwrap_or_default();
-        drop(self.enter(ServiceCall::StartContainer {
+        let mut st = self.enter(ServiceCall::StartContainer {
             id: id.to_owned(),
-            pod_uid,
+            pod_uid: pod_uid.clone(),
             name,
-        })?);
-        self.containers.start(id, ())
+        })?;
+        self.containers.start(id, ())?;
+        *st.started.entry(pod_uid).or_default() += 1;
+        Ok(())
     }
 
     async fn stop_container(&self, id: &str, timeout_seconds: i64) -> Result<()> {
@@ -944,6 +960,14 @@ mod tests {
             ]
         );
         assert_eq!(fake.sandboxes()[0].status.id, sandbox_id);
+        assert_eq!(
+            fake.started_count(&p.uid()),
+            1,
+            "removed containers still count"
+        );
+        assert_eq!(fake.take_calls().len(), 5);
+        assert!(fake.calls().is_empty());
+        fake.version().await.expect("version");
         fake.clear_calls();
         assert!(fake.calls().is_empty());
     }

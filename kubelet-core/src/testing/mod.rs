@@ -1,5 +1,6 @@
-//! Test utilities behind the `test-util` feature: a stateful [`FakeRuntime`], a
-//! [`FakeRuntimeHelper`] and pod fixtures. The mockall mocks of every manager trait
+//! Test utilities behind the `test-util` feature: a stateful [`FakeRuntime`] (the pod
+//! engine over the scriptable backend [`FakeRuntimeService`]), a [`FakeRuntimeHelper`] and
+//! pod fixtures. The mockall mocks of every manager trait
 //! (`MockRuntime`, `MockVolumeManager`, `MockStatusManager`, `MockPleg`, `MockSyncHandler`,
 //! `MockPodSyncer`, `MockRuntimeHelper`) live next to their traits.
 
