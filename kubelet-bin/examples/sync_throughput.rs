@@ -1,11 +1,11 @@
 //! `sync_throughput`: goal G8 of `cargo xtask bench`, the sync loop's throughput against the
 //! in-process fake runtime ([`FakeRuntime`], zero latency).
 //!
-//! The kubelet's own parts are wired as `kubelet-bin`'s `app.rs` wires them: sync loop, pod
-//! workers, [`KubeletPodSyncer`], [`GenericPleg`] (1 s relist; the start path does not wait
-//! for it), [`LocalStatusManager`], [`DefaultVolumeManager`] under a temporary root. Only the
-//! runtime is the fake, and pods come straight into the sync loop as one `ADD` of `--pods`
-//! pods (as a watch would deliver them). Each of `--rounds` bursts is timed from the `ADD`
+//! The node is assembled by [`NodeBuilder`] as the `kubelet` binary's is: sync loop, pod
+//! workers, `KubeletPodSyncer`, `GenericPleg` (1 s relist; the start path does not wait for
+//! it), `LocalStatusManager`, `DefaultVolumeManager` under a temporary root, no probes. Only
+//! the runtime is the fake, and pods come through a [`ChannelSource`] as one `ADD` of
+//! `--pods` pods (as a watch would deliver them). Each of `--rounds` bursts is timed from the `ADD`
 //! until the status manager holds phase `Running` for every pod; then the pods are removed
 //! (not timed). CPU is the process's own (every thread's `/proc/self/task/*/schedstat`),
 //! over the timed part only, and includes the small cost of watching the statuses.
@@ -23,28 +23,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
-use kubelet_core::backoff::Backoff;
-use kubelet_core::cache::PodCache;
-use kubelet_core::config::{FILE_SOURCE, Operation, PodUpdate};
-use kubelet_core::kubelet::{
-    Kubelet, KubeletPodSyncer, KubeletRuntimeHelper, Managers, RuntimeState, SourcesReady,
-    sync_loop,
-};
-use kubelet_core::pleg::Pleg;
+use kubelet::NodeBuilder;
+use kubelet_core::config::{ChannelSource, ChannelSourceSender, FILE_SOURCE, Operation};
 use kubelet_core::pod::{PodExt, PodUid};
-use kubelet_core::pod_manager::PodManager;
-use kubelet_core::pod_workers::{self, PodWorkers};
-use kubelet_core::runtime::Runtime;
-use kubelet_core::status::StatusManager;
 use kubelet_core::testing::{FakeRuntime, pod_with};
-use kubelet_core::volume::VolumeManager;
-use kubelet_pleg::GenericPleg;
 use kubelet_status::LocalStatusManager;
-use kubelet_volumes::DefaultVolumeManager;
 use serde_json::json;
-use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
@@ -69,102 +53,43 @@ fn cpu_ns() -> Result<u64, Error> {
 }
 
 struct Node {
+    node: kubelet::Node,
     runtime: FakeRuntime,
     status: Arc<LocalStatusManager>,
-    updates: mpsc::Sender<PodUpdate>,
-    token: CancellationToken,
+    pods: ChannelSourceSender,
     _root: tempfile::TempDir,
 }
 
-/// The kubelet's parts around a fake runtime, as `app.rs` wires them.
+/// A node around a fake runtime, assembled by the node builder.
 async fn node() -> Result<Node, Error> {
     let root = tempfile::tempdir()?;
-    let token = CancellationToken::new();
-    let tracker = TaskTracker::new();
     let fake = FakeRuntime::new();
-    let runtime: Arc<dyn Runtime> = Arc::new(fake.clone());
-    let cache = PodCache::new();
-    let (generic_pleg, pleg_events) = GenericPleg::new(
-        runtime.clone(),
-        cache.clone(),
-        kubelet_pleg::Config::default(),
-    );
-    let pleg: Arc<dyn Pleg> = Arc::new(generic_pleg.clone());
-    let status_manager = Arc::new(LocalStatusManager::new());
-    let status: Arc<dyn StatusManager> = status_manager.clone();
-    let volumes: Arc<dyn VolumeManager> =
-        Arc::new(DefaultVolumeManager::new(root.path().to_path_buf()));
-    let managers = Managers {
-        runtime: runtime.clone(),
-        volumes: volumes.clone(),
-        status,
-        pleg: pleg.clone(),
-        cache: cache.clone(),
-        helper: Arc::new(KubeletRuntimeHelper::new(volumes)),
-        probes: Arc::new(kubelet_core::probe::NoProbes),
-        cgroups: Arc::new(kubelet_core::cm::Noop::default()),
-    };
-    let (_probe_results, probe_updates) = kubelet_core::probe::Results::new();
-    let pod_manager = PodManager::new();
-    let runtime_state = RuntimeState::new(pleg.clone());
-    let backoff = Arc::new(Backoff::crash_loop_default());
-    let syncer = Arc::new(KubeletPodSyncer::new(
-        managers.clone(),
-        pod_manager.clone(),
-        runtime_state.clone(),
-        backoff.clone(),
-        root.path().to_path_buf(),
-        vec!["192.0.2.1".into()],
-    ));
-    let workers = PodWorkers::new(
-        syncer,
-        pleg,
-        cache,
-        pod_workers::Config::default(),
-        tracker.clone(),
-        token.clone(),
-    );
-    let sources_ready: SourcesReady = Arc::new(|| true);
-    let kubelet = Kubelet::new(pod_manager, workers, &managers, backoff, sources_ready);
-    runtime_state.update(runtime.as_ref()).await;
-    tracker.spawn(
-        runtime_state
-            .clone()
-            .run(runtime, Duration::from_secs(5), token.child_token()),
-    );
-    tracker.spawn(generic_pleg.run(token.child_token()));
-    let (updates, updates_rx) = mpsc::channel(16);
-    tracker.spawn(sync_loop::run(
-        kubelet,
-        sync_loop::Channels {
-            updates: updates_rx,
-            pleg_events,
-            probe_updates,
-        },
-        runtime_state,
-        sync_loop::Health::new(Duration::from_secs(60)),
-        sync_loop::Config::default(),
-        token.child_token(),
-    ));
+    let (source, pods) = ChannelSource::new(FILE_SOURCE);
+    let mut node = NodeBuilder::with_runtime(Arc::new(fake.clone()))
+        .node_name("bench")
+        .root_dir(root.path())
+        .node_ips(vec!["192.0.2.1".into()])
+        .source(Box::new(source))
+        .no_probes()
+        .build()
+        .await?;
+    node.spawn().await;
+    let status = node
+        .local_status_manager()
+        .ok_or("the default status manager")?
+        .clone();
     Ok(Node {
+        node,
         runtime: fake,
-        status: status_manager,
-        updates,
-        token,
+        status,
+        pods,
         _root: root,
     })
 }
 
 impl Node {
     async fn send(&self, op: Operation, pods: Vec<Pod>) -> Result<(), Error> {
-        self.updates
-            .send(PodUpdate {
-                pods,
-                op,
-                source: FILE_SOURCE.into(),
-            })
-            .await
-            .map_err(|_| "the sync loop stopped".into())
+        Ok(self.pods.send(op, pods).await?)
     }
 
     /// Waits until every pod of `uids` has phase `Running` in the status manager.
@@ -268,7 +193,7 @@ async fn run() -> Result<serde_json::Value, Error> {
         tokio::time::sleep(args.settle).await;
         rss_kib.push(rss_kib_now()?);
     }
-    node.token.cancel();
+    node.node.stop().await;
     let total_ms: f64 = burst_ms.iter().sum();
     let total_cpu_ms: f64 = cpu_ms.iter().sum();
     let starts = (n * rounds) as f64;

@@ -1,13 +1,12 @@
-//! The default Rust `kubelet` binary: parses upstream's flags and `KubeletConfiguration`,
-//! wires the default implementations (CRI runtime, generic PLEG, volume and status managers)
-//! into the sync loop, serves the healthz and read-only endpoints, and runs static pods from
+//! The default Rust `kubelet` binary: parses upstream's flags and `KubeletConfiguration` and
+//! hands them to the library's [`kubelet::NodeBuilder`] with the CRI runtime, which wires the
+//! default implementations (generic or evented PLEG, volume, status and probe managers) into
+//! the sync loop, serves the healthz and read-only endpoints, and runs static pods from
 //! `--pod-manifest-path` until SIGTERM/SIGINT. Pods keep running when it stops, as upstream.
 
 mod app;
 mod duration;
-mod pleg;
 mod pod_runtime;
-mod server;
 mod settings;
 
 use clap::Parser;

@@ -256,16 +256,10 @@ fn socket_from_endpoint(endpoint: &str) -> Result<PathBuf, UsageError> {
     Ok(PathBuf::from(path))
 }
 
-fn default_node_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_lowercase())
-        .unwrap_or_else(|_| "localhost".into())
-}
-
 impl Settings {
     /// How the PLEG is chosen.
-    pub fn pleg_choice(&self) -> crate::pleg::Choice {
-        crate::pleg::Choice {
+    pub fn pleg_choice(&self) -> kubelet::pleg::Choice {
+        kubelet::pleg::Choice {
             evented: self.evented_pleg,
             safety_net_period: self.evented_pleg_relist_period,
             socket: self.runtime_socket.clone(),
@@ -351,7 +345,7 @@ impl Settings {
             .hostname_override
             .map(|h| h.trim().to_lowercase())
             .filter(|h| !h.is_empty())
-            .unwrap_or_else(default_node_name);
+            .unwrap_or_else(kubelet::node::hostname);
         Ok(Self {
             pod_manifest_path: flags.pod_manifest_path.or(file.static_pod_path),
             runtime_socket: socket_from_endpoint(&endpoint)?,

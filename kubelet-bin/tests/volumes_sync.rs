@@ -1,24 +1,19 @@
-//! The pod syncer with the real volume manager and status manager (fake runtime): a required
-//! configMap that does not exist keeps the pod Pending in `ContainerCreating` (the cause,
-//! `FailedMount`, in the message) and no sandbox, and the pod starts once the object appears. Static pods cannot reference
-//! configMaps, so this is the level at which an API-server pod source is exercised.
+//! A node built by [`NodeBuilder`] with the real volume and status managers (fake runtime): a
+//! required configMap that does not exist keeps the pod Pending in `ContainerCreating` (the
+//! cause, `FailedMount`, in the message) and no sandbox, and the pod starts once the object
+//! appears. Static pods cannot reference configMaps, so pods come through a
+//! [`ChannelSource`], as an API-server pod source would deliver them.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, ConfigMapVolumeSource, Pod, Volume, VolumeMount};
+use kubelet::NodeBuilder;
 use kubelet_core::PodExt;
-use kubelet_core::backoff::Backoff;
-use kubelet_core::cache::PodCache;
-use kubelet_core::kubelet::{KubeletPodSyncer, KubeletRuntimeHelper, Managers, RuntimeState};
+use kubelet_core::config::{ChannelSource, ChannelSourceSender, Operation};
 use kubelet_core::objects::InMemoryObjectSource;
-use kubelet_core::pod_manager::PodManager;
-use kubelet_core::runtime::{PodStatus, Runtime};
-use kubelet_core::sync::{PodSyncer, SyncPodType};
-use kubelet_core::testing::{FakePleg, FakeRuntime, pod};
-use kubelet_core::volume::VolumeManager;
+use kubelet_core::testing::{FakeRuntime, pod};
 use kubelet_status::LocalStatusManager;
-use kubelet_volumes::DefaultVolumeManager;
 
 fn config_map_pod(optional: bool) -> Pod {
     let mut p = pod("cm");
@@ -47,97 +42,91 @@ struct Setup {
     objects: InMemoryObjectSource,
     runtime: FakeRuntime,
     status: Arc<LocalStatusManager>,
-    syncer: KubeletPodSyncer,
+    pods: ChannelSourceSender,
+    node: kubelet::Node,
 }
 
-fn setup() -> Setup {
+async fn setup() -> Setup {
     let root = tempfile::tempdir().expect("tempdir");
     let objects = InMemoryObjectSource::new();
     let runtime = FakeRuntime::new();
-    let rt: Arc<dyn Runtime> = Arc::new(runtime.clone());
-    let cache = PodCache::new();
-    let pleg: Arc<dyn kubelet_core::pleg::Pleg> =
-        Arc::new(FakePleg::new(rt.clone(), cache.clone()));
-    let volumes: Arc<dyn VolumeManager> = Arc::new(
-        DefaultVolumeManager::new(root.path().to_path_buf())
-            .with_object_source(Arc::new(objects.clone())),
-    );
-    let status = Arc::new(LocalStatusManager::new());
-    let managers = Managers {
-        runtime: rt,
-        volumes: volumes.clone(),
-        status: status.clone(),
-        pleg: pleg.clone(),
-        cache,
-        helper: Arc::new(KubeletRuntimeHelper::new(volumes)),
-        probes: Arc::new(kubelet_core::probe::NoProbes),
-        cgroups: Arc::new(kubelet_core::cm::Noop::default()),
-    };
-    let syncer = KubeletPodSyncer::new(
-        managers,
-        PodManager::new(),
-        RuntimeState::new(pleg),
-        Arc::new(Backoff::new(
-            Duration::from_secs(10),
-            Duration::from_secs(300),
-        )),
-        root.path().to_path_buf(),
-        vec!["192.0.2.1".into()],
-    );
+    let (source, pods) = ChannelSource::new("api");
+    let mut node = NodeBuilder::with_runtime(Arc::new(runtime.clone()))
+        .node_name("node-a")
+        .root_dir(root.path())
+        .node_ips(vec!["192.0.2.1".into()])
+        .object_source(Arc::new(objects.clone()))
+        .source(Box::new(source))
+        .no_probes()
+        .build()
+        .await
+        .expect("node builds");
+    node.spawn().await;
+    let status = node
+        .local_status_manager()
+        .expect("the default status manager")
+        .clone();
     Setup {
         _root: root,
         objects,
         runtime,
         status,
-        syncer,
+        pods,
+        node,
     }
 }
 
-fn waiting(s: &Setup, p: &Pod) -> (String, String, String) {
-    let all = s.status.all_statuses();
-    let st = &all.get(&p.uid()).expect("a status").status;
-    let c = st
-        .container_statuses
-        .as_ref()
-        .and_then(|c| c.first())
-        .expect("container status");
-    let w = c
-        .state
-        .as_ref()
-        .and_then(|s| s.waiting.as_ref())
-        .expect("waiting");
-    (
-        st.phase.clone().unwrap_or_default(),
-        w.reason.clone().unwrap_or_default(),
-        w.message.clone().unwrap_or_default(),
-    )
+/// Waits (on status changes, 30 s at most) until the pod's status satisfies `cond`.
+async fn wait_status(s: &Setup, p: &Pod, what: &str, cond: impl Fn(&Setup) -> bool) {
+    let mut changes = s.status.subscribe();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !cond(s) {
+        let changed = tokio::time::timeout_at(deadline, changes.changed()).await;
+        assert!(
+            matches!(changed, Ok(Ok(()))),
+            "{}: timed out waiting for {what}",
+            p.full_name()
+        );
+    }
+}
+
+fn phase(s: &Setup, p: &Pod) -> Option<String> {
+    s.status.versioned_status(&p.uid())?.status.phase
+}
+
+fn waiting(s: &Setup, p: &Pod) -> Option<(String, String, String)> {
+    let st = s.status.versioned_status(&p.uid())?.status;
+    let c = st.container_statuses.as_ref()?.first()?.clone();
+    let w = c.state?.waiting?;
+    Some((
+        st.phase.unwrap_or_default(),
+        w.reason.unwrap_or_default(),
+        w.message.unwrap_or_default(),
+    ))
 }
 
 #[tokio::test]
 async fn a_missing_required_config_map_keeps_the_pod_creating_until_it_appears() {
-    let s = setup();
+    let s = setup().await;
     let p = config_map_pod(false);
-    let empty = PodStatus::default();
-    for _ in 0..2 {
-        let err = s
-            .syncer
-            .sync_pod(SyncPodType::Create, &p, &empty)
-            .await
-            .expect_err("volume not ready");
-        assert!(err.to_string().contains("not found"), "{err}");
-        let (phase, reason, message) = waiting(&s, &p);
-        assert_eq!(
-            (phase.as_str(), reason.as_str()),
-            ("Pending", "ContainerCreating")
-        );
-        assert!(
-            message.starts_with("FailedMount: ")
-                && message.contains("\"config\"")
-                && message.contains("configmap \"settings\" not found"),
-            "{message}"
-        );
-        assert!(s.runtime.running_pods().is_empty(), "no sandbox yet");
-    }
+    s.pods
+        .send(Operation::Add, vec![p.clone()])
+        .await
+        .expect("node running");
+    wait_status(&s, &p, "FailedMount", |s| {
+        waiting(s, &p).is_some_and(|(_, _, m)| m.starts_with("FailedMount: "))
+    })
+    .await;
+    let (phase_now, reason, message) = waiting(&s, &p).expect("waiting");
+    assert_eq!(
+        (phase_now.as_str(), reason.as_str()),
+        ("Pending", "ContainerCreating")
+    );
+    assert!(
+        message.contains("\"config\"") && message.contains("configmap \"settings\" not found"),
+        "{message}"
+    );
+    assert!(s.runtime.running_pods().is_empty(), "no sandbox yet");
     s.objects.set_config_map(
         "default",
         "settings",
@@ -146,20 +135,38 @@ async fn a_missing_required_config_map_keeps_the_pod_creating_until_it_appears()
             ..Default::default()
         },
     );
-    s.syncer
-        .sync_pod(SyncPodType::Update, &p, &empty)
+    // An update of the pod (as a watch delivers one) syncs it now rather than after the
+    // pod worker's 10 s retry.
+    let mut updated = p.clone();
+    updated
+        .metadata
+        .labels
+        .get_or_insert_default()
+        .insert("touched".into(), "yes".into());
+    s.pods
+        .send(Operation::Update, vec![updated])
         .await
-        .expect("starts once the configMap exists");
+        .expect("node running");
+    wait_status(&s, &p, "Running", |s| {
+        phase(s, &p).as_deref() == Some("Running")
+    })
+    .await;
     assert_eq!(s.runtime.container_count(&p.uid()), 1);
+    s.node.stop().await;
 }
 
 #[tokio::test]
 async fn a_missing_optional_config_map_is_an_empty_volume() {
-    let s = setup();
+    let s = setup().await;
     let p = config_map_pod(true);
-    s.syncer
-        .sync_pod(SyncPodType::Create, &p, &PodStatus::default())
+    s.pods
+        .send(Operation::Add, vec![p.clone()])
         .await
-        .expect("optional");
+        .expect("node running");
+    wait_status(&s, &p, "Running", |s| {
+        phase(s, &p).as_deref() == Some("Running")
+    })
+    .await;
     assert_eq!(s.runtime.container_count(&p.uid()), 1);
+    s.node.stop().await;
 }

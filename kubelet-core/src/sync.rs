@@ -8,6 +8,7 @@
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Pod;
 
+use crate::pod::PodUid;
 use crate::runtime::{PodStatus, RunningPod};
 
 /// Errors from syncing one pod. All are retried by the pod worker with backoff.
@@ -50,7 +51,34 @@ pub enum SyncPodType {
     Kill,
 }
 
-/// Reacts to the sync loop's inputs (upstream `SyncHandler`).
+/// Why housekeeping failed (upstream `HandlePodCleanups`' error). The sync loop logs it and
+/// tries again on the next housekeeping tick.
+#[derive(Debug, thiserror::Error)]
+pub enum CleanupError {
+    /// The runtime's pods could not be listed.
+    #[error("listing the runtime's pods: {0}")]
+    ListRuntimePods(#[source] crate::runtime::Error),
+    /// The volumes of pods that are gone could not be removed.
+    #[error("cleaning up orphaned volumes: {0}")]
+    OrphanedVolumes(#[source] crate::volume::Error),
+}
+
+/// Reacts to the sync loop's inputs (upstream `SyncHandler`), plus the three reads upstream's
+/// `syncLoopIteration` makes of the kubelet itself: pod lookup, due pods and sources
+/// readiness.
+///
+/// How the loop maps its inputs onto it (upstream `syncLoopIteration`):
+/// * config `ADD` → [`handle_pod_additions`](Self::handle_pod_additions), `UPDATE` and
+///   `DELETE` → [`handle_pod_updates`](Self::handle_pod_updates), `REMOVE` →
+///   [`handle_pod_removes`](Self::handle_pod_removes), `RECONCILE` →
+///   [`handle_pod_reconcile`](Self::handle_pod_reconcile);
+/// * a PLEG event other than `ContainerRemoved`, a liveness failure, or any readiness or
+///   startup change → [`handle_pod_syncs`](Self::handle_pod_syncs) with the pod of
+///   [`pod_by_uid`](Self::pod_by_uid), when it has one;
+/// * the sync tick → [`handle_pod_syncs`](Self::handle_pod_syncs) with
+///   [`pods_to_sync`](Self::pods_to_sync), when there are any;
+/// * the housekeeping tick → [`handle_pod_cleanups`](Self::handle_pod_cleanups) once
+///   [`sources_ready`](Self::sources_ready).
 #[cfg_attr(any(test, feature = "test-util"), mockall::automock)]
 #[async_trait]
 pub trait SyncHandler: Send + Sync + 'static {
@@ -66,7 +94,15 @@ pub trait SyncHandler: Send + Sync + 'static {
     async fn handle_pod_syncs(&self, pods: Vec<Pod>);
     /// Housekeeping: kill unwanted runtime pods, remove orphaned state (upstream
     /// `HandlePodCleanups`).
-    async fn handle_pod_cleanups(&self) -> std::result::Result<(), String>;
+    async fn handle_pod_cleanups(&self) -> std::result::Result<(), CleanupError>;
+    /// The desired pod with this UID (upstream `podManager.GetPodByUID`).
+    fn pod_by_uid(&self, uid: &PodUid) -> Option<Pod>;
+    /// The pods whose resync or retry time has come, or that must be synced for another
+    /// reason such as their active deadline (upstream `getPodsToSync`).
+    fn pods_to_sync(&self) -> Vec<Pod>;
+    /// `true` once every pod source has delivered its first snapshot, which gates
+    /// housekeeping (upstream `sourcesReady.AllReady`).
+    fn sources_ready(&self) -> bool;
 }
 
 /// Drives one pod's lifecycle for its pod worker (upstream `podSyncer`).

@@ -3,11 +3,13 @@
 //! Mirrors upstream `pkg/kubelet/config/` (`config.go`, `file.go`, `common.go`) and the update
 //! types of `pkg/kubelet/types/pod_update.go`.
 
+pub mod channel;
 pub mod file;
 pub mod merge;
 pub mod static_pod;
 pub mod validate;
 
+pub use channel::{ChannelSource, ChannelSourceSender};
 pub use file::FileSource;
 pub use merge::{PodConfig, SourcesReady};
 

@@ -1,8 +1,11 @@
 //! The kubelet's pod handling: [`Kubelet`] implements [`SyncHandler`] over the pod manager and
-//! pod workers; [`KubeletPodSyncer`] is the body of a pod sync; [`sync_loop`] drives both
-//! (upstream `pkg/kubelet/kubelet.go`, `kubelet_pods.go`).
+//! pod workers, admitting new pods through its [`admit`] chain; [`KubeletPodSyncer`] is the
+//! body of a pod sync; [`sync_loop`] drives any [`SyncHandler`]; [`KubeletBuilder`] wires
+//! them all into a runnable [`KubeletService`] (upstream `pkg/kubelet/kubelet.go`,
+//! `kubelet_pods.go`).
 
-mod admit;
+pub mod admit;
+pub mod builder;
 pub mod env;
 mod helper;
 pub mod hosts;
@@ -17,7 +20,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Pod;
-use tracing::{debug, info, warn};
+use tracing::{info, warn};
 
 use crate::active_deadline;
 use crate::backoff::Backoff;
@@ -25,12 +28,14 @@ use crate::cm::PodContainerManager;
 use crate::pod::{PodExt, PodUid};
 use crate::pod_manager::PodManager;
 use crate::pod_workers::{PodWorkers, UpdatePodOptions, WorkerPhase};
-use crate::probe::{self, ProbeManager, ProbeResult};
+use crate::probe::ProbeManager;
 use crate::runtime::Runtime;
 use crate::status::StatusManager;
-use crate::sync::{SyncHandler, SyncPodType};
+use crate::sync::{CleanupError, SyncHandler, SyncPodType};
 use crate::volume::VolumeManager;
 
+pub use admit::{AdmitChain, PodAdmitAttributes, PodAdmitHandler, PodAdmitResult};
+pub use builder::{KubeletBuilder, KubeletService};
 pub use helper::KubeletRuntimeHelper;
 pub use runtime_state::RuntimeState;
 pub use syncer::{KubeletPodSyncer, Managers, ORPHAN_GRACE_PERIOD_SECONDS};
@@ -50,6 +55,7 @@ pub struct Kubelet {
     cgroups: Arc<dyn PodContainerManager>,
     crash_backoff: Arc<Backoff>,
     sources_ready: SourcesReady,
+    admit: AdmitChain,
 }
 
 impl std::fmt::Debug for Kubelet {
@@ -77,7 +83,15 @@ impl Kubelet {
             cgroups: managers.cgroups.clone(),
             crash_backoff,
             sources_ready,
+            admit: AdmitChain::default(),
         }
+    }
+
+    /// This kubelet with `admit` as its admit handlers (default: [`AdmitChain::default`],
+    /// the sysctl check).
+    pub fn with_admit_chain(mut self, admit: AdmitChain) -> Self {
+        self.admit = admit;
+        self
     }
 
     /// The desired pods.
@@ -99,27 +113,6 @@ impl Kubelet {
                 grace_period_override: None,
             });
         }
-    }
-
-    /// Syncs the pods whose resync or retry time has come (the sync tick).
-    pub async fn sync_due_pods(&self) {
-        let mut due = self.workers.due_pods();
-        for uid in self.pods_past_active_deadline() {
-            if !due.contains(&uid) {
-                due.push(uid);
-            }
-        }
-        if due.is_empty() {
-            return;
-        }
-        let mut pods = Vec::new();
-        for uid in due {
-            match self.pod_manager.pod_by_uid(&uid) {
-                Some(pod) => pods.push(pod),
-                None => self.workers.resync(&uid),
-            }
-        }
-        self.handle_pod_syncs(pods).await;
     }
 
     /// Running pods that are past their `activeDeadlineSeconds` (upstream
@@ -147,35 +140,24 @@ impl Kubelet {
             .map(|p| p.uid())
             .collect()
     }
-
-    /// Syncs the pod a PLEG event is about, if it is desired.
-    pub async fn handle_pleg_event(&self, event: &crate::pleg::Event) {
-        match self.pod_manager.pod_by_uid(&event.id) {
-            Some(pod) => self.handle_pod_syncs(vec![pod]).await,
-            None => {
-                debug!(pod = %event.id, kind = ?event.kind, "PLEG event for a pod with no config")
-            }
-        }
-    }
-
-    /// Syncs the pod whose probe result changed (upstream `handleProbeSync`): a liveness or
-    /// startup failure makes the runtime restart the container, a readiness or startup change
-    /// is reflected in the regenerated status.
-    pub async fn handle_probe_update(&self, update: &probe::Update) {
-        if update.kind == probe::ProbeKind::Liveness && update.result != ProbeResult::Failure {
-            return;
-        }
-        match self.pod_manager.pod_by_uid(&update.pod_uid) {
-            Some(pod) => {
-                debug!(pod = %pod.full_name(), kind = %update.kind, result = ?update.result, container = %update.container_id, "probe result changed");
-                self.handle_pod_syncs(vec![pod]).await
-            }
-            None => debug!(pod = %update.pod_uid, "probe update for a pod with no config"),
-        }
-    }
 }
 
 impl Kubelet {
+    /// The pods that count as running on the node for admission (upstream
+    /// `filterOutInactivePods`): neither in a terminal phase nor being terminated.
+    fn filter_out_inactive_pods(&self, pods: Vec<Pod>) -> Vec<Pod> {
+        pods.into_iter()
+            .filter(|p| {
+                let uid = p.uid();
+                let terminal = self
+                    .status
+                    .pod_status(&uid)
+                    .is_some_and(|s| crate::status::is_terminal_phase(&s));
+                !terminal && !self.workers.is_termination_requested(&uid)
+            })
+            .collect()
+    }
+
     /// Removes the cgroups of pods that are neither desired, nor known to a pod worker, nor
     /// running in the runtime (upstream `cleanupOrphanedPodCgroups`).
     fn cleanup_orphaned_pod_cgroups(&self, keep: &HashSet<PodUid>) {
@@ -203,12 +185,19 @@ impl SyncHandler for Kubelet {
                 .creation_timestamp
                 .cmp(&b.metadata.creation_timestamp)
         });
+        // The pods admitted so far; each admitted pod joins them (upstream takes the pod
+        // manager's pods before adding each one, which is the same set).
+        let mut active = self.filter_out_inactive_pods(self.pod_manager.pods());
         for pod in pods {
             info!(pod = %pod.full_name(), uid = %pod.uid(), "pod added");
             self.pod_manager.add_pod(pod.clone());
-            if let Err((reason, message)) = admit::can_admit_pod(&pod) {
-                admit::reject_pod(self.status.as_ref(), &pod, reason, &message);
-                continue;
+            if !self.workers.is_termination_requested(&pod.uid()) {
+                let result = self.admit.can_admit_pod(&pod, &active);
+                if !result.admit {
+                    admit::reject_pod(self.status.as_ref(), &pod, &result.reason, &result.message);
+                    continue;
+                }
+                active.push(pod.clone());
             }
             self.dispatch(SyncPodType::Create, vec![pod]);
         }
@@ -241,11 +230,7 @@ impl SyncHandler for Kubelet {
         self.dispatch(SyncPodType::Sync, pods);
     }
 
-    async fn handle_pod_cleanups(&self) -> Result<(), String> {
-        if !(self.sources_ready)() {
-            debug!("skipping housekeeping: not every pod source has been seen yet");
-            return Ok(());
-        }
+    async fn handle_pod_cleanups(&self) -> Result<(), CleanupError> {
         let desired = self.pod_manager.uids();
         let known = self.workers.sync_known_pods(&desired);
         let mut keep: HashSet<PodUid> = desired.clone();
@@ -258,7 +243,7 @@ impl SyncHandler for Kubelet {
             .runtime
             .get_pods(true)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(CleanupError::ListRuntimePods)?;
         for rp in runtime_pods {
             if desired.contains(&rp.uid) {
                 continue;
@@ -291,12 +276,37 @@ impl SyncHandler for Kubelet {
         self.volumes
             .cleanup_orphaned(&keep)
             .await
-            .map_err(|e| format!("cleaning up orphaned volumes: {e}"))?;
+            .map_err(CleanupError::OrphanedVolumes)?;
         self.cleanup_orphaned_pod_cgroups(&keep);
         if let Err(e) = self.cgroups.update_qos_cgroups(&self.pod_manager.pods()) {
             warn!(error = %e, "updating the QoS cgroups");
         }
         Ok(())
+    }
+
+    fn pod_by_uid(&self, uid: &PodUid) -> Option<Pod> {
+        self.pod_manager.pod_by_uid(uid)
+    }
+
+    fn pods_to_sync(&self) -> Vec<Pod> {
+        let mut due = self.workers.due_pods();
+        for uid in self.pods_past_active_deadline() {
+            if !due.contains(&uid) {
+                due.push(uid);
+            }
+        }
+        let mut pods = Vec::new();
+        for uid in due {
+            match self.pod_manager.pod_by_uid(&uid) {
+                Some(pod) => pods.push(pod),
+                None => self.workers.resync(&uid),
+            }
+        }
+        pods
+    }
+
+    fn sources_ready(&self) -> bool {
+        (self.sources_ready)()
     }
 }
 

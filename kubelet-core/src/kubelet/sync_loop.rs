@@ -1,4 +1,5 @@
-//! The sync loop (upstream `syncLoop` / `syncLoopIteration` in `pkg/kubelet/kubelet.go`).
+//! The sync loop (upstream `syncLoop` / `syncLoopIteration` in `pkg/kubelet/kubelet.go`),
+//! over any [`SyncHandler`].
 //!
 //! One task selects over: config updates (ADD/UPDATE/REMOVE/…), PLEG events, probe result
 //! changes (liveness failures, readiness and startup transitions), a 1 s tick that
@@ -11,14 +12,14 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::config::{Operation, PodUpdate};
 use crate::pleg;
+use crate::pod::PodExt;
 use crate::probe;
 use crate::sync::SyncHandler;
 
-use super::Kubelet;
 use super::runtime_state::RuntimeState;
 
 /// Periods of the sync loop.
@@ -114,9 +115,13 @@ pub struct Channels {
     pub probe_updates: probe::UpdateReceiver,
 }
 
-/// Runs the sync loop until `token` is cancelled or the config channel closes.
+/// Runs the sync loop over `handler` until `token` is cancelled (upstream `syncLoop`).
+///
+/// Each iteration waits for one input and hands it to `handler` as upstream
+/// `syncLoopIteration` does (see [`SyncHandler`] for the mapping). A closed channel is no
+/// longer selected; the loop keeps ticking until cancelled.
 pub async fn run(
-    kubelet: Kubelet,
+    handler: Arc<dyn SyncHandler>,
     channels: Channels,
     runtime_state: RuntimeState,
     health: Health,
@@ -133,6 +138,7 @@ pub async fn run(
         mut pleg_events,
         mut probe_updates,
     } = channels;
+    let mut config_open = true;
     let mut pleg_open = true;
     let mut probes_open = true;
     info!("starting the sync loop");
@@ -156,45 +162,90 @@ pub async fn run(
         tokio::select! {
             biased;
             _ = token.cancelled() => break,
-            update = updates.recv() => match update {
-                Some(update) => dispatch(&kubelet, update).await,
+            update = updates.recv(), if config_open => match update {
+                Some(update) => dispatch_config(handler.as_ref(), update).await,
                 None => {
-                    info!("pod config channel closed; exiting the sync loop");
-                    break;
+                    info!("pod config channel closed; no more pod updates");
+                    config_open = false;
                 }
             },
             event = pleg_events.recv(), if pleg_open => match event {
-                Some(event) => kubelet.handle_pleg_event(&event).await,
+                Some(event) => handle_pleg_event(handler.as_ref(), &event).await,
                 None => pleg_open = false,
             },
             update = probe_updates.recv(), if probes_open => match update {
-                Some(update) => kubelet.handle_probe_update(&update).await,
+                Some(update) => handle_probe_update(handler.as_ref(), &update).await,
                 None => probes_open = false,
             },
-            _ = sync_tick.tick() => kubelet.sync_due_pods().await,
-            _ = housekeeping.tick() => {
-                let start = Instant::now();
-                if let Err(e) = kubelet.handle_pod_cleanups().await {
-                    warn!(error = %e, "failed cleaning pods");
-                }
-                if start.elapsed() > Duration::from_secs(1) {
-                    warn!(elapsed = ?start.elapsed(), "housekeeping took longer than expected");
+            _ = sync_tick.tick() => {
+                let pods = handler.pods_to_sync();
+                if !pods.is_empty() {
+                    handler.handle_pod_syncs(pods).await;
                 }
             }
+            _ = housekeeping.tick() => housekeep(handler.as_ref()).await,
         }
     }
     info!("sync loop stopped");
 }
 
-async fn dispatch(kubelet: &Kubelet, update: PodUpdate) {
+/// A config update goes to the handler method of its operation.
+async fn dispatch_config(handler: &dyn SyncHandler, update: PodUpdate) {
     let PodUpdate { pods, op, source } = update;
-    tracing::debug!(?op, %source, count = pods.len(), "pod config update");
+    debug!(?op, %source, count = pods.len(), "pod config update");
     match op {
-        Operation::Add => kubelet.handle_pod_additions(pods).await,
-        Operation::Update | Operation::Delete => kubelet.handle_pod_updates(pods).await,
-        Operation::Remove => kubelet.handle_pod_removes(pods).await,
-        Operation::Reconcile => kubelet.handle_pod_reconcile(pods).await,
+        Operation::Add => handler.handle_pod_additions(pods).await,
+        Operation::Update | Operation::Delete => handler.handle_pod_updates(pods).await,
+        Operation::Remove => handler.handle_pod_removes(pods).await,
+        Operation::Reconcile => handler.handle_pod_reconcile(pods).await,
         // The merger never forwards SET; treat a stray one as additions of its pods.
-        Operation::Set => kubelet.handle_pod_additions(pods).await,
+        Operation::Set => handler.handle_pod_additions(pods).await,
     }
 }
+
+/// Syncs the pod a PLEG event is about, if it is desired (upstream `isSyncPodWorthy`: every
+/// event but `ContainerRemoved`).
+async fn handle_pleg_event(handler: &dyn SyncHandler, event: &pleg::Event) {
+    if event.kind == pleg::EventType::ContainerRemoved {
+        return;
+    }
+    match handler.pod_by_uid(&event.id) {
+        Some(pod) => handler.handle_pod_syncs(vec![pod]).await,
+        None => debug!(pod = %event.id, kind = ?event.kind, "PLEG event for a pod with no config"),
+    }
+}
+
+/// Syncs the pod whose probe result changed (upstream `handleProbeSync`): a liveness failure
+/// makes the runtime restart the container, a readiness or startup change is reflected in
+/// the regenerated status. A liveness success is no reason to sync.
+async fn handle_probe_update(handler: &dyn SyncHandler, update: &probe::Update) {
+    if update.kind == probe::ProbeKind::Liveness && update.result != probe::ProbeResult::Failure {
+        return;
+    }
+    match handler.pod_by_uid(&update.pod_uid) {
+        Some(pod) => {
+            debug!(pod = %pod.full_name(), kind = %update.kind, result = ?update.result, container = %update.container_id, "probe result changed");
+            handler.handle_pod_syncs(vec![pod]).await
+        }
+        None => debug!(pod = %update.pod_uid, "probe update for a pod with no config"),
+    }
+}
+
+/// Housekeeping, once every source has been seen (upstream: skipped until
+/// `sourcesReady.AllReady`).
+async fn housekeep(handler: &dyn SyncHandler) {
+    if !handler.sources_ready() {
+        debug!("skipping housekeeping: not every pod source has been seen yet");
+        return;
+    }
+    let start = Instant::now();
+    if let Err(e) = handler.handle_pod_cleanups().await {
+        warn!(error = %e, "failed cleaning pods");
+    }
+    if start.elapsed() > Duration::from_secs(1) {
+        warn!(elapsed = ?start.elapsed(), "housekeeping took longer than expected");
+    }
+}
+
+#[cfg(test)]
+mod tests;

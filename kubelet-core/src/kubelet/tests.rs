@@ -1,6 +1,6 @@
-//! The sync loop, pod workers and pod syncer together, on the fake runtime.
+//! The sync loop, pod workers and pod syncer together, on the fake runtime, assembled by
+//! [`KubeletBuilder`] as every node is.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::sync::mpsc;
@@ -9,9 +9,8 @@ use tokio_util::task::TaskTracker;
 
 use super::*;
 use crate::cache::PodCache;
-use crate::config::{FILE_SOURCE, Operation, PodUpdate};
+use crate::config::{ChannelSource, ChannelSourceSender, Operation};
 use crate::pleg::{Event, EventType};
-use crate::pod_workers::{self, PodWorkers};
 use crate::runtime::{ContainerState, RuntimeStatus};
 use crate::testing::{FakePleg, FakeRuntime, FakeStatusManager, FakeVolumeManager, pod, pod_with};
 
@@ -19,9 +18,8 @@ struct Node {
     runtime: FakeRuntime,
     status: FakeStatusManager,
     volumes: FakeVolumeManager,
-    updates: mpsc::Sender<PodUpdate>,
+    pods: ChannelSourceSender,
     events: mpsc::Sender<Event>,
-    ready: Arc<AtomicBool>,
     health: sync_loop::Health,
     token: CancellationToken,
     probe_results: crate::probe::Results,
@@ -65,13 +63,19 @@ impl ProbeManager for CountingProbes {
     }
 }
 
-fn node() -> Node {
-    node_with_probes(Arc::new(crate::probe::NoProbes))
+async fn node() -> Node {
+    node_with(
+        Arc::new(crate::probe::NoProbes),
+        FakeRuntime::new(),
+        AdmitChain::default(),
+    )
+    .await
 }
 
-fn node_with_probes(probes: Arc<dyn ProbeManager>) -> Node {
+/// A node over `runtime` (scripted before the kubelet's first runtime check), `probes` and
+/// the admit handlers of `admit`. Housekeeping waits for the test's first `SET`.
+async fn node_with(probes: Arc<dyn ProbeManager>, runtime: FakeRuntime, admit: AdmitChain) -> Node {
     let root = tempfile::tempdir().expect("tempdir");
-    let runtime = FakeRuntime::new();
     let status = FakeStatusManager::default();
     let volumes = FakeVolumeManager::default();
     let cache = PodCache::new();
@@ -80,73 +84,33 @@ fn node_with_probes(probes: Arc<dyn ProbeManager>) -> Node {
     let vm: Arc<dyn VolumeManager> = Arc::new(volumes.clone());
     let cgroups = crate::cm::FakePodContainerManager::new();
     let managers = Managers {
-        runtime: rt.clone(),
+        runtime: rt,
         volumes: vm.clone(),
         status: Arc::new(status.clone()),
-        pleg: pleg.clone(),
-        cache: cache.clone(),
+        pleg,
+        cache,
         helper: Arc::new(KubeletRuntimeHelper::new(vm).with_cgroups(Arc::new(cgroups.clone()))),
         probes,
         cgroups: Arc::new(cgroups.clone()),
     };
     let (probe_results, probe_updates) = crate::probe::Results::new();
-    let token = CancellationToken::new();
-    let pod_manager = PodManager::new();
-    let runtime_state = RuntimeState::new(pleg.clone());
-    let backoff = Arc::new(Backoff::new(
-        Duration::from_secs(10),
-        Duration::from_secs(300),
-    ));
-    let syncer = Arc::new(KubeletPodSyncer::new(
-        managers.clone(),
-        pod_manager.clone(),
-        runtime_state.clone(),
-        backoff.clone(),
-        root.path().to_path_buf(),
-        vec!["192.0.2.1".into()],
-    ));
-    let workers = PodWorkers::new(
-        syncer,
-        pleg,
-        cache,
-        pod_workers::Config::default(),
-        TaskTracker::new(),
-        token.clone(),
-    );
-    let ready = Arc::new(AtomicBool::new(false));
-    let sources_ready: SourcesReady = {
-        let ready = ready.clone();
-        Arc::new(move || ready.load(Ordering::SeqCst))
-    };
-    let kubelet = Kubelet::new(pod_manager, workers, &managers, backoff, sources_ready);
-    let (updates, updates_rx) = mpsc::channel(16);
     let (events, events_rx) = mpsc::channel(16);
-    let health = sync_loop::Health::new(Duration::from_secs(60));
-    tokio::spawn(
-        runtime_state
-            .clone()
-            .run(rt, Duration::from_secs(5), token.clone()),
-    );
-    tokio::spawn(sync_loop::run(
-        kubelet,
-        sync_loop::Channels {
-            updates: updates_rx,
-            pleg_events: events_rx,
-            probe_updates,
-        },
-        runtime_state,
-        health.clone(),
-        sync_loop::Config::default(),
-        token.clone(),
-    ));
+    let (source, pods) = ChannelSource::new(crate::config::FILE_SOURCE);
+    let token = CancellationToken::new();
+    let mut kubelet = KubeletBuilder::new(managers, events_rx, probe_updates)
+        .source(Box::new(source))
+        .admit_chain(admit)
+        .root_dir(root.path())
+        .node_ips(vec!["192.0.2.1".into()])
+        .build(&TaskTracker::new(), &token);
+    kubelet.spawn().await;
     Node {
         runtime,
         status,
         volumes,
-        updates,
+        pods,
         events,
-        ready,
-        health,
+        health: kubelet.health().clone(),
         token,
         probe_results,
         cgroups,
@@ -156,14 +120,7 @@ fn node_with_probes(probes: Arc<dyn ProbeManager>) -> Node {
 
 impl Node {
     async fn send(&self, op: Operation, pods: Vec<Pod>) {
-        self.updates
-            .send(PodUpdate {
-                pods,
-                op,
-                source: FILE_SOURCE.into(),
-            })
-            .await
-            .expect("sync loop running");
+        self.pods.send(op, pods).await.expect("node running");
     }
 }
 
@@ -193,7 +150,7 @@ fn running(rt: &FakeRuntime, uid: &PodUid, name: &str) -> Option<(String, u32)> 
 #[tokio::test(start_paused = true)]
 async fn probe_manager_follows_the_pod_and_probe_updates_sync_it() {
     let probes = Arc::new(CountingProbes::default());
-    let n = node_with_probes(probes.clone());
+    let n = node_with(probes.clone(), FakeRuntime::new(), AdmitChain::default()).await;
     let p = pod("probed");
     n.send(Operation::Add, vec![p.clone()]).await;
     eventually(Duration::from_secs(30), "running", || {
@@ -232,7 +189,7 @@ async fn probe_manager_follows_the_pod_and_probe_updates_sync_it() {
 
 #[tokio::test(start_paused = true)]
 async fn pod_cgroup_lives_from_before_the_sandbox_until_the_containers_are_gone() {
-    let n = node();
+    let n = node().await;
     let p = pod("cg");
     n.send(Operation::Add, vec![p.clone()]).await;
     eventually(Duration::from_secs(30), "running", || {
@@ -258,7 +215,7 @@ async fn pod_cgroup_lives_from_before_the_sandbox_until_the_containers_are_gone(
 #[tokio::test(start_paused = true)]
 async fn housekeeping_removes_cgroups_of_pods_nobody_knows() {
     use crate::cm::PodContainerManager;
-    let n = node();
+    let n = node().await;
     let ghost = pod("ghost");
     n.cgroups.ensure_exists(&ghost).expect("fake");
     let p = pod("kept");
@@ -272,7 +229,8 @@ async fn housekeeping_removes_cgroups_of_pods_nobody_knows() {
         n.cgroups.exists(&ghost.uid()),
         "removed before sources were ready"
     );
-    n.ready.store(true, Ordering::SeqCst);
+    // The source's first snapshot (the same pods): sources are ready.
+    n.send(Operation::Set, vec![p.clone()]).await;
     eventually(Duration::from_secs(30), "orphaned cgroup removed", || {
         !n.cgroups.exists(&ghost.uid())
     })
@@ -283,7 +241,7 @@ async fn housekeeping_removes_cgroups_of_pods_nobody_knows() {
 
 #[tokio::test(start_paused = true)]
 async fn added_pod_runs_without_waiting_for_a_tick() {
-    let n = node();
+    let n = node().await;
     let p = pod("web");
     let start = tokio::time::Instant::now();
     n.send(Operation::Add, vec![p.clone()]).await;
@@ -303,7 +261,7 @@ async fn added_pod_runs_without_waiting_for_a_tick() {
 
 #[tokio::test(start_paused = true)]
 async fn pod_past_its_active_deadline_fails_on_the_next_tick() {
-    let n = node();
+    let n = node().await;
     let mut p = pod("deadline");
     if let Some(s) = p.spec.as_mut() {
         s.active_deadline_seconds = Some(30);
@@ -338,7 +296,7 @@ async fn pod_past_its_active_deadline_fails_on_the_next_tick() {
 
 #[tokio::test(start_paused = true)]
 async fn removed_pod_is_killed_removed_and_unmounted() {
-    let n = node();
+    let n = node().await;
     let p = pod("gone");
     n.send(Operation::Add, vec![p.clone()]).await;
     eventually(Duration::from_secs(30), "running", || {
@@ -359,7 +317,7 @@ async fn removed_pod_is_killed_removed_and_unmounted() {
 
 #[tokio::test(start_paused = true)]
 async fn exited_container_is_restarted_on_pleg_event() {
-    let n = node();
+    let n = node().await;
     let p = pod("crash");
     n.send(Operation::Add, vec![p.clone()]).await;
     eventually(Duration::from_secs(30), "running", || {
@@ -385,7 +343,7 @@ async fn exited_container_is_restarted_on_pleg_event() {
 
 #[tokio::test(start_paused = true)]
 async fn run_once_pod_succeeds_and_keeps_its_exited_container() {
-    let n = node();
+    let n = node().await;
     let p = pod_with("once", "Never", &["app"]);
     n.send(Operation::Add, vec![p.clone()]).await;
     eventually(Duration::from_secs(30), "running", || {
@@ -413,7 +371,7 @@ async fn run_once_pod_succeeds_and_keeps_its_exited_container() {
 
 #[tokio::test(start_paused = true)]
 async fn changed_spec_replaces_the_container() {
-    let n = node();
+    let n = node().await;
     let p = pod("edit");
     n.send(Operation::Add, vec![p.clone()]).await;
     eventually(Duration::from_secs(30), "running", || {
@@ -436,7 +394,7 @@ async fn changed_spec_replaces_the_container() {
 
 #[tokio::test(start_paused = true)]
 async fn orphan_runtime_pod_is_killed_once_sources_ready() {
-    let n = node();
+    let n = node().await;
     // Put a pod in the runtime directly, bypassing config.
     let orphan = pod("stray");
     let helper: Arc<dyn crate::runtime::RuntimeHelper> =
@@ -460,7 +418,7 @@ async fn orphan_runtime_pod_is_killed_once_sources_ready() {
         "kill_pod",
         crate::runtime::Error::Unavailable("slow".into()),
     );
-    n.ready.store(true, Ordering::SeqCst);
+    n.send(Operation::Set, vec![]).await;
     eventually(Duration::from_secs(30), "a housekeeping pass", || {
         n.volumes.last_active().is_some()
     })
@@ -480,8 +438,14 @@ async fn orphan_runtime_pod_is_killed_once_sources_ready() {
 
 #[tokio::test(start_paused = true)]
 async fn runtime_outage_blocks_syncing_and_health_then_converges() {
-    let n = node();
-    n.runtime.set_down(true);
+    let runtime = FakeRuntime::new();
+    runtime.set_down(true);
+    let n = node_with(
+        Arc::new(crate::probe::NoProbes),
+        runtime,
+        AdmitChain::default(),
+    )
+    .await;
     let p = pod("later");
     n.send(Operation::Add, vec![p.clone()]).await;
     tokio::time::sleep(Duration::from_secs(20)).await;
@@ -506,7 +470,7 @@ async fn runtime_outage_blocks_syncing_and_health_then_converges() {
 
 #[tokio::test(start_paused = true)]
 async fn pods_with_unsafe_sysctls_are_rejected_and_never_started() {
-    let n = node();
+    let n = node().await;
     let mut bad = pod("sysctl");
     bad.spec.as_mut().expect("spec").security_context =
         Some(k8s_openapi::api::core::v1::PodSecurityContext {
@@ -537,6 +501,62 @@ async fn pods_with_unsafe_sysctls_are_rejected_and_never_started() {
     assert!(
         n.runtime.running_pods().iter().all(|p| p.uid != bad.uid()),
         "the rejected pod never reaches the runtime"
+    );
+    n.token.cancel();
+}
+
+/// Refuses every pod named `refused`, as an agent refuses pods it cannot run.
+struct RefuseByName;
+
+impl PodAdmitHandler for RefuseByName {
+    fn admit(&self, attrs: &PodAdmitAttributes<'_>) -> PodAdmitResult {
+        if attrs.pod.metadata.name.as_deref() == Some("refused") {
+            PodAdmitResult::reject("UnsupportedPod", "this agent runs no such pod")
+        } else {
+            PodAdmitResult::admit()
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_custom_admit_handler_fails_the_pod_and_the_runtime_never_sees_it() {
+    let chain = AdmitChain::default().with(Arc::new(RefuseByName));
+    let n = node_with(Arc::new(crate::probe::NoProbes), FakeRuntime::new(), chain).await;
+    let (bad, good) = (pod("refused"), pod("welcome"));
+    n.send(Operation::Add, vec![bad.clone(), good.clone()])
+        .await;
+    eventually(Duration::from_secs(30), "the admitted pod runs", || {
+        running(&n.runtime, &good.uid(), "app").is_some()
+    })
+    .await;
+    let status = n
+        .status
+        .pod_status(&bad.uid())
+        .expect("rejected pod status");
+    assert_eq!(status.phase.as_deref(), Some("Failed"));
+    assert_eq!(status.reason.as_deref(), Some("UnsupportedPod"));
+    assert_eq!(
+        status.message.as_deref(),
+        Some("Pod was rejected: this agent runs no such pod")
+    );
+    // Sync ticks, resyncs and housekeeping come and go; the runtime is never asked to run it.
+    n.send(Operation::Set, vec![bad.clone(), good.clone()])
+        .await;
+    tokio::time::sleep(Duration::from_secs(90)).await;
+    let for_bad: Vec<_> = n
+        .runtime
+        .calls()
+        .into_iter()
+        .filter(|c| {
+            matches!(c, crate::testing::Call::RunSandbox(u) | crate::testing::Call::StartContainer(u, _) if *u == bad.uid())
+        })
+        .collect();
+    assert!(for_bad.is_empty(), "{for_bad:?}");
+    assert!(
+        n.runtime
+            .calls()
+            .contains(&crate::testing::Call::RunSandbox(good.uid())),
+        "the call log records sandboxes"
     );
     n.token.cancel();
 }

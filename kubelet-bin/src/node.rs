@@ -1,0 +1,458 @@
+//! The node builder: one way to assemble a whole node from its parts, with the default
+//! where one exists (upstream `NewMainKubelet` in `pkg/kubelet/kubelet.go` and `RunKubelet`
+//! in `cmd/kubelet/app/server.go`).
+//!
+//! | part | default | option |
+//! |---|---|---|
+//! | runtime | — (required) | [`NodeBuilder::new`] |
+//! | pod sources | none | [`pod_manifest_path`](NodeBuilder::pod_manifest_path), [`source`](NodeBuilder::source) |
+//! | PLEG | `kubelet_pleg::GenericPleg` over the runtime | [`pleg_config`](NodeBuilder::pleg_config), [`evented_pleg`](NodeBuilder::evented_pleg) |
+//! | status manager | `kubelet_status::LocalStatusManager` | [`status_manager`](NodeBuilder::status_manager) |
+//! | volumes | `kubelet_volumes::DefaultVolumeManager` under the root dir | [`volume_manager`](NodeBuilder::volume_manager) |
+//! | objects (configMaps, secrets) | `InMemoryObjectSource` (empty) | [`object_source`](NodeBuilder::object_source) |
+//! | probes | `kubelet_probe::Manager` | [`no_probes`](NodeBuilder::no_probes) |
+//! | admission | the sysctl check | [`admit_handler`](NodeBuilder::admit_handler) |
+//! | cgroups | `cm::Noop` | [`cgroups`](NodeBuilder::cgroups) |
+//! | endpoints | none | [`healthz_addr`](NodeBuilder::healthz_addr), [`read_only_addr`](NodeBuilder::read_only_addr) |
+//!
+//! The core wiring (pod config, pod workers, sync loop…) is
+//! [`kubelet_core::kubelet::KubeletBuilder`]; this module adds the implementations that live
+//! outside `kubelet-core` and the HTTP endpoints.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kubelet_core::cache::PodCache;
+use kubelet_core::cm::PodContainerManager;
+use kubelet_core::config::{FileSource, PodSource};
+use kubelet_core::kubelet::env::EnvSource;
+use kubelet_core::kubelet::{
+    KubeletBuilder, KubeletRuntimeHelper, Managers, PodAdmitHandler, sync_loop,
+};
+use kubelet_core::objects::{InMemoryObjectSource, ObjectSource};
+use kubelet_core::pleg::Pleg;
+use kubelet_core::probe::{self, ProbeManager};
+use kubelet_core::resources::NodeAllocatable;
+use kubelet_core::runtime::Runtime;
+use kubelet_core::status::StatusManager;
+use kubelet_core::volume::VolumeManager;
+use kubelet_status::LocalStatusManager;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::server::{self, ServerState};
+
+/// Any error a runtime constructor returns.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Why a node could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The root directory could not be created.
+    #[error("creating the root directory {path}: {source}")]
+    RootDir {
+        /// The directory.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The runtime constructor failed.
+    #[error("building the container runtime: {0}")]
+    Runtime(#[source] BoxError),
+    /// An endpoint could not listen on its address.
+    #[error("binding the {name} server to {addr}: {source}")]
+    Bind {
+        /// Which server (`healthz`, `read-only`).
+        name: &'static str,
+        /// The address.
+        addr: SocketAddr,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// What the runtime constructor gets (see [`NodeBuilder::new`]).
+#[derive(Clone, Debug)]
+pub struct RuntimeContext {
+    /// The probe results the runtime reads to restart containers whose liveness or startup
+    /// probe failed (e.g. `RemoteRuntime::with_probe_results`).
+    pub probe_results: probe::Results,
+    /// The node's name.
+    pub node_name: String,
+    /// The node's IPs.
+    pub node_ips: Vec<String>,
+    /// The kubelet's root directory.
+    pub root_dir: PathBuf,
+}
+
+type RuntimeConstructor =
+    Box<dyn FnOnce(&RuntimeContext) -> Result<Arc<dyn Runtime>, BoxError> + Send>;
+
+type Task = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// Assembles a node (see the [module docs](self) for the parts and their defaults).
+pub struct NodeBuilder {
+    runtime: RuntimeConstructor,
+    node_name: String,
+    node_ips: Vec<String>,
+    root_dir: PathBuf,
+    pod_manifest_path: Option<PathBuf>,
+    file_check_frequency: Duration,
+    sources: Vec<Box<dyn PodSource>>,
+    admit: Vec<Arc<dyn PodAdmitHandler>>,
+    cgroups: Arc<dyn PodContainerManager>,
+    status: Option<Arc<dyn StatusManager>>,
+    volumes: Option<Arc<dyn VolumeManager>>,
+    objects: Arc<dyn ObjectSource>,
+    probes: bool,
+    pleg: kubelet_pleg::Config,
+    #[cfg(feature = "containerd")]
+    evented_pleg: Option<crate::pleg::Choice>,
+    cluster_domain: String,
+    crash_loop_backoff: Option<(Duration, Duration)>,
+    sync_loop: sync_loop::Config,
+    healthz_addr: Option<SocketAddr>,
+    read_only_addr: Option<SocketAddr>,
+    drain_timeout: Duration,
+}
+
+impl std::fmt::Debug for NodeBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeBuilder")
+            .field("node_name", &self.node_name)
+            .field("root_dir", &self.root_dir)
+            .field("pod_manifest_path", &self.pod_manifest_path)
+            .field("sources", &self.sources.len())
+            .field("admit_handlers", &self.admit.len())
+            .field("healthz_addr", &self.healthz_addr)
+            .field("read_only_addr", &self.read_only_addr)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The OS hostname, lowercased (the node name when none is given, as upstream).
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_lowercase())
+        .unwrap_or_else(|_| "localhost".into())
+}
+
+impl NodeBuilder {
+    /// A node whose container runtime `runtime` builds once the probe results exist.
+    ///
+    /// Defaults: node name [`hostname`], root directory `/var/lib/kubelet`, no node IPs, no
+    /// pod source, no endpoints, and the defaults of the [module docs](self).
+    pub fn new<F, R, E>(runtime: F) -> Self
+    where
+        F: FnOnce(&RuntimeContext) -> Result<R, E> + Send + 'static,
+        R: Runtime,
+        E: Into<BoxError>,
+    {
+        Self::with_runtime_constructor(Box::new(move |ctx| match runtime(ctx) {
+            Ok(runtime) => Ok(Arc::new(runtime) as Arc<dyn Runtime>),
+            Err(e) => Err(e.into()),
+        }))
+    }
+
+    /// A node over a runtime that needs nothing from the node, shared with the caller (e.g.
+    /// a fake whose state a test inspects).
+    pub fn with_runtime(runtime: Arc<dyn Runtime>) -> Self {
+        Self::with_runtime_constructor(Box::new(move |_| Ok(runtime)))
+    }
+
+    fn with_runtime_constructor(runtime: RuntimeConstructor) -> Self {
+        Self {
+            runtime,
+            node_name: hostname(),
+            node_ips: Vec::new(),
+            root_dir: PathBuf::from("/var/lib/kubelet"),
+            pod_manifest_path: None,
+            file_check_frequency: kubelet_core::config::file::DEFAULT_CHECK_FREQUENCY,
+            sources: Vec::new(),
+            admit: Vec::new(),
+            cgroups: Arc::new(kubelet_core::cm::Noop::default()),
+            status: None,
+            volumes: None,
+            objects: Arc::new(InMemoryObjectSource::new()),
+            probes: true,
+            pleg: kubelet_pleg::Config::default(),
+            #[cfg(feature = "containerd")]
+            evented_pleg: None,
+            cluster_domain: String::new(),
+            crash_loop_backoff: None,
+            sync_loop: sync_loop::Config::default(),
+            healthz_addr: None,
+            read_only_addr: None,
+            drain_timeout: Duration::from_secs(10),
+        }
+    }
+
+    /// The node's name (static pods get `-<node name>` appended).
+    pub fn node_name(mut self, name: impl Into<String>) -> Self {
+        self.node_name = name.into();
+        self
+    }
+
+    /// The node's IPs (pods' `status.hostIPs`, host-network pods' IPs).
+    pub fn node_ips(mut self, ips: Vec<String>) -> Self {
+        self.node_ips = ips;
+        self
+    }
+
+    /// The kubelet's root directory; `<root>/pods` is created at build (mode 0750).
+    pub fn root_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.root_dir = dir.into();
+        self
+    }
+
+    /// Static pods from the manifests in this directory (or file).
+    pub fn pod_manifest_path(mut self, path: impl Into<PathBuf>) -> Self {
+        self.pod_manifest_path = Some(path.into());
+        self
+    }
+
+    /// How often the manifest path is rescanned besides inotify (default
+    /// [`DEFAULT_CHECK_FREQUENCY`](kubelet_core::config::file::DEFAULT_CHECK_FREQUENCY)).
+    pub fn file_check_frequency(mut self, every: Duration) -> Self {
+        self.file_check_frequency = every;
+        self
+    }
+
+    /// Adds a pod source.
+    pub fn source(mut self, source: Box<dyn PodSource>) -> Self {
+        self.sources.push(source);
+        self
+    }
+
+    /// Appends an admit handler, asked after the sysctl check and earlier handlers.
+    pub fn admit_handler(mut self, handler: Arc<dyn PodAdmitHandler>) -> Self {
+        self.admit.push(handler);
+        self
+    }
+
+    /// The pod cgroup manager (default `cm::Noop`, no pod cgroups).
+    pub fn cgroups(mut self, cgroups: Arc<dyn PodContainerManager>) -> Self {
+        self.cgroups = cgroups;
+        self
+    }
+
+    /// Replaces the default `LocalStatusManager` (which reads readiness from the probe
+    /// manager).
+    pub fn status_manager(mut self, status: Arc<dyn StatusManager>) -> Self {
+        self.status = Some(status);
+        self
+    }
+
+    /// Replaces the default `DefaultVolumeManager` under the root directory.
+    pub fn volume_manager(mut self, volumes: Arc<dyn VolumeManager>) -> Self {
+        self.volumes = Some(volumes);
+        self
+    }
+
+    /// Where configMaps and secrets come from (default: an empty in-memory source).
+    pub fn object_source(mut self, objects: Arc<dyn ObjectSource>) -> Self {
+        self.objects = objects;
+        self
+    }
+
+    /// Runs no probes (`probe::NoProbes`): containers are ready once started.
+    pub fn no_probes(mut self) -> Self {
+        self.probes = false;
+        self
+    }
+
+    /// The generic PLEG's periods.
+    pub fn pleg_config(mut self, config: kubelet_pleg::Config) -> Self {
+        self.pleg = config;
+        self
+    }
+
+    /// Chooses the PLEG at start: containerd's events when `choice.evented` and the runtime
+    /// is containerd, the generic relisting PLEG otherwise.
+    #[cfg(feature = "containerd")]
+    pub fn evented_pleg(mut self, choice: crate::pleg::Choice) -> Self {
+        self.evented_pleg = Some(choice);
+        self
+    }
+
+    /// The cluster domain of the pods' `/etc/hosts` FQDN entries (default none).
+    pub fn cluster_domain(mut self, domain: impl Into<String>) -> Self {
+        self.cluster_domain = domain.into();
+        self
+    }
+
+    /// CrashLoopBackOff's first window and its cap (default 10 s and 5 min).
+    pub fn crash_loop_backoff(mut self, initial: Duration, max: Duration) -> Self {
+        self.crash_loop_backoff = Some((initial, max));
+        self
+    }
+
+    /// How often every pod is resynced (upstream `--sync-frequency`, default 1 min).
+    pub fn sync_frequency(mut self, every: Duration) -> Self {
+        self.sync_loop.resync_interval = every;
+        self
+    }
+
+    /// Serves `/healthz`, `/healthz/ping` and `/healthz/syncloop` here (port 0: any port,
+    /// see [`Node::healthz_addr`]).
+    pub fn healthz_addr(mut self, addr: SocketAddr) -> Self {
+        self.healthz_addr = Some(addr);
+        self
+    }
+
+    /// Serves the read-only endpoints (`/pods`, `/runningpods/`, the health checks) here
+    /// (port 0: any port, see [`Node::read_only_addr`]).
+    pub fn read_only_addr(mut self, addr: SocketAddr) -> Self {
+        self.read_only_addr = Some(addr);
+        self
+    }
+
+    /// How long [`Node::stop`] waits for every task to end (default 10 s).
+    pub fn drain_timeout(mut self, timeout: Duration) -> Self {
+        self.drain_timeout = timeout;
+        self
+    }
+
+    /// Builds the node: creates the root directory, the runtime and every manager, and
+    /// binds the endpoints. Nothing runs until [`Node::spawn`] or [`Node::run_until`].
+    pub async fn build(self) -> Result<Node, Error> {
+        // Upstream `setupDataDirs`: the root and pods directories are 0750.
+        std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o750)
+            .create(self.root_dir.join("pods"))
+            .map_err(|source| Error::RootDir {
+                path: self.root_dir.clone(),
+                source,
+            })?;
+        let token = CancellationToken::new();
+        let tracker = TaskTracker::new();
+
+        let (probe_results, probe_updates) = probe::Results::new();
+        let runtime = (self.runtime)(&RuntimeContext {
+            probe_results: probe_results.clone(),
+            node_name: self.node_name.clone(),
+            node_ips: self.node_ips.clone(),
+            root_dir: self.root_dir.clone(),
+        })
+        .map_err(Error::Runtime)?;
+        let cache = PodCache::new();
+        let (generic_pleg, pleg_events) =
+            kubelet_pleg::GenericPleg::new(runtime.clone(), cache.clone(), self.pleg);
+        let pleg: Arc<dyn Pleg> = Arc::new(generic_pleg.clone());
+        #[cfg(feature = "containerd")]
+        let pleg_task: Task = match self.evented_pleg {
+            Some(choice) => Box::pin(crate::pleg::run(
+                choice,
+                runtime.clone(),
+                generic_pleg,
+                token.child_token(),
+            )),
+            None => Box::pin(generic_pleg.run(token.child_token())),
+        };
+        #[cfg(not(feature = "containerd"))]
+        let pleg_task: Task = Box::pin(generic_pleg.run(token.child_token()));
+
+        let (probes, local_status): (Arc<dyn ProbeManager>, LocalStatusManager) = if self.probes {
+            let manager = kubelet_probe::Manager::new(
+                runtime.clone(),
+                cache.clone(),
+                probe_results,
+                token.child_token(),
+            )
+            .with_host_ips(self.node_ips.clone());
+            let status = LocalStatusManager::new().with_probe_results(Arc::new(manager.clone()));
+            (Arc::new(manager), status)
+        } else {
+            (Arc::new(probe::NoProbes), LocalStatusManager::new())
+        };
+        let (status, local_status) = match self.status {
+            Some(status) => (status, None),
+            None => {
+                let local = Arc::new(local_status);
+                (local.clone() as Arc<dyn StatusManager>, Some(local))
+            }
+        };
+        let allocatable = NodeAllocatable::detect();
+        let volumes = self.volumes.unwrap_or_else(|| {
+            Arc::new(
+                kubelet_volumes::DefaultVolumeManager::new(self.root_dir.clone())
+                    .with_object_source(self.objects.clone())
+                    .with_node_allocatable(allocatable),
+            )
+        });
+        let helper = KubeletRuntimeHelper::new(volumes.clone())
+            .with_env_source(EnvSource {
+                node_name: self.node_name.clone(),
+                host_ips: self.node_ips.clone(),
+                allocatable,
+                objects: self.objects,
+            })
+            .with_cgroups(self.cgroups.clone())
+            .with_hosts_file(self.root_dir.clone(), self.cluster_domain);
+        let managers = Managers {
+            runtime: runtime.clone(),
+            volumes,
+            status: status.clone(),
+            pleg,
+            cache,
+            helper: Arc::new(helper),
+            probes,
+            cgroups: self.cgroups,
+        };
+
+        let mut kubelet = KubeletBuilder::new(managers, pleg_events, probe_updates)
+            .root_dir(self.root_dir)
+            .node_ips(self.node_ips)
+            .sync_loop_config(self.sync_loop);
+        if let Some((initial, max)) = self.crash_loop_backoff {
+            kubelet = kubelet.crash_loop_backoff(initial, max);
+        }
+        if let Some(path) = self.pod_manifest_path {
+            kubelet = kubelet.source(Box::new(
+                FileSource::new(path, self.node_name).check_frequency(self.file_check_frequency),
+            ));
+        }
+        for source in self.sources {
+            kubelet = kubelet.source(source);
+        }
+        for handler in self.admit {
+            kubelet = kubelet.admit_handler(handler);
+        }
+        let service = kubelet.build(&tracker, &token);
+
+        let state = ServerState {
+            pod_manager: service.pod_manager().clone(),
+            status: status.clone(),
+            runtime: runtime.clone(),
+            syncloop: service.health().clone(),
+        };
+        let mut servers = Vec::new();
+        if let Some(addr) = self.healthz_addr {
+            servers.push(bind("healthz", addr, server::healthz_router(state.clone())).await?);
+        }
+        if let Some(addr) = self.read_only_addr {
+            servers.push(bind("read-only", addr, server::read_only_router(state)).await?);
+        }
+        Ok(Node {
+            service,
+            runtime,
+            status,
+            local_status,
+            pleg_task: Some(pleg_task),
+            servers,
+            drain_timeout: self.drain_timeout,
+        })
+    }
+}
+
+mod handle;
+#[cfg(test)]
+mod tests;
+
+pub use handle::Node;
+use handle::bind;

@@ -1,0 +1,159 @@
+//! The handle of a built node: spawn, stop, and the accessors tests and agents read.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kubelet_core::kubelet::{KubeletService, sync_loop};
+use kubelet_core::pod_manager::PodManager;
+use kubelet_core::runtime::Runtime;
+use kubelet_core::status::StatusManager;
+use kubelet_status::LocalStatusManager;
+use tracing::{info, warn};
+
+use super::{Error, Task};
+
+/// An endpoint, bound and not yet serving.
+pub(super) struct Server {
+    name: &'static str,
+    addr: SocketAddr,
+    listener: Option<(tokio::net::TcpListener, axum::Router)>,
+}
+
+pub(super) async fn bind(
+    name: &'static str,
+    addr: SocketAddr,
+    router: axum::Router,
+) -> Result<Server, Error> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| Error::Bind { name, addr, source })?;
+    let addr = listener
+        .local_addr()
+        .map_err(|source| Error::Bind { name, addr, source })?;
+    Ok(Server {
+        name,
+        addr,
+        listener: Some((listener, router)),
+    })
+}
+
+/// A built node: [`spawn`](Self::spawn) it and [`stop`](Self::stop) it, or
+/// [`run_until`](Self::run_until) a shutdown signal. Stopping leaves the pods running in the
+/// runtime, as upstream.
+pub struct Node {
+    pub(super) service: KubeletService,
+    pub(super) runtime: Arc<dyn Runtime>,
+    pub(super) status: Arc<dyn StatusManager>,
+    pub(super) local_status: Option<Arc<LocalStatusManager>>,
+    pub(super) pleg_task: Option<Task>,
+    pub(super) servers: Vec<Server>,
+    pub(super) drain_timeout: Duration,
+}
+
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node")
+            .field("service", &self.service)
+            .field("healthz_addr", &self.healthz_addr())
+            .field("read_only_addr", &self.read_only_addr())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Node {
+    /// Starts every task: the kubelet (runtime checks, sources, sync loop), the PLEG and the
+    /// endpoints. Calling it again does nothing.
+    pub async fn spawn(&mut self) {
+        let tracker = self.service.tracker().clone();
+        let token = self.service.token().clone();
+        self.service.spawn().await;
+        if let Some(pleg) = self.pleg_task.take() {
+            tracker.spawn(pleg);
+        }
+        for server in &mut self.servers {
+            let Some((listener, router)) = server.listener.take() else {
+                continue;
+            };
+            let (name, addr) = (server.name, server.addr);
+            info!(%addr, "serving {name} endpoints");
+            let token = token.child_token();
+            tracker.spawn(async move {
+                let shutdown = async move { token.cancelled().await };
+                if let Err(e) = axum::serve(listener, router)
+                    .with_graceful_shutdown(shutdown)
+                    .await
+                {
+                    warn!(error = %e, "{name} server failed");
+                }
+            });
+        }
+    }
+
+    /// Stops every task and waits up to the drain timeout; `false` (and a warning) when some
+    /// did not stop in time.
+    pub async fn stop(&self) -> bool {
+        let drained = self.service.stop(self.drain_timeout).await;
+        if !drained {
+            warn!(
+                "some subsystems did not stop within {:?}",
+                self.drain_timeout
+            );
+        }
+        drained
+    }
+
+    /// Spawns the node, waits for `shutdown`, then stops it.
+    pub async fn run_until(mut self, shutdown: impl Future<Output = ()>) -> bool {
+        self.spawn().await;
+        shutdown.await;
+        info!("shutting down; pods keep running");
+        self.stop().await
+    }
+
+    /// The desired pods.
+    pub fn pod_manager(&self) -> &PodManager {
+        self.service.pod_manager()
+    }
+
+    /// The status manager.
+    pub fn status_manager(&self) -> &Arc<dyn StatusManager> {
+        &self.status
+    }
+
+    /// The default status manager, unless [`NodeBuilder::status_manager`](super::NodeBuilder::status_manager) replaced it
+    /// (its `subscribe` and `versioned_status` serve tests and benchmarks).
+    pub fn local_status_manager(&self) -> Option<&Arc<LocalStatusManager>> {
+        self.local_status.as_ref()
+    }
+
+    /// The container runtime.
+    pub fn runtime(&self) -> &Arc<dyn Runtime> {
+        &self.runtime
+    }
+
+    /// The sync loop's liveness.
+    pub fn health(&self) -> &sync_loop::Health {
+        self.service.health()
+    }
+
+    /// The core assembly (kubelet, managers, runtime state, tracker and token).
+    pub fn kubelet(&self) -> &KubeletService {
+        &self.service
+    }
+
+    /// Where the healthz endpoints listen, if enabled.
+    pub fn healthz_addr(&self) -> Option<SocketAddr> {
+        self.addr("healthz")
+    }
+
+    /// Where the read-only endpoints listen, if enabled.
+    pub fn read_only_addr(&self) -> Option<SocketAddr> {
+        self.addr("read-only")
+    }
+
+    fn addr(&self, name: &str) -> Option<SocketAddr> {
+        self.servers.iter().find(|s| s.name == name).map(|s| s.addr)
+    }
+}

@@ -1,0 +1,321 @@
+//! The core assembly of a kubelet (the part of upstream `NewMainKubelet` and
+//! `Kubelet.Run` in `pkg/kubelet/kubelet.go` that wires core pieces only): pod config and its
+//! sources, pod manager, pod workers over a [`KubeletPodSyncer`], runtime state, crash-loop
+//! back-off, sources readiness, admission, the [`Kubelet`] and its [`sync_loop`].
+//!
+//! The managers come in as [`Managers`] (runtime, PLEG, status, volumes, probes, cgroups,
+//! runtime helper) with the PLEG's event stream and the probe results' update stream;
+//! running the PLEG and the probe workers is the caller's (they are not core types).
+//! `kubelet-bin`'s node builder supplies the defaults and calls this.
+//!
+//! ```no_run
+//! # use std::sync::Arc;
+//! # use kubelet_core::kubelet::{KubeletBuilder, Managers};
+//! # use kubelet_core::config::ChannelSource;
+//! # use tokio_util::{sync::CancellationToken, task::TaskTracker};
+//! # async fn demo(managers: Managers, pleg_events: tokio::sync::mpsc::Receiver<kubelet_core::pleg::Event>) {
+//! let (_results, probe_updates) = kubelet_core::probe::Results::new();
+//! let (source, pods) = ChannelSource::new("mine");
+//! let (tracker, token) = (TaskTracker::new(), CancellationToken::new());
+//! let mut kubelet = KubeletBuilder::new(managers, pleg_events, probe_updates)
+//!     .source(Box::new(source))
+//!     .build(&tracker, &token);
+//! kubelet.spawn().await;
+//! // … pods.send(Operation::Set, vec![…]) …
+//! kubelet.stop(std::time::Duration::from_secs(10)).await;
+//! # }
+//! ```
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::backoff::Backoff;
+use crate::config::{PodConfig, PodSource};
+use crate::pleg;
+use crate::pod_manager::PodManager;
+use crate::pod_workers::{self, PodWorkers};
+use crate::probe;
+
+use super::admit::{AdmitChain, PodAdmitHandler};
+use super::{Kubelet, KubeletPodSyncer, Managers, RuntimeState, SourcesReady, sync_loop};
+
+/// How often the runtime's status is checked (upstream: 5 s).
+pub const RUNTIME_STATUS_PERIOD: Duration = Duration::from_secs(5);
+
+/// Assembles a kubelet from its managers (see the [module docs](self)).
+pub struct KubeletBuilder {
+    managers: Managers,
+    pleg_events: mpsc::Receiver<pleg::Event>,
+    probe_updates: probe::UpdateReceiver,
+    sources: Vec<Box<dyn PodSource>>,
+    admit: AdmitChain,
+    root_dir: PathBuf,
+    node_ips: Vec<String>,
+    crash_loop_backoff: (Duration, Duration),
+    sync_loop: sync_loop::Config,
+    runtime_status_period: Duration,
+}
+
+impl std::fmt::Debug for KubeletBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubeletBuilder")
+            .field("sources", &self.sources.len())
+            .field("admit", &self.admit)
+            .field("root_dir", &self.root_dir)
+            .field("node_ips", &self.node_ips)
+            .field("crash_loop_backoff", &self.crash_loop_backoff)
+            .field("sync_loop", &self.sync_loop)
+            .finish_non_exhaustive()
+    }
+}
+
+impl KubeletBuilder {
+    /// A kubelet over `managers`, fed by the PLEG's `pleg_events` and the probe results'
+    /// `probe_updates`. Defaults: no pod source, the default [`AdmitChain`] (sysctls), root
+    /// directory `/var/lib/kubelet`, no node IPs, upstream's crash-loop back-off (10 s to
+    /// 5 min), 1 min resync.
+    pub fn new(
+        managers: Managers,
+        pleg_events: mpsc::Receiver<pleg::Event>,
+        probe_updates: probe::UpdateReceiver,
+    ) -> Self {
+        let crash = Backoff::crash_loop_default();
+        Self {
+            managers,
+            pleg_events,
+            probe_updates,
+            sources: Vec::new(),
+            admit: AdmitChain::default(),
+            root_dir: PathBuf::from("/var/lib/kubelet"),
+            node_ips: Vec::new(),
+            crash_loop_backoff: (crash.initial(), crash.max()),
+            sync_loop: sync_loop::Config::default(),
+            runtime_status_period: RUNTIME_STATUS_PERIOD,
+        }
+    }
+
+    /// Adds a pod source; housekeeping waits until every source has sent its first snapshot.
+    pub fn source(mut self, source: Box<dyn PodSource>) -> Self {
+        self.sources.push(source);
+        self
+    }
+
+    /// Appends an admit handler to the chain (after the sysctl check).
+    pub fn admit_handler(mut self, handler: Arc<dyn PodAdmitHandler>) -> Self {
+        self.admit.push(handler);
+        self
+    }
+
+    /// Replaces the whole admit chain, the sysctl check included.
+    pub fn admit_chain(mut self, chain: AdmitChain) -> Self {
+        self.admit = chain;
+        self
+    }
+
+    /// Where per-pod directories live (`<root>/pods/<uid>`).
+    pub fn root_dir(mut self, root_dir: impl Into<PathBuf>) -> Self {
+        self.root_dir = root_dir.into();
+        self
+    }
+
+    /// The node's IPs, reported as each pod's `status.hostIPs`.
+    pub fn node_ips(mut self, node_ips: Vec<String>) -> Self {
+        self.node_ips = node_ips;
+        self
+    }
+
+    /// CrashLoopBackOff's first window and its cap.
+    pub fn crash_loop_backoff(mut self, initial: Duration, max: Duration) -> Self {
+        self.crash_loop_backoff = (initial, max);
+        self
+    }
+
+    /// The sync loop's periods; `resync_interval` is also the pod workers' resync period.
+    pub fn sync_loop_config(mut self, config: sync_loop::Config) -> Self {
+        self.sync_loop = config;
+        self
+    }
+
+    /// How often the runtime's status is checked (default [`RUNTIME_STATUS_PERIOD`]).
+    pub fn runtime_status_period(mut self, period: Duration) -> Self {
+        self.runtime_status_period = period;
+        self
+    }
+
+    /// Wires everything; pod workers run on `tracker` and stop with `token`. Nothing else
+    /// runs until [`KubeletService::spawn`].
+    pub fn build(self, tracker: &TaskTracker, token: &CancellationToken) -> KubeletService {
+        let (mut pod_config, updates) = PodConfig::new();
+        let sources = self
+            .sources
+            .into_iter()
+            .map(|source| {
+                let tx = pod_config.channel(source.name());
+                (source, tx)
+            })
+            .collect();
+        let ready = pod_config.sources_ready();
+        let sources_ready: SourcesReady = Arc::new(move || ready.seen_all_sources());
+        let pod_manager = PodManager::new();
+        let runtime_state = RuntimeState::new(self.managers.pleg.clone());
+        let crash_backoff = Arc::new(Backoff::new(
+            self.crash_loop_backoff.0,
+            self.crash_loop_backoff.1,
+        ));
+        let syncer = Arc::new(KubeletPodSyncer::new(
+            self.managers.clone(),
+            pod_manager.clone(),
+            runtime_state.clone(),
+            crash_backoff.clone(),
+            self.root_dir,
+            self.node_ips,
+        ));
+        let workers = PodWorkers::new(
+            syncer,
+            self.managers.pleg.clone(),
+            self.managers.cache.clone(),
+            pod_workers::Config {
+                resync_interval: self.sync_loop.resync_interval,
+                ..Default::default()
+            },
+            tracker.clone(),
+            token.clone(),
+        );
+        let kubelet = Kubelet::new(
+            pod_manager,
+            workers,
+            &self.managers,
+            crash_backoff,
+            sources_ready,
+        )
+        .with_admit_chain(self.admit);
+        KubeletService {
+            health: sync_loop::Health::new(self.sync_loop.resync_interval),
+            kubelet,
+            managers: self.managers,
+            runtime_state,
+            tracker: tracker.clone(),
+            token: token.clone(),
+            pending: Some(Pending {
+                pod_config,
+                sources,
+                channels: sync_loop::Channels {
+                    updates,
+                    pleg_events: self.pleg_events,
+                    probe_updates: self.probe_updates,
+                },
+                sync_loop: self.sync_loop,
+                runtime_status_period: self.runtime_status_period,
+            }),
+        }
+    }
+}
+
+/// What [`KubeletService::spawn`] starts.
+struct Pending {
+    pod_config: PodConfig,
+    sources: Vec<(Box<dyn PodSource>, mpsc::Sender<crate::config::PodUpdate>)>,
+    channels: sync_loop::Channels,
+    sync_loop: sync_loop::Config,
+    runtime_status_period: Duration,
+}
+
+/// An assembled kubelet: spawn it, read its state, stop it.
+pub struct KubeletService {
+    kubelet: Kubelet,
+    managers: Managers,
+    runtime_state: RuntimeState,
+    health: sync_loop::Health,
+    tracker: TaskTracker,
+    token: CancellationToken,
+    pending: Option<Pending>,
+}
+
+impl std::fmt::Debug for KubeletService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubeletService")
+            .field("spawned", &self.pending.is_none())
+            .finish_non_exhaustive()
+    }
+}
+
+impl KubeletService {
+    /// Checks the runtime once (the sync loop stays gated until it is up), then spawns the
+    /// runtime status checker, the pod sources, the pod config merger and the sync loop on
+    /// the tracker. Calling it again does nothing.
+    pub async fn spawn(&mut self) {
+        let Some(pending) = self.pending.take() else {
+            return;
+        };
+        let runtime = self.managers.runtime.clone();
+        self.runtime_state.update(runtime.as_ref()).await;
+        self.tracker.spawn(self.runtime_state.clone().run(
+            runtime,
+            pending.runtime_status_period,
+            self.token.child_token(),
+        ));
+        for (source, tx) in pending.sources {
+            self.tracker.spawn(source.run(tx, self.token.child_token()));
+        }
+        self.tracker
+            .spawn(pending.pod_config.run(self.token.child_token()));
+        self.tracker.spawn(sync_loop::run(
+            Arc::new(self.kubelet.clone()),
+            pending.channels,
+            self.runtime_state.clone(),
+            self.health.clone(),
+            pending.sync_loop,
+            self.token.child_token(),
+        ));
+    }
+
+    /// Cancels every task of the tracker and waits up to `drain` for them to end; `false`
+    /// when some did not. Pods keep running in the runtime, as upstream.
+    pub async fn stop(&self, drain: Duration) -> bool {
+        self.token.cancel();
+        self.tracker.close();
+        tokio::time::timeout(drain, self.tracker.wait())
+            .await
+            .is_ok()
+    }
+
+    /// The kubelet (the [`SyncHandler`](crate::sync::SyncHandler) the sync loop runs on).
+    pub fn kubelet(&self) -> &Kubelet {
+        &self.kubelet
+    }
+
+    /// The desired pods.
+    pub fn pod_manager(&self) -> &PodManager {
+        self.kubelet.pod_manager()
+    }
+
+    /// The managers the kubelet was built over.
+    pub fn managers(&self) -> &Managers {
+        &self.managers
+    }
+
+    /// The runtime's health as the sync loop sees it.
+    pub fn runtime_state(&self) -> &RuntimeState {
+        &self.runtime_state
+    }
+
+    /// The sync loop's liveness, for `/healthz/syncloop`.
+    pub fn health(&self) -> &sync_loop::Health {
+        &self.health
+    }
+
+    /// The tracker every task runs on.
+    pub fn tracker(&self) -> &TaskTracker {
+        &self.tracker
+    }
+
+    /// The token that stops every task.
+    pub fn token(&self) -> &CancellationToken {
+        &self.token
+    }
+}
