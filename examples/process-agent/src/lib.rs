@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use kubelet_core::kuberuntime::api::{
-    Container, ContainerConfig, ContainerFilter, ContainerStatus,
+    Container, ContainerConfig, ContainerFilter, ContainerStatus, PullImageRequest,
 };
 use kubelet_core::kuberuntime::store::StopSignal;
 use kubelet_core::kuberuntime::{ContainerStore, RuntimeService};
@@ -47,6 +47,12 @@ impl RuntimeService for ProcessRuntimeService {
         false
     }
 
+    /// Nothing to pull: the image is only a name (the trait's default `image_status` already
+    /// reports every image present; `imagePullPolicy: Always` pulls anyway).
+    async fn pull_image<'a>(&self, request: &PullImageRequest<'a>) -> Result<String> {
+        Ok(request.image.to_owned())
+    }
+
     async fn create_container<'a>(
         &self,
         sandbox_id: &str,
@@ -69,9 +75,7 @@ impl RuntimeService for ProcessRuntimeService {
     }
 
     async fn remove_container(&self, id: &str) -> Result<()> {
-        if self.store.get(id).is_some() {
-            self.stop_container(id, 0).await?;
-        }
+        let _not_found = self.stop_container(id, 0).await; // CRI: removing twice succeeds
         self.store.remove(id);
         Ok(())
     }
