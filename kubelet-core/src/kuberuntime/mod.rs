@@ -26,6 +26,7 @@ pub mod pull_backoff;
 pub mod reasons;
 pub mod security;
 mod service;
+pub mod store;
 mod sync;
 pub mod termination;
 
@@ -33,6 +34,7 @@ pub use dns::ClusterDns;
 pub use manager::{KubeRuntimeManager, Options};
 pub use pull_backoff::ImagePullBackoff;
 pub use service::RuntimeService;
+pub use store::{ContainerRecord, ContainerStore};
 
 #[cfg(any(test, feature = "test-util"))]
 pub use service::MockRuntimeService;

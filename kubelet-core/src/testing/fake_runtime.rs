@@ -1,23 +1,28 @@
-//! A stateful in-memory [`Runtime`] (upstream `pkg/kubelet/container/testing/fake_runtime.go`).
+//! A stateful in-memory [`Runtime`] (upstream `pkg/kubelet/container/testing/fake_runtime.go`):
+//! the production pod engine ([`KubeRuntimeManager`]) over a [`FakeRuntimeService`], so
+//! tests of the pod workers, the sync loop, the PLEG and the probes run the real pod logic
+//! (sandboxes, init containers, restart rules, crash-loop backoff, graceful kills).
 //!
-//! It keeps sandboxes and containers per pod, applies the same restart rules as a real
-//! runtime ([`should_container_be_restarted`], spec hash, crash-loop backoff), records every
-//! call, and can be scripted to fail calls or to make containers exit.
+//! It records the calls a test asserts on (the [`Runtime`] calls, and the backend calls that
+//! create, start and stop things), can be scripted to fail [`Runtime`] calls or to make
+//! containers exit, and gives the backend ([`FakeRuntime::service`]) for finer scripting.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Pod;
 
+use super::fake_service::{FakeRuntimeService, ServiceCall, clone_error};
 use crate::backoff::Backoff;
-use crate::container::{hash_container, should_container_be_restarted};
-use crate::kuberuntime::actions::backoff_key;
-use crate::pod::{PodExt, PodUid};
+use crate::kuberuntime::api::ContainerFilter;
+use crate::kuberuntime::{KubeRuntimeManager, Options, convert};
+use crate::pod::PodUid;
 use crate::runtime::{
-    ContainerState, ContainerStatus, ContainerSyncError, Error, ExecResult, PodStatus,
-    PodSyncResult, Result, RunningPod, Runtime, RuntimeHelper, RuntimeStatus, SandboxState,
-    SandboxStatus, Version,
+    Error, ExecResult, PodStatus, PodSyncResult, Result, RunningPod, Runtime, RuntimeHelper,
+    RuntimeStatus, Version,
 };
 
 /// One call made to the fake, for assertions.
@@ -41,33 +46,64 @@ pub enum Call {
     StopSandbox(String),
     /// A pod's objects were removed.
     RemovePod(PodUid),
-    /// A command was run in a container (`exec_sync`): container ID and command.
+    /// A command was run in a container (`exec_sync`, probes and hooks): container ID and
+    /// command.
     ExecSync(String, Vec<String>),
 }
 
-#[derive(Clone, Debug, Default)]
-struct FakePod {
-    name: String,
-    namespace: String,
-    sandboxes: Vec<SandboxStatus>,
-    containers: Vec<ContainerStatus>,
+impl Call {
+    /// The call a backend call is recorded as, if it is one a test asserts on.
+    fn from_service(call: ServiceCall) -> Option<Call> {
+        Some(match call {
+            ServiceCall::RunPodSandbox { pod_uid, .. } => Call::RunSandbox(pod_uid),
+            ServiceCall::StartContainer { pod_uid, name, .. } => {
+                Call::StartContainer(pod_uid, name)
+            }
+            ServiceCall::StopContainer {
+                id,
+                timeout_seconds,
+            } => Call::StopContainer(id, timeout_seconds),
+            ServiceCall::StopPodSandbox(id) => Call::StopSandbox(id),
+            ServiceCall::ExecSync { id, cmd } => Call::ExecSync(id, cmd),
+            _ => return None,
+        })
+    }
 }
 
 #[derive(Debug, Default)]
 struct State {
-    pods: BTreeMap<PodUid, FakePod>,
     calls: Vec<Call>,
-    fail: HashMap<&'static str, Error>,
+    fail: std::collections::HashMap<&'static str, Error>,
     down: bool,
-    next_id: u64,
-    runtime_status: RuntimeStatus,
-    exec: HashMap<String, ExecResult>,
 }
 
-/// A stateful fake runtime. Cheap to clone; clones share state.
+/// The engine's pod log directory, a fresh temporary directory removed with the last clone.
+#[derive(Debug)]
+struct PodLogsDir(PathBuf);
+
+impl PodLogsDir {
+    fn new() -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let name = format!("kubelet-fake-runtime-{}-{n}", std::process::id());
+        Self(std::env::temp_dir().join(name))
+    }
+}
+
+impl Drop for PodLogsDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A stateful fake runtime: the pod engine over a [`FakeRuntimeService`]. Cheap to clone;
+/// clones share state.
 #[derive(Clone, Debug)]
 pub struct FakeRuntime {
+    engine: KubeRuntimeManager<FakeRuntimeService>,
+    service: FakeRuntimeService,
     state: Arc<Mutex<State>>,
+    _logs: Arc<PodLogsDir>,
 }
 
 impl Default for FakeRuntime {
@@ -76,53 +112,48 @@ impl Default for FakeRuntime {
     }
 }
 
-fn clone_error(e: &Error) -> Error {
-    match e {
-        Error::Unavailable(m) => Error::Unavailable(m.clone()),
-        Error::NotFound(m) => Error::NotFound(m.clone()),
-        Error::InvalidSpec { field, reason } => Error::InvalidSpec {
-            field: field.clone(),
-            reason: reason.clone(),
-        },
-        Error::Runtime { op, message } => Error::Runtime {
-            op,
-            message: message.clone(),
-        },
-        Error::Unsupported(op) => Error::Unsupported(op),
-    }
-}
-
 impl FakeRuntime {
     /// An empty, ready runtime.
     pub fn new() -> Self {
+        let logs = PodLogsDir::new();
+        let service = FakeRuntimeService::new();
+        let options = Options::default()
+            .with_pod_logs_dir(&logs.0)
+            .with_resolv_conf("")
+            .with_node_name("fake-node");
         Self {
-            state: Arc::new(Mutex::new(State {
-                runtime_status: RuntimeStatus {
-                    runtime_ready: true,
-                    network_ready: true,
-                    message: String::new(),
-                },
-                ..Default::default()
-            })),
+            engine: KubeRuntimeManager::new(service.clone(), options),
+            service,
+            state: Arc::default(),
+            _logs: Arc::new(logs),
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+    /// The backend under the engine, to script what [`FakeRuntime`] has no shortcut for.
+    pub fn service(&self) -> &FakeRuntimeService {
+        &self.service
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Every call so far, in order.
     pub fn calls(&self) -> Vec<Call> {
-        self.lock().calls.clone()
+        let mut st = self.lock();
+        self.absorb_service_calls(&mut st);
+        st.calls.clone()
     }
 
     /// Forgets recorded calls.
     pub fn clear_calls(&self) {
-        self.lock().calls.clear();
+        let mut st = self.lock();
+        self.service.clear_calls();
+        st.calls.clear();
     }
 
-    /// Makes every later call of `op` (a method name such as `"sync_pod"`) fail with `err`
-    /// until [`FakeRuntime::clear_failure`].
+    /// Makes every later call of `op` (a [`Runtime`] method name such as `"sync_pod"`) fail
+    /// with `err` until [`FakeRuntime::clear_failure`].
     pub fn fail(&self, op: &'static str, err: Error) {
         self.lock().fail.insert(op, err);
     }
@@ -135,259 +166,104 @@ impl FakeRuntime {
     /// Simulates the runtime being down (every call is `Unavailable`) or back up.
     pub fn set_down(&self, down: bool) {
         self.lock().down = down;
+        self.service.set_down(down);
     }
 
     /// Sets what `status` reports.
     pub fn set_runtime_status(&self, status: RuntimeStatus) {
-        self.lock().runtime_status = status;
+        self.service.set_runtime_status(status);
     }
 
     /// Makes the running container `name` of pod `uid` exit with `code`. Returns `false` when
     /// there is no such running container.
     pub fn exit_container(&self, uid: &PodUid, name: &str, code: i32) -> bool {
-        let mut st = self.lock();
-        let Some(pod) = st.pods.get_mut(uid) else {
-            return false;
-        };
-        let Some(c) = pod
-            .containers
-            .iter_mut()
-            .find(|c| c.name == name && c.state == ContainerState::Running)
-        else {
-            return false;
-        };
-        c.state = ContainerState::Exited;
-        c.exit_code = code;
-        c.reason = if code == 0 { "Completed" } else { "Error" }.into();
-        c.finished_at = Some(crate::time::now());
-        true
+        self.service.exit_pod_container(uid, name, code)
     }
 
-    /// The pods the fake holds, as `get_pods(true)` would list them.
+    /// The pods the fake holds, as `get_pods(true)` would list them (whether or not the
+    /// runtime is down).
     pub fn running_pods(&self) -> Vec<RunningPod> {
-        let st = self.lock();
-        st.pods.iter().map(|(uid, p)| to_running(uid, p)).collect()
+        let sandboxes = self
+            .service
+            .sandboxes()
+            .iter()
+            .map(|s| s.to_pod_sandbox())
+            .collect();
+        let containers = self.service.containers().list(&ContainerFilter::default());
+        convert::group_pods(sandboxes, containers)
     }
 
     /// Number of containers ever started for the pod (all instances, including exited).
     pub fn container_count(&self, uid: &PodUid) -> usize {
-        self.lock().pods.get(uid).map_or(0, |p| p.containers.len())
+        self.service.started_count(uid)
     }
 
     /// Scripts what `exec_sync` in container `id` returns (default: exit code 0, no output).
     pub fn set_exec_result(&self, id: &str, result: ExecResult) {
-        self.lock().exec.insert(id.to_owned(), result);
+        self.service.set_exec_result(id, result);
     }
 
-    fn enter(&self, op: &'static str, call: Call) -> Result<std::sync::MutexGuard<'_, State>> {
+    /// Moves the backend calls made so far into the log.
+    fn absorb_service_calls(&self, st: &mut State) {
+        let calls = self.service.take_calls();
+        st.calls
+            .extend(calls.into_iter().filter_map(Call::from_service));
+    }
+
+    /// Records `call` (after the backend calls made so far), then fails it if the runtime is
+    /// down or a failure of `op` is scripted.
+    fn enter(&self, op: &'static str, call: Option<Call>) -> Result<()> {
         let mut st = self.lock();
-        st.calls.push(call);
+        self.absorb_service_calls(&mut st);
+        st.calls.extend(call);
         if st.down {
             return Err(Error::Unavailable("fake runtime is down".into()));
         }
-        if let Some(e) = st.fail.get(op) {
-            return Err(clone_error(e));
+        match st.fail.get(op) {
+            Some(e) => Err(clone_error(e)),
+            None => Ok(()),
         }
-        Ok(st)
     }
-}
 
-fn to_running(uid: &PodUid, p: &FakePod) -> RunningPod {
-    let mut running = to_status(uid, p).to_running_pod();
-    let sandbox = p
-        .sandboxes
-        .first()
-        .map(|s| s.id.clone())
-        .unwrap_or_default();
-    for c in &mut running.containers {
-        c.sandbox_id = sandbox.clone();
-    }
-    running
-}
-
-fn to_status(uid: &PodUid, p: &FakePod) -> PodStatus {
-    let mut containers = p.containers.clone();
-    containers.reverse(); // newest first
-    PodStatus {
-        uid: uid.clone(),
-        name: p.name.clone(),
-        namespace: p.namespace.clone(),
-        ips: p
-            .sandboxes
-            .first()
-            .map(|s| s.ips.clone())
-            .unwrap_or_default(),
-        sandboxes: p.sandboxes.clone(),
-        containers,
+    /// Moves the backend calls an engine call made into the log, and returns its result.
+    fn leave<T>(&self, result: Result<T>) -> Result<T> {
+        let mut st = self.lock();
+        self.absorb_service_calls(&mut st);
+        result
     }
 }
 
 #[async_trait]
 impl Runtime for FakeRuntime {
     async fn version(&self) -> Result<Version> {
-        drop(self.enter("version", Call::Version)?);
-        Ok(Version {
-            runtime_name: "fake".into(),
-            runtime_version: "0.1.0".into(),
-            runtime_api_version: "v1".into(),
-        })
+        self.enter("version", Some(Call::Version))?;
+        self.leave(self.engine.version().await)
     }
 
     async fn status(&self) -> Result<RuntimeStatus> {
-        let st = self.enter("status", Call::Status)?;
-        Ok(st.runtime_status.clone())
+        self.enter("status", Some(Call::Status))?;
+        self.leave(self.engine.status().await)
     }
 
     async fn get_pods(&self, all: bool) -> Result<Vec<RunningPod>> {
-        let st = self.enter("get_pods", Call::GetPods)?;
-        Ok(st
-            .pods
-            .iter()
-            .map(|(uid, p)| to_running(uid, p))
-            .filter(|p| all || !p.is_empty_or_stopped())
-            .collect())
+        self.enter("get_pods", Some(Call::GetPods))?;
+        self.leave(self.engine.get_pods(all).await)
     }
 
     async fn get_pod_status(&self, uid: &PodUid, name: &str, namespace: &str) -> Result<PodStatus> {
-        let st = self.enter("get_pod_status", Call::GetPodStatus(uid.clone()))?;
-        Ok(match st.pods.get(uid) {
-            Some(p) => to_status(uid, p),
-            None => PodStatus {
-                uid: uid.clone(),
-                name: name.into(),
-                namespace: namespace.into(),
-                ..Default::default()
-            },
-        })
+        self.enter("get_pod_status", Some(Call::GetPodStatus(uid.clone())))?;
+        self.leave(self.engine.get_pod_status(uid, name, namespace).await)
     }
 
     async fn sync_pod(
         &self,
         pod: &Pod,
-        _status: &PodStatus,
+        status: &PodStatus,
         helper: Arc<dyn RuntimeHelper>,
         backoff: &Backoff,
     ) -> Result<PodSyncResult> {
-        let uid = pod.uid();
-        let mut result = PodSyncResult::default();
-        let now = crate::time::now();
-        let mut calls = Vec::new();
-        // The helper is async: ask it without holding the state lock.
-        let (next, ips) = {
-            let mut st = self.enter("sync_pod", Call::GetPodStatus(uid.clone()))?;
-            st.calls.pop();
-            st.next_id += 1;
-            let next = st.next_id;
-            let entry = st.pods.entry(uid.clone()).or_insert_with(|| FakePod {
-                name: pod.name_or_empty().into(),
-                namespace: pod.namespace_or_default().into(),
-                ..Default::default()
-            });
-            let ready = entry
-                .sandboxes
-                .first()
-                .is_some_and(|s| s.state == SandboxState::Ready);
-            if !ready {
-                let attempt = entry.sandboxes.first().map_or(0, |s| s.attempt + 1);
-                for c in &mut entry.containers {
-                    c.state = ContainerState::Exited;
-                }
-                entry.sandboxes.insert(
-                    0,
-                    SandboxStatus {
-                        id: format!("sandbox-{next}"),
-                        state: SandboxState::Ready,
-                        attempt,
-                        created_at: Some(now),
-                        ips: if pod.host_network() {
-                            vec![]
-                        } else {
-                            vec![format!("10.0.{}.{}", next / 250, next % 250 + 1)]
-                        },
-                        host_network: pod.host_network(),
-                    },
-                );
-                calls.push(Call::RunSandbox(uid.clone()));
-                result.changed = true;
-            }
-            let ips = entry
-                .sandboxes
-                .first()
-                .map(|s| s.ips.clone())
-                .unwrap_or_default();
-            (next, ips)
-        };
-        let mut options = HashMap::new();
-        for spec in pod.containers() {
-            let opts = helper.generate_run_container_options(pod, spec, &ips).await;
-            options.insert(spec.name.clone(), opts);
-        }
-        let mut st = self.lock();
-        let Some(entry) = st.pods.get_mut(&uid) else {
-            return Ok(result);
-        };
-        let current = to_status(&uid, entry);
-        for (i, spec) in pod.containers().iter().enumerate() {
-            let hash = hash_container(spec);
-            let prev = current.container(&spec.name);
-            let hash_changed =
-                prev.is_some_and(|p| p.state == ContainerState::Running && p.hash != hash);
-            if !hash_changed && !should_container_be_restarted(spec, pod, &current) {
-                continue;
-            }
-            if let Some(p) = prev.filter(|p| p.state == ContainerState::Exited) {
-                let key = backoff_key(pod, spec);
-                if let Some(left) = backoff.remaining(&key) {
-                    result.container_errors.push(ContainerSyncError {
-                        container: spec.name.clone(),
-                        reason: "CrashLoopBackOff".into(),
-                        message: format!(
-                            "back-off {}s restarting failed container={} pod={}({})",
-                            left.as_secs(),
-                            spec.name,
-                            pod.full_name(),
-                            uid
-                        ),
-                    });
-                    continue;
-                }
-                let _ = p;
-                backoff.next(&key);
-            }
-            if let Some(Err(message)) = options.get(&spec.name) {
-                result.container_errors.push(ContainerSyncError {
-                    container: spec.name.clone(),
-                    reason: "CreateContainerConfigError".into(),
-                    message: message.to_string(),
-                });
-                continue;
-            }
-            let restart_count = prev.map_or(0, |p| p.restart_count + 1);
-            for c in entry.containers.iter_mut().filter(|c| c.name == spec.name) {
-                if c.state == ContainerState::Running {
-                    c.state = ContainerState::Exited;
-                    c.exit_code = 137;
-                    c.finished_at = Some(now);
-                }
-            }
-            entry.containers.push(ContainerStatus {
-                id: format!("container-{next}-{i}"),
-                name: spec.name.clone(),
-                state: ContainerState::Running,
-                created_at: Some(now),
-                started_at: Some(now),
-                image: spec.image.clone().unwrap_or_default(),
-                image_ref: format!("sha256:{:064x}", hash),
-                restart_count,
-                hash,
-                ..Default::default()
-            });
-            calls.push(Call::StartContainer(uid.clone(), spec.name.clone()));
-            result.started.push(spec.name.clone());
-            result.changed = true;
-        }
-        st.calls.extend(calls);
-        Ok(result)
+        self.enter("sync_pod", None)?;
+        self.leave(self.engine.sync_pod(pod, status, helper, backoff).await)
     }
 
     async fn kill_pod<'a>(
@@ -396,63 +272,124 @@ impl Runtime for FakeRuntime {
         running: &RunningPod,
         grace_period_seconds: Option<i64>,
     ) -> Result<()> {
-        let grace = grace_period_seconds
-            .or_else(|| pod.map(crate::pod::termination_grace_period_seconds))
-            .unwrap_or(30);
-        let mut st = self.enter("kill_pod", Call::GetPods)?;
-        st.calls.pop();
-        let mut calls = Vec::new();
-        if let Some(p) = st.pods.get_mut(&running.uid) {
-            let now = crate::time::now();
-            for c in &mut p.containers {
-                if c.state == ContainerState::Running {
-                    c.state = ContainerState::Exited;
-                    c.exit_code = 137;
-                    c.reason = "Error".into();
-                    c.finished_at = Some(now);
-                    calls.push(Call::StopContainer(c.id.clone(), grace));
-                }
-            }
-            for s in &mut p.sandboxes {
-                if s.state == SandboxState::Ready {
-                    s.state = SandboxState::NotReady;
-                    calls.push(Call::StopSandbox(s.id.clone()));
-                }
-            }
-        }
-        st.calls.extend(calls);
-        Ok(())
+        self.enter("kill_pod", None)?;
+        self.leave(
+            self.engine
+                .kill_pod(pod, running, grace_period_seconds)
+                .await,
+        )
     }
 
     async fn delete_container(&self, id: &str) -> Result<()> {
-        let mut st = self.enter("delete_container", Call::GetPods)?;
-        st.calls.pop();
-        for p in st.pods.values_mut() {
-            p.containers.retain(|c| c.id != id);
-        }
-        Ok(())
+        self.enter("delete_container", None)?;
+        self.leave(self.engine.delete_container(id).await)
     }
 
     async fn exec_sync(
         &self,
         container_id: &str,
         cmd: &[String],
-        _timeout: std::time::Duration,
+        timeout: Duration,
         max_output: usize,
     ) -> Result<ExecResult> {
-        let st = self.enter(
-            "exec_sync",
-            Call::ExecSync(container_id.to_owned(), cmd.to_vec()),
-        )?;
-        let mut r = st.exec.get(container_id).cloned().unwrap_or_default();
-        r.stdout.truncate(max_output);
-        r.stderr.truncate(max_output);
-        Ok(r)
+        if let Err(e) = self.enter("exec_sync", None) {
+            let call = Call::ExecSync(container_id.to_owned(), cmd.to_vec());
+            self.lock().calls.push(call);
+            return Err(e);
+        }
+        self.leave(
+            self.engine
+                .exec_sync(container_id, cmd, timeout, max_output)
+                .await,
+        )
     }
 
     async fn remove_pod(&self, running: &RunningPod) -> Result<()> {
-        let mut st = self.enter("remove_pod", Call::RemovePod(running.uid.clone()))?;
-        st.pods.remove(&running.uid);
-        Ok(())
+        self.enter("remove_pod", Some(Call::RemovePod(running.uid.clone())))?;
+        self.leave(self.engine.remove_pod(running).await)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pod::PodExt;
+    use crate::runtime::ContainerState;
+    use crate::testing::{FakeRuntimeHelper, pod};
+
+    async fn sync(rt: &FakeRuntime, p: &Pod) -> PodSyncResult {
+        let status = rt
+            .get_pod_status(&p.uid(), "web", "default")
+            .await
+            .expect("status");
+        let backoff = Backoff::new(Duration::from_secs(10), Duration::from_secs(300));
+        rt.sync_pod(p, &status, Arc::new(FakeRuntimeHelper), &backoff)
+            .await
+            .expect("sync")
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_engine_runs_a_pod_on_the_fake_backend_and_the_calls_are_logged() {
+        let rt = FakeRuntime::new();
+        let p = pod("web");
+        let result = sync(&rt, &p).await;
+        assert_eq!(result.started, ["app"]);
+        assert_eq!(
+            rt.calls(),
+            [
+                Call::GetPodStatus(p.uid()),
+                Call::RunSandbox(p.uid()),
+                Call::StartContainer(p.uid(), "app".into()),
+            ]
+        );
+        let pods = rt.running_pods();
+        assert_eq!((pods.len(), pods[0].name.as_str()), (1, "web"));
+        assert_eq!(pods[0].containers[0].state, ContainerState::Running);
+        assert_eq!(rt.container_count(&p.uid()), 1);
+
+        assert!(rt.exit_container(&p.uid(), "app", 1));
+        assert!(!rt.exit_container(&p.uid(), "app", 1), "no longer running");
+        rt.clear_calls();
+        let running = rt.get_pods(true).await.expect("pods").remove(0);
+        rt.kill_pod(Some(&p), &running, Some(5))
+            .await
+            .expect("killed");
+        assert!(
+            rt.calls()
+                .contains(&Call::StopSandbox(running.sandboxes[0].id.clone()))
+        );
+        rt.remove_pod(&running).await.expect("removed");
+        assert!(rt.running_pods().is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn scripted_failures_and_a_down_runtime_fail_runtime_calls() {
+        let rt = FakeRuntime::new();
+        rt.fail("get_pods", Error::Unavailable("boom".into()));
+        assert!(rt.get_pods(true).await.is_err());
+        assert_eq!(rt.calls(), [Call::GetPods], "failed calls are logged");
+        rt.clear_failure("get_pods");
+        assert!(rt.get_pods(true).await.is_ok());
+
+        rt.set_down(true);
+        assert!(matches!(rt.version().await, Err(Error::Unavailable(_))));
+        let cmd = vec!["true".to_owned()];
+        assert!(rt.exec_sync("c1", &cmd, Duration::ZERO, 10).await.is_err());
+        assert_eq!(
+            rt.calls().last(),
+            Some(&Call::ExecSync("c1".into(), cmd.clone()))
+        );
+        rt.set_down(false);
+        assert_eq!(rt.version().await.expect("up").runtime_name, "fake");
+
+        rt.set_exec_result(
+            "c1",
+            ExecResult {
+                exit_code: 3,
+                ..Default::default()
+            },
+        );
+        let result = rt.exec_sync("c1", &cmd, Duration::ZERO, 10).await;
+        assert_eq!(result.expect("scripted").exit_code, 3);
     }
 }
