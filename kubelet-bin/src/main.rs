@@ -5,7 +5,7 @@
 //! `--pod-manifest-path` until SIGTERM/SIGINT. Pods keep running when it stops, as upstream.
 
 mod app;
-mod duration;
+use kubelet::duration;
 mod pod_runtime;
 mod settings;
 

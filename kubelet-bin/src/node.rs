@@ -374,6 +374,11 @@ impl NodeBuilder {
             Some(status) => (status, None),
             None => {
                 let local = Arc::new(local_status);
+                tracker.spawn(learn_runtime_name(
+                    runtime.clone(),
+                    local.clone(),
+                    token.child_token(),
+                ));
                 (local.clone() as Arc<dyn StatusManager>, Some(local))
             }
         };
@@ -447,6 +452,30 @@ impl NodeBuilder {
             servers,
             drain_timeout: self.drain_timeout,
         })
+    }
+}
+
+/// Tells the status manager the runtime's name, the prefix of container IDs in pod statuses
+/// (upstream's `ContainerID.Type` comes from the runtime's `Version`); retried every second
+/// while the runtime is down.
+async fn learn_runtime_name(
+    runtime: Arc<dyn Runtime>,
+    status: Arc<LocalStatusManager>,
+    token: CancellationToken,
+) {
+    loop {
+        match runtime.version().await {
+            Ok(version) => {
+                tracing::info!(runtime = %version.runtime_name, version = %version.runtime_version, "container runtime");
+                status.set_runtime_name(version.runtime_name);
+                return;
+            }
+            Err(e) => tracing::debug!(error = %e, "runtime version not known yet"),
+        }
+        tokio::select! {
+            () = token.cancelled() => return,
+            () = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
     }
 }
 

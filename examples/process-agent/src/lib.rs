@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use kubelet_core::kuberuntime::api::{
-    Container, ContainerConfig, ContainerFilter, ContainerStatus, PullImageRequest,
+    Container, ContainerConfig, ContainerFilter, ContainerStatus,
 };
 use kubelet_core::kuberuntime::store::StopSignal;
 use kubelet_core::kuberuntime::{ContainerStore, RuntimeService};
@@ -45,12 +45,6 @@ impl RuntimeService for ProcessRuntimeService {
 
     fn has_sandboxes(&self) -> bool {
         false
-    }
-
-    /// Nothing to pull: the image is only a name (the trait's default `image_status` already
-    /// reports every image present; `imagePullPolicy: Always` pulls anyway).
-    async fn pull_image<'a>(&self, request: &PullImageRequest<'a>) -> Result<String> {
-        Ok(request.image.to_owned())
     }
 
     async fn create_container<'a>(

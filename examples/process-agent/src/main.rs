@@ -26,9 +26,9 @@ struct Flags {
     /// Node name instead of the hostname.
     #[arg(long)]
     hostname_override: Option<String>,
-    /// First container restart back-off window in milliseconds (upstream: 10 s; for tests).
-    #[arg(long, hide = true)]
-    experimental_crash_loop_initial_backoff_ms: Option<u64>,
+    /// First container restart back-off window, as the kubelet's hidden flag (default 10s).
+    #[arg(long, hide = true, value_parser = kubelet::duration::parse)]
+    experimental_crash_loop_initial_backoff: Option<Duration>,
 }
 
 #[tokio::main]
@@ -50,8 +50,8 @@ async fn main() -> anyhow::Result<()> {
     .pod_manifest_path(flags.pod_manifest_path)
     .read_only_addr(SocketAddr::from(([0, 0, 0, 0], flags.read_only_port)))
     .node_name(node_name);
-    if let Some(ms) = flags.experimental_crash_loop_initial_backoff_ms {
-        node = node.crash_loop_backoff(Duration::from_millis(ms), Duration::from_secs(300));
+    if let Some(initial) = flags.experimental_crash_loop_initial_backoff {
+        node = node.crash_loop_backoff(initial, Duration::from_secs(300));
     }
     let shutdown = async { tokio::signal::ctrl_c().await.unwrap_or_default() };
     node.build().await?.run_until(shutdown).await;

@@ -142,9 +142,10 @@ pub trait RuntimeService: Send + Sync + 'static {
     }
 
     /// Pulls an image; returns its reference (what [`ContainerConfig::image_ref`] will be).
+    /// The default, for runtimes without images, pulls nothing and returns the reference as
+    /// given (so `imagePullPolicy: Always` works on them too).
     async fn pull_image<'a>(&self, request: &PullImageRequest<'a>) -> Result<String> {
-        let _ = request;
-        Err(Error::Unsupported("PullImage"))
+        Ok(request.image.to_owned())
     }
 
     /// Every image on the node.
