@@ -67,25 +67,10 @@ fn find<'a>(statuses: &'a [ContainerStatus], name: &str) -> Option<&'a Container
 pub fn ready_to_start_containers(pod: &Pod, runtime: &PodStatus) -> PodCondition {
     condition(
         POD_READY_TO_START_CONTAINERS,
-        !sandbox_needed(pod, runtime),
+        !kubelet_core::kuberuntime::actions::pod_sandbox_changed(pod, runtime).0,
         None,
         None,
     )
-}
-
-fn sandbox_needed(pod: &Pod, runtime: &PodStatus) -> bool {
-    let Some(newest) = runtime.sandboxes.first() else {
-        return true;
-    };
-    let ready = runtime
-        .sandboxes
-        .iter()
-        .filter(|s| s.state == SandboxState::Ready)
-        .count();
-    ready > 1
-        || newest.state != SandboxState::Ready
-        || newest.host_network != pod.host_network()
-        || (!pod.host_network() && newest.ips.is_empty())
 }
 
 /// `Initialized`: every regular init container succeeded and every sidecar started

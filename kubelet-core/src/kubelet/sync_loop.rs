@@ -57,6 +57,25 @@ pub struct Health {
     threshold: Duration,
 }
 
+/// Why [`Health::check`] fails (upstream's `syncloop` health check messages).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Unhealthy {
+    /// Runtime errors keep the loop from syncing pods.
+    #[error("sync loop is blocked: {0}")]
+    Blocked(String),
+    /// The loop has not iterated yet.
+    #[error("sync loop has not started")]
+    NotStarted,
+    /// The last iteration is older than the threshold.
+    #[error("sync loop took too long: last iteration {since:?} ago, threshold {threshold:?}")]
+    TooSlow {
+        /// Time since the last iteration.
+        since: Duration,
+        /// The staleness threshold.
+        threshold: Duration,
+    },
+}
+
 impl Health {
     /// A health record whose staleness threshold is max(2 × `resync_interval`, 5 min).
     pub fn new(resync_interval: Duration) -> Self {
@@ -71,18 +90,17 @@ impl Health {
     }
 
     /// `Ok` while the loop iterates and is not blocked by runtime errors.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), Unhealthy> {
         let inner = self.lock();
         if let Some(reason) = &inner.blocked {
-            return Err(format!("sync loop is blocked: {reason}"));
+            return Err(Unhealthy::Blocked(reason.clone()));
         }
         match inner.last_iteration {
-            None => Err("sync loop has not started".into()),
-            Some(t) if t.elapsed() > self.threshold => Err(format!(
-                "sync loop took too long: last iteration {:?} ago, threshold {:?}",
-                t.elapsed(),
-                self.threshold
-            )),
+            None => Err(Unhealthy::NotStarted),
+            Some(t) if t.elapsed() > self.threshold => Err(Unhealthy::TooSlow {
+                since: t.elapsed(),
+                threshold: self.threshold,
+            }),
             Some(_) => Ok(()),
         }
     }
