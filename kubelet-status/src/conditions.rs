@@ -2,7 +2,7 @@
 
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodCondition};
 use kubelet_core::PodExt;
-use kubelet_core::runtime::{PodStatus, SandboxState};
+use kubelet_core::runtime::PodStatus;
 
 use crate::containers::{is_restartable_init_container, is_running, is_terminated};
 use crate::phase::{FAILED, SUCCEEDED};

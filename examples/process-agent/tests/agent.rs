@@ -267,6 +267,12 @@ fn init_container_completes_before_the_app_starts() {
     let app = container_status(&pod, "containerStatuses", "app").expect("app status");
     assert_eq!(app["ready"], true, "{app:#}");
     assert_eq!(app["restartCount"], 0, "{app:#}");
+    assert!(
+        app["containerID"]
+            .as_str()
+            .is_some_and(|id| id.starts_with("process://")),
+        "the container ID carries the runtime's own name: {app:#}"
+    );
     let read = agent.wait_for("the app's copy of the init container's file", |a| {
         a.read("seen").filter(|s| !s.is_empty())
     });
