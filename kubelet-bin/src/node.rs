@@ -199,7 +199,9 @@ impl NodeBuilder {
         self
     }
 
-    /// The node's IPs (pods' `status.hostIPs`, host-network pods' IPs).
+    /// The node's IPs (pods' `status.hostIPs`, host-network pods' IPs, the pod IPs of a
+    /// runtime without sandboxes). Default: the first global IPv4 address of the interface
+    /// that carries the default route, as upstream chooses without `--node-ip`.
     pub fn node_ips(mut self, ips: Vec<String>) -> Self {
         self.node_ips = ips;
         self
@@ -321,7 +323,10 @@ impl NodeBuilder {
 
     /// Builds the node: creates the root directory, the runtime and every manager, and
     /// binds the endpoints. Nothing runs until [`Node::spawn`] or [`Node::run_until`].
-    pub async fn build(self) -> Result<Node, Error> {
+    pub async fn build(mut self) -> Result<Node, Error> {
+        if self.node_ips.is_empty() {
+            self.node_ips = address::detect_node_ips();
+        }
         // Upstream `setupDataDirs`: the root and pods directories are 0750.
         std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o750)
             .create(self.root_dir.join("pods"))
@@ -479,6 +484,7 @@ async fn learn_runtime_name(
     }
 }
 
+mod address;
 mod handle;
 #[cfg(test)]
 mod tests;
