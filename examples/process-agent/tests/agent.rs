@@ -273,6 +273,12 @@ fn init_container_completes_before_the_app_starts() {
             .is_some_and(|id| id.starts_with("process://")),
         "the container ID carries the runtime's own name: {app:#}"
     );
+    // No sandbox: the pod IP is the node's (when the node has one; see NodeBuilder::node_ips).
+    assert_eq!(
+        pod["status"]["podIP"], pod["status"]["hostIP"],
+        "{:#}",
+        pod["status"]
+    );
     let read = agent.wait_for("the app's copy of the init container's file", |a| {
         a.read("seen").filter(|s| !s.is_empty())
     });
