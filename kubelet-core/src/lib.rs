@@ -22,6 +22,7 @@ pub mod cache;
 pub mod cm;
 pub mod config;
 pub mod container;
+pub mod error;
 pub mod expansion;
 pub mod fieldpath;
 pub mod kubelet;
@@ -46,4 +47,5 @@ pub mod volume;
 #[cfg(any(test, feature = "test-util"))]
 pub mod testing;
 
+pub use error::{Error, Result};
 pub use pod::{PodExt, PodUid};

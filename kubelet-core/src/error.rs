@@ -1,0 +1,86 @@
+//! [`Error`]: the crate's one error type. Each module keeps the precise error of its own API
+//! (what a caller matches on); every one of them converts into this enum with `?`, so code that
+//! only reports errors can use [`Result`] across modules.
+
+/// Any error of this crate, by the module it comes from; the message and the source chain are
+/// the module error's.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A container runtime call failed ([`crate::runtime::Error`]).
+    #[error(transparent)]
+    Runtime(#[from] crate::runtime::Error),
+    /// A container's environment, mounts or hostname could not be resolved.
+    #[error(transparent)]
+    RunContainerOptions(#[from] crate::runtime::RunContainerOptionsError),
+    /// Syncing a pod failed.
+    #[error(transparent)]
+    Sync(#[from] crate::sync::Error),
+    /// Housekeeping failed.
+    #[error(transparent)]
+    Cleanup(#[from] crate::sync::CleanupError),
+    /// The sync loop is not healthy.
+    #[error(transparent)]
+    SyncLoop(#[from] crate::kubelet::sync_loop::Unhealthy),
+    /// A volume could not be set up or torn down.
+    #[error(transparent)]
+    Volume(#[from] crate::volume::Error),
+    /// A static pod manifest could not be read or decoded.
+    #[error(transparent)]
+    StaticPod(#[from] crate::config::static_pod::Error),
+    /// A pod failed validation.
+    #[error(transparent)]
+    Validation(#[from] crate::config::validate::ValidationErrors),
+    /// A pod source's channel is closed.
+    #[error(transparent)]
+    SourceClosed(#[from] crate::config::channel::SourceClosed),
+    /// A container's environment could not be built.
+    #[error(transparent)]
+    Env(#[from] crate::kubelet::env::Error),
+    /// A pod's hostname or domain is invalid.
+    #[error(transparent)]
+    Hostname(#[from] crate::kubelet::hosts::Error),
+    /// A lifecycle hook failed.
+    #[error(transparent)]
+    Hook(#[from] crate::lifecycle::HookError),
+    /// `runAsNonRoot` cannot be verified or is violated.
+    #[error(transparent)]
+    NonRoot(#[from] crate::kuberuntime::security::NonRootError),
+    /// A cgroup operation failed.
+    #[error(transparent)]
+    Cgroup(#[from] crate::cm::Error),
+    /// A ConfigMap, Secret or other object could not be read.
+    #[error(transparent)]
+    Object(#[from] crate::objects::Error),
+    /// A downward API field path is invalid.
+    #[error(transparent)]
+    FieldPath(#[from] crate::fieldpath::Error),
+    /// A named container port does not exist.
+    #[error(transparent)]
+    Port(#[from] crate::container::PortError),
+    /// A pod sysctl is not allowed.
+    #[error(transparent)]
+    Sysctl(#[from] crate::sysctl::Error),
+    /// A resource quantity is invalid.
+    #[error(transparent)]
+    Resource(#[from] crate::resources::Error),
+}
+
+/// `Result` with this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn module_errors_convert_and_keep_their_message() {
+        fn fails() -> Result<()> {
+            Err(crate::runtime::Error::NotFound("container abc".into()))?;
+            Ok(())
+        }
+        let e = fails().expect_err("fails");
+        assert!(matches!(e, Error::Runtime(_)), "{e:?}");
+        assert_eq!(e.to_string(), "not found: container abc");
+    }
+}
