@@ -7,7 +7,7 @@
 //!
 //! ```no_run
 //! use kubelet::NodeBuilder;
-//! # fn my_runtime(_: kubelet_core::probe::Results) -> kubelet_core::testing::FakeRuntime { unimplemented!() }
+//! # fn my_runtime(_: kubelet_core::probe::Results) -> kubelet_core::testing::FakeRuntime { kubelet_core::testing::FakeRuntime::new() }
 //! # async fn demo() -> Result<(), kubelet::Error> {
 //! let node = NodeBuilder::new(|ctx: &kubelet::RuntimeContext| {
 //!     Ok::<_, std::convert::Infallible>(my_runtime(ctx.probe_results.clone()))
