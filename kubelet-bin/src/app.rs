@@ -37,6 +37,16 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         }
         None => info!("no --pod-manifest-path: running with no static pods"),
     }
+    match &settings.cluster.kubeconfig {
+        Some(path) => {
+            let config = kubelet::cluster::client::load_kubeconfig(path)
+                .await
+                .context("--kubeconfig")?;
+            info!(server = %config.cluster_url, "joining the cluster");
+            builder = builder.cluster(settings.cluster.options(config));
+        }
+        None => info!("no --kubeconfig: running standalone"),
+    }
     if let Some(addr) = settings.healthz {
         builder = builder.healthz_addr(addr);
     }
@@ -50,6 +60,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
                 format!("--container-runtime-endpoint {}", settings.runtime_endpoint)
             }
             kubelet::Error::Bind { .. } => "starting the endpoints".to_owned(),
+            kubelet::Error::Cluster(_) => "--kubeconfig".to_owned(),
         };
         anyhow::Error::new(e).context(context)
     })?;

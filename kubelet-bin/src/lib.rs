@@ -25,6 +25,7 @@
 //! ([`NodeBuilder::evented_pleg`]); `cri` (default) builds the `kubelet` binary's CRI
 //! runtime. Without them the library pulls in no gRPC.
 
+pub mod cluster;
 pub mod duration;
 pub mod node;
 #[cfg(feature = "containerd")]

@@ -5,6 +5,7 @@
 //! `--pod-manifest-path` until SIGTERM/SIGINT. Pods keep running when it stops, as upstream.
 
 mod app;
+mod cluster_settings;
 use kubelet::duration;
 mod pod_runtime;
 mod settings;

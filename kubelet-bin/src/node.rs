@@ -13,6 +13,7 @@
 //! | probes | `kubelet_probe::Manager` | [`no_probes`](NodeBuilder::no_probes) |
 //! | admission | the sysctl check | [`admit_handler`](NodeBuilder::admit_handler) |
 //! | cgroups | `cm::Noop` | [`cgroups`](NodeBuilder::cgroups) |
+//! | cluster mode | standalone | [`cluster`](NodeBuilder::cluster) |
 //! | endpoints | none | [`healthz_addr`](NodeBuilder::healthz_addr), [`read_only_addr`](NodeBuilder::read_only_addr) |
 //!
 //! The core wiring (pod config, pod workers, sync loop…) is
@@ -44,6 +45,7 @@ use kubelet_status::LocalStatusManager;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::cluster::{Cluster, ClusterOptions};
 use crate::server::{self, ServerState};
 
 /// Any error a runtime constructor returns.
@@ -75,6 +77,9 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// Cluster mode could not start (kubeconfig, API client).
+    #[error(transparent)]
+    Cluster(#[from] crate::cluster::Error),
 }
 
 /// What the runtime constructor gets (see [`NodeBuilder::new`]).
@@ -120,6 +125,7 @@ pub struct NodeBuilder {
     healthz_addr: Option<SocketAddr>,
     read_only_addr: Option<SocketAddr>,
     drain_timeout: Duration,
+    cluster: Option<ClusterOptions>,
 }
 
 impl std::fmt::Debug for NodeBuilder {
@@ -132,6 +138,7 @@ impl std::fmt::Debug for NodeBuilder {
             .field("admit_handlers", &self.admit.len())
             .field("healthz_addr", &self.healthz_addr)
             .field("read_only_addr", &self.read_only_addr)
+            .field("cluster", &self.cluster.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -190,6 +197,7 @@ impl NodeBuilder {
             healthz_addr: None,
             read_only_addr: None,
             drain_timeout: Duration::from_secs(10),
+            cluster: None,
         }
     }
 
@@ -321,6 +329,13 @@ impl NodeBuilder {
         self
     }
 
+    /// Joins a cluster: pods also come from the API server (source `api`), and the node
+    /// keeps its Lease (see [`cluster`](crate::cluster)). Default: standalone.
+    pub fn cluster(mut self, options: ClusterOptions) -> Self {
+        self.cluster = Some(options);
+        self
+    }
+
     /// Builds the node: creates the root directory, the runtime and every manager, and
     /// binds the endpoints. Nothing runs until [`Node::spawn`] or [`Node::run_until`].
     pub async fn build(mut self) -> Result<Node, Error> {
@@ -334,6 +349,11 @@ impl NodeBuilder {
                 path: self.root_dir.clone(),
                 source,
             })?;
+        let cluster = self
+            .cluster
+            .take()
+            .map(|options| Cluster::new(options, self.node_name.clone()))
+            .transpose()?;
         let token = CancellationToken::new();
         let tracker = TaskTracker::new();
 
@@ -427,6 +447,9 @@ impl NodeBuilder {
                 FileSource::new(path, self.node_name).check_frequency(self.file_check_frequency),
             ));
         }
+        if let Some(cluster) = &cluster {
+            kubelet = kubelet.source(Box::new(cluster.pod_source()));
+        }
         for source in self.sources {
             kubelet = kubelet.source(source);
         }
@@ -456,6 +479,7 @@ impl NodeBuilder {
             pleg_task: Some(pleg_task),
             servers,
             drain_timeout: self.drain_timeout,
+            cluster,
         })
     }
 }

@@ -88,6 +88,9 @@ pub struct Flags {
     /// Pod cgroup, CPU limit and DNS flags.
     #[command(flatten)]
     pub pod_runtime: crate::pod_runtime::Flags,
+    /// Cluster mode flags (`--kubeconfig`, the API client's limits).
+    #[command(flatten)]
+    pub cluster: crate::cluster_settings::Flags,
 }
 
 /// The subset of `KubeletConfiguration` this kubelet reads (same field names).
@@ -108,6 +111,8 @@ struct ConfigFile {
     crash_loop_back_off: Option<CrashLoopBackOffConfig>,
     #[serde(flatten)]
     pod_runtime: crate::pod_runtime::ConfigFile,
+    #[serde(flatten)]
+    cluster: crate::cluster_settings::ConfigFile,
     #[serde(flatten)]
     other: std::collections::BTreeMap<String, serde_json::Value>,
 }
@@ -163,6 +168,8 @@ pub struct Settings {
     pub ignored_config_fields: Vec<String>,
     /// Pod cgroup, CPU limit and DNS settings.
     pub pod_runtime: crate::pod_runtime::Settings,
+    /// Cluster mode settings (standalone without a kubeconfig).
+    pub cluster: crate::cluster_settings::Settings,
 }
 
 /// A bad flag or config value; the binary exits with [`EXIT_USAGE`].
@@ -373,6 +380,7 @@ impl Settings {
             verbosity: flags.verbosity,
             ignored_config_fields: file.other.into_keys().collect(),
             pod_runtime: crate::pod_runtime::Settings::merge(flags.pod_runtime, file.pod_runtime)?,
+            cluster: crate::cluster_settings::Settings::merge(flags.cluster, file.cluster)?,
         })
     }
 }

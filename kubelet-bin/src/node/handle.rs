@@ -13,6 +13,7 @@ use kubelet_status::LocalStatusManager;
 use tracing::{info, warn};
 
 use super::{Error, Task};
+use crate::cluster::Cluster;
 
 /// An endpoint, bound and not yet serving.
 pub(super) struct Server {
@@ -50,6 +51,7 @@ pub struct Node {
     pub(super) pleg_task: Option<Task>,
     pub(super) servers: Vec<Server>,
     pub(super) drain_timeout: Duration,
+    pub(super) cluster: Option<Cluster>,
 }
 
 impl std::fmt::Debug for Node {
@@ -71,6 +73,9 @@ impl Node {
         self.service.spawn().await;
         if let Some(pleg) = self.pleg_task.take() {
             tracker.spawn(pleg);
+        }
+        if let Some(cluster) = &mut self.cluster {
+            cluster.spawn(&tracker, &token);
         }
         for server in &mut self.servers {
             let Some((listener, router)) = server.listener.take() else {
@@ -110,6 +115,11 @@ impl Node {
         shutdown.await;
         info!("shutting down; pods keep running");
         self.stop().await
+    }
+
+    /// The cluster mode, if the node joined a cluster.
+    pub fn cluster(&self) -> Option<&Cluster> {
+        self.cluster.as_ref()
     }
 
     /// The desired pods.

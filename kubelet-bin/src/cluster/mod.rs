@@ -1,0 +1,177 @@
+//! Cluster mode: the kubelet as a node of an API server (upstream `cmd/kubelet/app/server.go`
+//! `RunKubelet` with a kubeconfig, and the parts of `pkg/kubelet/kubelet.go` that need the
+//! API: the `api` pod source, the node Lease, node status, mirror pods, status sync, events).
+//!
+//! [`NodeBuilder::cluster`](crate::NodeBuilder::cluster) takes [`ClusterOptions`]; the
+//! builder turns them into a [`Cluster`] (the [`ApiClients`] and the options) at build time
+//! and starts the cluster tasks when the node is spawned. Without it the node is standalone.
+
+pub mod client;
+pub mod lease;
+pub mod pod_source;
+pub mod rate_limit;
+#[cfg(test)]
+mod test_api;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+pub use client::ApiClients;
+pub use pod_source::ApiPodSource;
+pub use rate_limit::Limits;
+
+/// Why cluster mode could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The kubeconfig file could not be read or has no usable current context.
+    #[error("kubeconfig {path}: {message}")]
+    Kubeconfig {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// A client setting is invalid.
+    #[error("API client config: {0}")]
+    Config(String),
+    /// The API client could not be built (e.g. its TLS settings).
+    #[error("building the API client: {0}")]
+    Client(#[source] kube::Error),
+}
+
+/// Upstream's `nodeLeaseDurationSeconds` default.
+pub const DEFAULT_NODE_LEASE_DURATION: Duration = Duration::from_secs(40);
+/// Upstream's `nodeStatusUpdateFrequency` default.
+pub const DEFAULT_NODE_STATUS_UPDATE_FREQUENCY: Duration = Duration::from_secs(10);
+
+/// How the node joins its cluster (see [`NodeBuilder::cluster`](crate::NodeBuilder::cluster)).
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct ClusterOptions {
+    connection: Connection,
+    /// Rate limit of the main client (`kubeAPIQPS` 50, `kubeAPIBurst` 100).
+    pub api_limits: Limits,
+    /// How long the node Lease lasts (`nodeLeaseDurationSeconds`, 40 s); it is renewed every
+    /// quarter of it.
+    pub node_lease_duration: Duration,
+    /// How often the node status is computed (`nodeStatusUpdateFrequency`, 10 s); also the
+    /// heartbeat client's timeout when shorter than the lease.
+    pub node_status_update_frequency: Duration,
+}
+
+#[derive(Clone, Debug)]
+enum Connection {
+    Config(Box<kube::Config>),
+    Clients(ApiClients),
+}
+
+impl ClusterOptions {
+    /// Joins the cluster of `config` (e.g. [`client::load_kubeconfig`]) with upstream's
+    /// defaults.
+    pub fn new(config: kube::Config) -> Self {
+        Self::with_connection(Connection::Config(Box::new(config)))
+    }
+
+    /// Uses these clients as they are (no rate limit or User-Agent added), e.g. a
+    /// `kube::Client` over a fake API server in tests.
+    pub fn with_clients(clients: ApiClients) -> Self {
+        Self::with_connection(Connection::Clients(clients))
+    }
+
+    fn with_connection(connection: Connection) -> Self {
+        Self {
+            connection,
+            api_limits: Limits::default(),
+            node_lease_duration: DEFAULT_NODE_LEASE_DURATION,
+            node_status_update_frequency: DEFAULT_NODE_STATUS_UPDATE_FREQUENCY,
+        }
+    }
+
+    /// Sets the main client's rate limit.
+    #[must_use]
+    pub fn api_limits(mut self, limits: Limits) -> Self {
+        self.api_limits = limits;
+        self
+    }
+
+    /// Sets the node Lease's duration.
+    #[must_use]
+    pub fn node_lease_duration(mut self, duration: Duration) -> Self {
+        self.node_lease_duration = duration;
+        self
+    }
+
+    /// Sets the node status update frequency.
+    #[must_use]
+    pub fn node_status_update_frequency(mut self, every: Duration) -> Self {
+        self.node_status_update_frequency = every;
+        self
+    }
+
+    /// The heartbeat client's timeout (upstream: the smaller of the node status update
+    /// frequency and the lease duration).
+    pub fn heartbeat_timeout(&self) -> Duration {
+        self.node_status_update_frequency
+            .min(self.node_lease_duration)
+    }
+}
+
+/// A node's cluster mode, built: its clients and options. Its tasks start with the node.
+#[derive(Debug)]
+pub struct Cluster {
+    /// The API clients.
+    pub clients: ApiClients,
+    /// The options it was built from.
+    pub options: ClusterOptions,
+    node_name: String,
+    started: bool,
+}
+
+impl Cluster {
+    /// Builds the clients of `options` for node `node_name`.
+    pub fn new(options: ClusterOptions, node_name: impl Into<String>) -> Result<Self, Error> {
+        let clients = match &options.connection {
+            Connection::Config(config) => ApiClients::new(
+                (**config).clone(),
+                options.api_limits,
+                options.heartbeat_timeout(),
+            )?,
+            Connection::Clients(clients) => clients.clone(),
+        };
+        Ok(Self {
+            clients,
+            options,
+            node_name: node_name.into(),
+            started: false,
+        })
+    }
+
+    /// The node's name in the API.
+    pub fn node_name(&self) -> &str {
+        &self.node_name
+    }
+
+    /// The `api` pod source of this node, over the main client.
+    pub fn pod_source(&self) -> ApiPodSource {
+        ApiPodSource::new(self.clients.client.clone(), self.node_name.clone())
+    }
+
+    /// Starts the cluster tasks on `tracker`, each stopping with `token`. Calling it again
+    /// does nothing.
+    pub fn spawn(&mut self, tracker: &TaskTracker, token: &CancellationToken) {
+        if std::mem::replace(&mut self.started, true) {
+            return;
+        }
+        tracker.spawn(
+            lease::Controller::new(
+                self.clients.heartbeat.clone(),
+                self.node_name.clone(),
+                self.options.node_lease_duration,
+            )
+            .run(token.child_token()),
+        );
+    }
+}

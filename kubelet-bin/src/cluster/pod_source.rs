@@ -1,0 +1,181 @@
+//! The `api` pod source: the pods bound to this node, listed and watched from the API
+//! server (upstream `pkg/kubelet/config/apiserver.go` `NewSourceApiserver`: a reflector with
+//! `fieldSelector=spec.nodeName=<node>` over all namespaces into an `UndeltaStore`).
+//!
+//! As upstream, every change sends the full set of the node's pods as one
+//! [`Operation::Set`], and the merge in `kubelet_core::config` turns it into adds, updates,
+//! deletes and removes:
+//! - The first `Set` goes out when the first list is complete, which marks the source as
+//!   seen (`SourcesReady` waits for it, so housekeeping kills nothing before).
+//! - A relist (a watch that expired with 410 Gone, or a restart after errors) is buffered
+//!   until it is complete and then sent as one `Set`: pods that still exist are unchanged
+//!   for the merge, so a relist kills nothing.
+//! - Events that are already queued are applied together and cost one `Set` (coalescing).
+//! - Failed lists and watches are retried with kube's default backoff (800 ms doubling to
+//!   30 s with jitter, reset after 2 min quiet), the reflector's own numbers.
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use futures::{FutureExt, Stream, StreamExt};
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use kubelet_core::config::{API_SERVER_SOURCE, Operation, PodSource, PodUpdate};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+/// Pods bound to one node, from the API server; a [`PodSource`] named `api`.
+#[derive(Clone)]
+pub struct ApiPodSource {
+    client: kube::Client,
+    node_name: String,
+}
+
+impl std::fmt::Debug for ApiPodSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiPodSource")
+            .field("node_name", &self.node_name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ApiPodSource {
+    /// The pods of node `node_name`, through `client` (the main, rate-limited client).
+    pub fn new(client: kube::Client, node_name: impl Into<String>) -> Self {
+        Self {
+            client,
+            node_name: node_name.into(),
+        }
+    }
+
+    /// The watcher's config: this node's pods, the first list from the watch cache
+    /// (upstream's reflector lists at resourceVersion 0).
+    pub fn watcher_config(&self) -> watcher::Config {
+        watcher::Config::default()
+            .fields(&format!("spec.nodeName={}", self.node_name))
+            .any_semantic()
+    }
+}
+
+#[async_trait]
+impl PodSource for ApiPodSource {
+    fn name(&self) -> &str {
+        API_SERVER_SOURCE
+    }
+
+    async fn run(self: Box<Self>, updates: mpsc::Sender<PodUpdate>, token: CancellationToken) {
+        info!(node = %self.node_name, "watching the API server for this node's pods");
+        let config = self.watcher_config();
+        let pods: Api<Pod> = Api::all(self.client);
+        let events = watcher::watcher(pods, config).default_backoff();
+        forward(events, updates, token).await;
+    }
+}
+
+/// The pods the source holds: the last complete set plus the watch events since.
+#[derive(Debug, Default)]
+struct Store {
+    pods: BTreeMap<String, Pod>,
+    /// A relist in progress: its pods so far.
+    relisting: Option<BTreeMap<String, Pod>>,
+    /// Whether a complete list has been seen.
+    listed: bool,
+}
+
+fn key(pod: &Pod) -> String {
+    format!(
+        "{}/{}",
+        pod.metadata.namespace.as_deref().unwrap_or_default(),
+        pod.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+impl Store {
+    /// Applies one event; `true` when the set the kubelet should see changed.
+    fn apply(&mut self, event: Event<Pod>) -> bool {
+        match event {
+            Event::Init => {
+                self.relisting = Some(BTreeMap::new());
+                false
+            }
+            Event::InitApply(pod) => {
+                self.relisting
+                    .get_or_insert_with(BTreeMap::new)
+                    .insert(key(&pod), pod);
+                false
+            }
+            Event::InitDone => {
+                self.pods = self.relisting.take().unwrap_or_default();
+                self.listed = true;
+                true
+            }
+            Event::Apply(pod) => {
+                self.pods.insert(key(&pod), pod);
+                self.listed
+            }
+            Event::Delete(pod) => self.pods.remove(&key(&pod)).is_some() && self.listed,
+        }
+    }
+
+    fn snapshot(&self) -> Vec<Pod> {
+        self.pods.values().cloned().collect()
+    }
+}
+
+/// Turns watch events into `Set`s on `updates` until `token` is cancelled, the events end or
+/// the kubelet stops listening.
+pub(crate) async fn forward<S>(
+    events: S,
+    updates: mpsc::Sender<PodUpdate>,
+    token: CancellationToken,
+) where
+    S: Stream<Item = Result<Event<Pod>, watcher::Error>> + Send,
+{
+    let mut events = std::pin::pin!(events);
+    let mut store = Store::default();
+    loop {
+        let first = tokio::select! {
+            biased;
+            () = token.cancelled() => return,
+            event = events.next() => event,
+        };
+        let mut changed = false;
+        let mut next = first;
+        // Apply what is queued already, then send one set.
+        loop {
+            match next {
+                None => return,
+                Some(Ok(event)) => changed |= store.apply(event),
+                Some(Err(e)) => {
+                    warn!(error = %e, "watching this node's pods failed; retrying with backoff")
+                }
+            }
+            match events.next().now_or_never() {
+                Some(event) => next = event,
+                None => break,
+            }
+        }
+        if !changed {
+            continue;
+        }
+        let pods = store.snapshot();
+        debug!(pods = pods.len(), "pods from the API server");
+        let update = PodUpdate {
+            pods,
+            op: Operation::Set,
+            source: API_SERVER_SOURCE.to_owned(),
+        };
+        tokio::select! {
+            biased;
+            () = token.cancelled() => return,
+            sent = updates.send(update) => if sent.is_err() { return },
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "pod_source_tests.rs"]
+mod tests;

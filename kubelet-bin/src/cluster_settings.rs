@@ -1,0 +1,192 @@
+//! Flags and `KubeletConfiguration` fields of cluster mode (upstream `--kubeconfig`,
+//! `--kube-api-qps`, `--kube-api-burst`, `--node-status-update-frequency`, and the fields
+//! `kubeAPIQPS`, `kubeAPIBurst`, `nodeLeaseDurationSeconds`, `nodeStatusUpdateFrequency`),
+//! merged as the other settings: defaults < file < flags. Without `--kubeconfig` the kubelet
+//! is standalone.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use kubelet::cluster::{self, ClusterOptions, Limits};
+use serde::Deserialize;
+
+use crate::duration;
+use crate::settings::UsageError;
+
+/// client-go's QPS when the configured one is 0 (`rest.DefaultQPS`).
+const CLIENT_GO_DEFAULT_QPS: f32 = 5.0;
+/// client-go's burst when the configured one is 0 (`rest.DefaultBurst`).
+const CLIENT_GO_DEFAULT_BURST: u32 = 10;
+
+/// The flags of this module.
+#[derive(Debug, Default, clap::Args)]
+#[group(id = "cluster")]
+pub struct Flags {
+    /// Kubeconfig of the API server to join; without it the kubelet is standalone.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Requests per second to the API server (default 50; 0: client-go's 5; negative: no limit).
+    #[arg(long, allow_negative_numbers = true)]
+    pub kube_api_qps: Option<i32>,
+    /// Requests at once to the API server (default 100).
+    #[arg(long)]
+    pub kube_api_burst: Option<i32>,
+    /// How often the node status is computed and posted when changed (default 10s).
+    #[arg(long, value_parser = duration::parse)]
+    pub node_status_update_frequency: Option<Duration>,
+}
+
+/// The `KubeletConfiguration` fields of this module.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigFile {
+    #[serde(rename = "kubeAPIQPS")]
+    kube_api_qps: Option<i32>,
+    #[serde(rename = "kubeAPIBurst")]
+    kube_api_burst: Option<i32>,
+    node_lease_duration_seconds: Option<i32>,
+    node_status_update_frequency: Option<String>,
+}
+
+/// Merged cluster settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Settings {
+    /// `--kubeconfig`; `None`: standalone.
+    pub kubeconfig: Option<PathBuf>,
+    /// The main API client's rate limit.
+    pub api_limits: Limits,
+    /// `nodeLeaseDurationSeconds`.
+    pub node_lease_duration: Duration,
+    /// `nodeStatusUpdateFrequency`.
+    pub node_status_update_frequency: Duration,
+}
+
+impl Settings {
+    /// Merges `flags` over `file`; errors name the flag or field.
+    pub fn merge(flags: Flags, file: ConfigFile) -> Result<Self, UsageError> {
+        let qps = flags.kube_api_qps.or(file.kube_api_qps);
+        let burst = flags.kube_api_burst.or(file.kube_api_burst);
+        let api_limits = limits(qps, burst)?;
+        let lease_seconds = file
+            .node_lease_duration_seconds
+            .unwrap_or(cluster::DEFAULT_NODE_LEASE_DURATION.as_secs() as i32);
+        let node_lease_duration = u64::try_from(lease_seconds)
+            .ok()
+            .filter(|s| *s > 0)
+            .map(Duration::from_secs)
+            .ok_or_else(|| UsageError("nodeLeaseDurationSeconds must be greater than 0".into()))?;
+        let node_status_update_frequency = match flags.node_status_update_frequency {
+            Some(d) => d,
+            None => match file.node_status_update_frequency.as_deref() {
+                Some(v) => duration::parse(v)
+                    .map_err(|e| UsageError(format!("nodeStatusUpdateFrequency: {e}")))?,
+                None => cluster::DEFAULT_NODE_STATUS_UPDATE_FREQUENCY,
+            },
+        };
+        if node_status_update_frequency.is_zero() {
+            return Err(UsageError(
+                "--node-status-update-frequency must be greater than 0".into(),
+            ));
+        }
+        Ok(Self {
+            kubeconfig: flags.kubeconfig,
+            api_limits,
+            node_lease_duration,
+            node_status_update_frequency,
+        })
+    }
+
+    /// The builder options of a kubelet joining the cluster of `config`.
+    pub fn options(&self, config: kube::Config) -> ClusterOptions {
+        ClusterOptions::new(config)
+            .api_limits(self.api_limits)
+            .node_lease_duration(self.node_lease_duration)
+            .node_status_update_frequency(self.node_status_update_frequency)
+    }
+}
+
+/// The client's limits as client-go reads them: unset is the kubelet's default, 0 is
+/// client-go's default, a negative QPS disables the limit.
+fn limits(qps: Option<i32>, burst: Option<i32>) -> Result<Limits, UsageError> {
+    let burst = match burst {
+        None => Limits::DEFAULT_BURST,
+        Some(0) => CLIENT_GO_DEFAULT_BURST,
+        Some(b) => u32::try_from(b)
+            .map_err(|_| UsageError("--kube-api-burst must not be negative".into()))?,
+    };
+    let qps = match qps {
+        None => Limits::DEFAULT_QPS,
+        Some(0) => CLIENT_GO_DEFAULT_QPS,
+        Some(q) if q < 0 => return Ok(Limits::UNLIMITED),
+        Some(q) => q as f32,
+    };
+    Ok(Limits { qps, burst })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(yaml: &str) -> ConfigFile {
+        serde_saphyr::from_str(yaml).expect("valid yaml")
+    }
+
+    #[test]
+    fn defaults_are_upstreams() {
+        let s = Settings::merge(Flags::default(), ConfigFile::default()).expect("valid");
+        assert_eq!(s.kubeconfig, None);
+        assert_eq!(
+            s.api_limits,
+            Limits {
+                qps: 50.0,
+                burst: 100
+            }
+        );
+        assert_eq!(s.node_lease_duration, Duration::from_secs(40));
+        assert_eq!(s.node_status_update_frequency, Duration::from_secs(10));
+    }
+
+    #[test]
+    fn config_fields_with_flags_on_top() {
+        let cfg = file(
+            "kubeAPIQPS: 20\nkubeAPIBurst: 30\nnodeLeaseDurationSeconds: 60\nnodeStatusUpdateFrequency: 4s\n",
+        );
+        let flags = Flags {
+            kube_api_qps: Some(7),
+            ..Flags::default()
+        };
+        let s = Settings::merge(flags, cfg).expect("valid");
+        assert_eq!(
+            s.api_limits,
+            Limits {
+                qps: 7.0,
+                burst: 30
+            }
+        );
+        assert_eq!(s.node_lease_duration, Duration::from_secs(60));
+        assert_eq!(s.node_status_update_frequency, Duration::from_secs(4));
+    }
+
+    #[test]
+    fn client_go_reads_zero_as_its_default_and_negative_as_unlimited() {
+        assert_eq!(
+            limits(Some(0), Some(0)).expect("valid"),
+            Limits {
+                qps: 5.0,
+                burst: 10
+            }
+        );
+        assert!(!limits(Some(-1), None).expect("valid").is_limited());
+        assert!(limits(None, Some(-1)).is_err());
+    }
+
+    #[test]
+    fn bad_values_name_the_field() {
+        let err = Settings::merge(Flags::default(), file("nodeLeaseDurationSeconds: 0\n"))
+            .expect_err("bad");
+        assert!(err.0.contains("nodeLeaseDurationSeconds"), "{}", err.0);
+        let err = Settings::merge(Flags::default(), file("nodeStatusUpdateFrequency: soon\n"))
+            .expect_err("bad");
+        assert!(err.0.contains("nodeStatusUpdateFrequency"), "{}", err.0);
+    }
+}
