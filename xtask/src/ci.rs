@@ -1,5 +1,9 @@
-//! `cargo xtask ci`: packages, fmt, clippy, doc and tests, in that order, stopping at the first
-//! failure. `.ci/run` calls exactly this.
+//! `cargo xtask ci`: packages, apiserver, fmt, clippy, doc and tests, in that order, stopping at
+//! the first failure. `.ci/run` calls exactly this.
+//!
+//! The apiserver step builds the real kube-apiserver when it is not cached (10-15 min once), and
+//! the test step runs with [`apiserver::REQUIRE_ENV`] set, so end-to-end tests that need the
+//! server fail instead of skipping.
 
 use std::{
     env,
@@ -9,7 +13,7 @@ use std::{
 };
 
 use anyhow::{Context, Result, bail};
-use xtask::{project_root, testbed};
+use xtask::{apiserver, project_root, testbed};
 
 /// A cargo invocation that is one CI step.
 struct Step {
@@ -50,7 +54,7 @@ const STEPS: &[Step] = &[
 
 pub(crate) fn run() -> Result<()> {
     let started = Instant::now();
-    let total = STEPS.len() + 1;
+    let total = STEPS.len() + 2;
     header(
         1,
         total,
@@ -58,6 +62,14 @@ pub(crate) fn run() -> Result<()> {
         "apt-get install, only what is missing",
     );
     testbed::ensure_packages().context("ci step `packages` failed")?;
+    header(
+        2,
+        total,
+        "apiserver",
+        "build kube-apiserver for the end-to-end tests unless cached",
+    );
+    let binary = apiserver::ensure_built().context("ci step `apiserver` failed")?;
+    println!("--- apiserver ok: {}", binary.display());
 
     let mut counts = Counts::default();
     for (i, step) in STEPS.iter().enumerate() {
@@ -72,7 +84,11 @@ pub(crate) fn run() -> Result<()> {
             cmd.env("RUSTDOCFLAGS", all.trim());
             shown = format!("RUSTDOCFLAGS='{flags}' {shown}");
         }
-        header(i + 2, total, step.name, &shown);
+        if step.name == "test" {
+            cmd.env(apiserver::REQUIRE_ENV, "1");
+            shown = format!("{}=1 {shown}", apiserver::REQUIRE_ENV);
+        }
+        header(i + 3, total, step.name, &shown);
         let step_started = Instant::now();
         let ok = if step.name == "test" {
             run_counting(&mut cmd, &mut counts)?

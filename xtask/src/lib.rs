@@ -4,9 +4,11 @@
 //!
 //! - [`testbed`]: a private containerd (CRI, CNI bridge, local images) per directory, cleaned up
 //!   on drop, and [`testbed::ensure_packages`] for the Debian packages it needs;
+//! - [`apiserver`]: a real kube-apiserver + etcd per test ([`apiserver::Cluster`]), built once
+//!   from Debian's source package by `cargo xtask apiserver`;
 //! - [`images`]: busybox and pause images built as OCI layout tarballs, no registry needed.
 //!
-//! The `cargo xtask` binary (`testbed up`, `images`, `demo`, `ci`, `bench`) is built on these.
+//! The `cargo xtask` binary (`testbed up`, `images`, `apiserver`, `demo`, `ci`, `bench`) is built on these.
 //!
 //! ```no_run
 //! # fn main() -> anyhow::Result<()> {
@@ -17,6 +19,7 @@
 //! # }
 //! ```
 
+pub mod apiserver;
 pub mod images;
 pub mod testbed;
 mod util;

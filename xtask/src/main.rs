@@ -8,7 +8,7 @@ use std::{path::PathBuf, process::ExitCode, sync::mpsc, time::Instant};
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
-use xtask::{images, target_dir, testbed};
+use xtask::{apiserver, images, target_dir, testbed};
 
 #[derive(Parser)]
 #[command(
@@ -31,13 +31,16 @@ enum Cmd {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
+    /// Build kube-apiserver v1.20.2 from Debian's source package for the end-to-end tests, once:
+    /// cached in ~/.cache/rust-kubelet (needs root for apt; 10-15 min cold).
+    Apiserver,
     /// Run examples/manifests as static pods with the kubelet on a private containerd.
     Demo {
         /// Use this kubelet binary instead of building package kubelet-bin.
         #[arg(long)]
         kubelet: Option<PathBuf>,
     },
-    /// What CI runs: packages, fmt, clippy, doc, tests; stops at the first failure.
+    /// What CI runs: packages, apiserver, fmt, clippy, doc, tests; stops at the first failure.
     Ci,
     /// Pod start latency and memory of the release kubelet against a raw-CRI baseline from the
     /// same run; writes target/bench/bench.md and bench.json.
@@ -78,6 +81,15 @@ fn run(cmd: Cmd) -> Result<()> {
                 "  {} ({})",
                 tarballs.busybox.display(),
                 images::BUSYBOX_REFS.join(", ")
+            );
+            Ok(())
+        }
+        Cmd::Apiserver => {
+            let binary = apiserver::ensure_built()?;
+            println!(
+                "kube-apiserver {}: {}",
+                apiserver::VERSION,
+                binary.display()
             );
             Ok(())
         }

@@ -1,4 +1,7 @@
-//! Small helpers shared by the library modules: running commands, paths, processes.
+//! Small helpers shared by the library modules: running commands, paths, processes, and
+//! [`apt`] for Debian packages.
+
+pub(crate) mod apt;
 
 use std::{
     env, fs,

@@ -1,0 +1,87 @@
+//! A real kube-apiserver for end-to-end tests: [`build`] makes the binary once from Debian 12's
+//! `kubernetes` source package (`cargo xtask apiserver`), and [`Cluster`] runs it with etcd on
+//! free loopback ports, with the identities a kubelet test needs.
+//!
+//! There is no controller-manager and no scheduler: set `spec.nodeName` on pods yourself. The
+//! server enforces what no fake does: the Node authorizer and the NodeRestriction admission
+//! plugin judge every write of a `system:node:<name>` client.
+//!
+//! # Use from an integration test
+//!
+//! Add `xtask = { path = "../xtask" }` to the crate's `[dev-dependencies]`. [`ClusterBuilder::start`]
+//! blocks (a few seconds; 7–12 s on a loaded machine): from an async test call it through
+//! `tokio::task::spawn_blocking`. Dropping the [`Cluster`] kills both processes and deletes its
+//! directory.
+//!
+//! ```no_run
+//! use xtask::apiserver::Cluster;
+//!
+//! #[tokio::test]
+//! async fn node_registers() -> anyhow::Result<()> {
+//!     // None: the binary is not cached and KUBELET_REQUIRE_APISERVER is unset (printed SKIPPED).
+//!     let Some(cluster) =
+//!         tokio::task::spawn_blocking(|| Cluster::builder().node("node-a").start_or_skip())
+//!             .await??
+//!     else {
+//!         return Ok(());
+//!     };
+//!     let kubeconfig = cluster.node_kubeconfig("node-a")?; // the kubelet's --kubeconfig
+//!     // ... run the kubelet with it, then check as the admin:
+//!     let (status, _node) = cluster.admin_request("GET", "/api/v1/nodes/node-a", None)?;
+//!     assert_eq!(status, 200, "{}", cluster.log_tail());
+//!     Ok(())
+//! }
+//! ```
+//!
+//! # The binary
+//!
+//! [`cached_binary`] finds it at
+//! `${XDG_CACHE_HOME:-~/.cache}/rust-kubelet/kube-apiserver/v1.20.2/kube-apiserver`.
+//! `cargo xtask apiserver` builds it (10–15 min of one core, cold), `cargo xtask ci` does too when
+//! it is missing and then sets [`REQUIRE_ENV`], so that tests needing the server fail instead of
+//! skipping.
+
+pub mod build;
+mod cluster;
+mod files;
+
+use std::{env, path::PathBuf};
+
+pub use build::ensure_built;
+pub use cluster::{Cluster, ClusterBuilder};
+
+/// The Kubernetes version built and run (Debian 12's `kubernetes` 1.20.5+really1.20.2).
+pub const VERSION: &str = "v1.20.2";
+
+/// When this environment variable is set (to anything but empty or `0`), a test that needs the
+/// real API server fails when the binary is missing instead of skipping. `cargo xtask ci` sets it.
+pub const REQUIRE_ENV: &str = "KUBELET_REQUIRE_APISERVER";
+
+/// The cache directory of this version:
+/// `${XDG_CACHE_HOME:-$HOME/.cache}/rust-kubelet/kube-apiserver/v1.20.2`.
+pub fn cache_dir() -> PathBuf {
+    let base = env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")))
+        .unwrap_or_else(|| env::temp_dir().join("cache"));
+    base.join("rust-kubelet")
+        .join("kube-apiserver")
+        .join(VERSION)
+}
+
+/// The path the built binary is cached at (see [`cache_dir`]), whether or not it exists.
+pub fn binary_path() -> PathBuf {
+    cache_dir().join("kube-apiserver")
+}
+
+/// The cached kube-apiserver binary, if `cargo xtask apiserver` has built it.
+pub fn cached_binary() -> Option<PathBuf> {
+    let path = binary_path();
+    path.is_file().then_some(path)
+}
+
+/// Whether [`REQUIRE_ENV`] asks for the real API server (set, not empty, not `0`).
+pub fn required() -> bool {
+    env::var(REQUIRE_ENV).is_ok_and(|v| !v.is_empty() && v != "0")
+}

@@ -1,0 +1,99 @@
+//! The files a [`Cluster`](super::Cluster) is started with and hands out: the static token file,
+//! the service-account key pair and kubeconfigs.
+
+use std::{
+    fmt::Write as _,
+    fs::{self, File},
+    io::Read,
+    path::Path,
+    process::Command,
+};
+
+use anyhow::{Context, Result};
+use serde_json::json;
+
+use crate::util;
+
+/// The admin's user name; it is in group `system:masters`.
+pub(crate) const ADMIN_USER: &str = "admin";
+
+/// A random bearer token: 32 hex digits from `/dev/urandom`.
+pub(crate) fn random_token() -> Result<String> {
+    let mut bytes = [0u8; 16];
+    File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .context("cannot read /dev/urandom")?;
+    Ok(bytes.iter().fold(String::new(), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    }))
+}
+
+/// One line of `--token-auth-file`: `token,user,uid,"group1,group2"`.
+pub(crate) struct TokenEntry<'a> {
+    pub(crate) token: &'a str,
+    pub(crate) user: &'a str,
+    pub(crate) uid: &'a str,
+    pub(crate) groups: &'a [&'a str],
+}
+
+/// Writes the static token file.
+pub(crate) fn write_token_file(path: &Path, entries: &[TokenEntry<'_>]) -> Result<()> {
+    let text: String = entries
+        .iter()
+        .map(|e| {
+            format!(
+                "{},{},{},\"{}\"\n",
+                e.token,
+                e.user,
+                e.uid,
+                e.groups.join(",")
+            )
+        })
+        .collect();
+    fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Generates the service-account signing key (`key`, RSA 2048) and its public half (`public`)
+/// with the `openssl` CLI.
+pub(crate) fn write_service_account_keys(key: &Path, public: &Path) -> Result<()> {
+    util::output(
+        Command::new("openssl")
+            .arg("genrsa")
+            .arg("-out")
+            .arg(key)
+            .arg("2048"),
+    )?;
+    util::output(
+        Command::new("openssl")
+            .args(["rsa", "-pubout", "-in"])
+            .arg(key)
+            .arg("-out")
+            .arg(public),
+    )?;
+    Ok(())
+}
+
+/// Writes a kubeconfig (JSON, which kubectl and kube-rs read as YAML) for `user` with a bearer
+/// token, trusting `ca_file`.
+pub(crate) fn write_kubeconfig(
+    path: &Path,
+    server: &str,
+    ca_file: &Path,
+    user: &str,
+    token: &str,
+) -> Result<()> {
+    let config = json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{
+            "name": "e2e",
+            "cluster": { "server": server, "certificate-authority": ca_file },
+        }],
+        "users": [{ "name": user, "user": { "token": token } }],
+        "contexts": [{ "name": "e2e", "context": { "cluster": "e2e", "user": user } }],
+        "current-context": "e2e",
+    });
+    let text = serde_json::to_string_pretty(&config)?;
+    fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
+}

@@ -1,0 +1,118 @@
+//! The real kube-apiserver fixture: it starts, the admin's kubeconfig works with kubectl, a
+//! node's token authenticates as `system:node:<name>`, and drop kills both processes and removes
+//! the directory. Skipped when the binary is not built (unless KUBELET_REQUIRE_APISERVER is set).
+
+use std::{fs, process::Command};
+
+use anyhow::{Context, Result, ensure};
+use serde_json::json;
+use xtask::apiserver::Cluster;
+
+fn alive(pid: u32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit(") ")
+            .next()
+            .is_some_and(|s| !s.starts_with('Z'))
+    })
+}
+
+/// The pids of processes whose command line mentions `needle`.
+fn pids_mentioning(needle: &str) -> Vec<u32> {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(needle))
+        })
+        .filter(|pid| alive(*pid))
+        .collect()
+}
+
+#[test]
+fn cluster_starts_with_admin_and_node_identities() -> Result<()> {
+    let Some(cluster) = Cluster::builder().node("node-a").start_or_skip()? else {
+        return Ok(());
+    };
+    eprintln!("apiserver fixture started in {:.1?}", cluster.started_in());
+    let log = || cluster.log_tail();
+
+    // The admin kubeconfig works for kubectl.
+    let out = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(cluster.admin_kubeconfig())
+        .args(["get", "nodes", "-o", "json"])
+        .output()
+        .context("cannot run kubectl")?;
+    ensure!(
+        out.status.success(),
+        "kubectl get nodes failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        log()
+    );
+    let nodes: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    ensure!(
+        nodes["items"] == json!([]),
+        "a fresh cluster has no nodes: {nodes}"
+    );
+
+    // The node's token is system:node:node-a in system:nodes.
+    let review = json!({
+        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+        "spec": {"token": cluster.node_token("node-a")?},
+    });
+    let (status, review) = cluster.admin_request(
+        "POST",
+        "/apis/authentication.k8s.io/v1/tokenreviews",
+        Some(&review),
+    )?;
+    ensure!(status == 201, "TokenReview answered {status}: {review}");
+    let user = &review["status"]["user"];
+    ensure!(review["status"]["authenticated"] == true, "{review}");
+    ensure!(user["username"] == "system:node:node-a", "{review}");
+    ensure!(
+        user["groups"]
+            .as_array()
+            .is_some_and(|g| g.contains(&json!("system:nodes"))),
+        "{review}"
+    );
+
+    // What a controller-manager would have created.
+    let (status, sa) = cluster.admin_request(
+        "GET",
+        "/api/v1/namespaces/default/serviceaccounts/default",
+        None,
+    )?;
+    ensure!(status == 200, "default ServiceAccount: {status} {sa}");
+    let (status, cm) = cluster.admin_request(
+        "GET",
+        "/api/v1/namespaces/default/configmaps/kube-root-ca.crt",
+        None,
+    )?;
+    ensure!(status == 200, "kube-root-ca.crt: {status} {cm}");
+    ensure!(
+        cm["data"]["ca.crt"]
+            .as_str()
+            .is_some_and(|ca| ca.contains("BEGIN CERTIFICATE")),
+        "{cm}"
+    );
+    ensure!(
+        cluster.node_token("node-b").is_err(),
+        "an unknown node has no token"
+    );
+
+    // Drop kills etcd and kube-apiserver and removes the directory.
+    let dir = cluster.dir().to_path_buf();
+    let needle = dir.to_string_lossy().into_owned();
+    let pids = pids_mentioning(&needle);
+    ensure!(pids.len() == 2, "etcd and kube-apiserver run: {pids:?}");
+    drop(cluster);
+    ensure!(
+        pids.iter().all(|pid| !alive(*pid)),
+        "processes left: {pids:?}"
+    );
+    ensure!(!dir.exists(), "{} is left", dir.display());
+    Ok(())
+}
