@@ -16,13 +16,9 @@
 //! ```no_run
 //! use xtask::apiserver::Cluster;
 //!
-//! #[tokio::test]
-//! async fn node_registers() -> anyhow::Result<()> {
+//! fn node_registers() -> anyhow::Result<()> {
 //!     // None: the binary is not cached and KUBELET_REQUIRE_APISERVER is unset (printed SKIPPED).
-//!     let Some(cluster) =
-//!         tokio::task::spawn_blocking(|| Cluster::builder().node("node-a").start_or_skip())
-//!             .await??
-//!     else {
+//!     let Some(cluster) = Cluster::builder().node("node-a").start_or_skip()? else {
 //!         return Ok(());
 //!     };
 //!     let kubeconfig = cluster.node_kubeconfig("node-a")?; // the kubelet's --kubeconfig
@@ -32,6 +28,11 @@
 //!     Ok(())
 //! }
 //! ```
+//!
+//! In a `#[tokio::test]`:
+//! `let started = tokio::task::spawn_blocking(|| Cluster::builder().node("node-a").start_or_skip()).await??;`
+//! (`kubelet-bin/tests/apiserver_fixture.rs` does this with a `kube::Client` from the node's
+//! kubeconfig).
 //!
 //! # The binary
 //!

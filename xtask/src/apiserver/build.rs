@@ -175,7 +175,7 @@ fn download_source(work: &Path) -> Result<()> {
 fn deb_src_stanza(sources: &str) -> Option<String> {
     let stanza = sources.split("\n\n").find(|stanza| {
         let lines: Vec<&str> = stanza.lines().map(str::trim).collect();
-        lines.iter().any(|l| *l == "Types: deb")
+        lines.contains(&"Types: deb")
             && lines.iter().any(|l| {
                 l.strip_prefix("URIs:").is_some_and(|uris| {
                     uris.split_whitespace()
