@@ -61,6 +61,9 @@ pub enum Error {
     /// A pod sysctl is not allowed.
     #[error(transparent)]
     Sysctl(#[from] crate::sysctl::Error),
+    /// A mirror pod could not be created or deleted.
+    #[error(transparent)]
+    Mirror(#[from] crate::kubelet::mirror::Error),
     /// A resource quantity is invalid.
     #[error(transparent)]
     Resource(#[from] crate::resources::Error),

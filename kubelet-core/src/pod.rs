@@ -126,6 +126,20 @@ impl PodExt for Pod {
     }
 }
 
+/// `true` for a static pod: one from a source other than the API server (a file or a URL),
+/// which the kubelet runs and the API only mirrors (upstream `kubetypes.IsStaticPod`).
+pub fn is_static_pod(pod: &Pod) -> bool {
+    pod.annotation(crate::config::CONFIG_SOURCE_ANNOTATION)
+        .is_some_and(|source| source != crate::config::API_SERVER_SOURCE)
+}
+
+/// `true` for a mirror pod: the API's copy of a static pod, marked with
+/// `kubernetes.io/config.mirror` (upstream `kubetypes.IsMirrorPod`). The kubelet never runs it.
+pub fn is_mirror_pod(pod: &Pod) -> bool {
+    pod.annotation(crate::config::CONFIG_MIRROR_ANNOTATION)
+        .is_some()
+}
+
 /// Grace period when neither the pod nor a caller says anything (the API default of
 /// `terminationGracePeriodSeconds`).
 pub const DEFAULT_GRACE_PERIOD_SECONDS: i64 = 30;

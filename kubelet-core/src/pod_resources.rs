@@ -182,12 +182,10 @@ pub fn pod_limits(pod: &Pod, with_overhead: bool) -> PodLimits {
 /// Upstream `IsCriticalPod`: static and mirror pods, and pods at or above the system-critical
 /// priority.
 pub fn is_critical_pod(pod: &Pod) -> bool {
-    let static_pod = pod
-        .annotation("kubernetes.io/config.source")
-        .is_some_and(|s| s != "api");
-    let mirror = pod.annotation("kubernetes.io/config.mirror").is_some();
     let priority = pod.spec.as_ref().and_then(|s| s.priority);
-    static_pod || mirror || priority.is_some_and(|p| p >= SYSTEM_CRITICAL_PRIORITY)
+    crate::pod::is_static_pod(pod)
+        || crate::pod::is_mirror_pod(pod)
+        || priority.is_some_and(|p| p >= SYSTEM_CRITICAL_PRIORITY)
 }
 
 /// Upstream `IsNodeCriticalPod`: a critical pod of priority class `system-node-critical`.

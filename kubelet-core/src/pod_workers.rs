@@ -361,6 +361,18 @@ impl PodWorkers {
         self.phase(uid).is_some_and(|p| p != WorkerPhase::Syncing)
     }
 
+    /// `true` while a worker terminates a static pod named `full_name`
+    /// (`<name>_<namespace>`): its mirror pod must stay until then (upstream
+    /// `IsPodForMirrorPodTerminatingByFullName`).
+    pub fn is_pod_for_mirror_pod_terminating_by_full_name(&self, full_name: &str) -> bool {
+        self.pods().values().any(|s| {
+            matches!(s.phase, WorkerPhase::Terminating | WorkerPhase::Terminated)
+                && s.pod
+                    .as_ref()
+                    .is_some_and(|p| crate::pod::is_static_pod(p) && p.full_name() == full_name)
+        })
+    }
+
     /// UIDs of every pod that has a worker record.
     pub fn known_pods(&self) -> HashSet<PodUid> {
         self.pods().keys().cloned().collect()

@@ -336,7 +336,7 @@ impl Storage {
             .iter()
             .filter(|(s, _)| s.as_str() != source)
             .flat_map(|(s, pods)| pods.values().map(move |p| (s.as_str(), p)))
-            .filter(|(_, p)| !is_mirror(p))
+            .filter(|(_, p)| !crate::pod::is_mirror_pod(p))
             .map(|(s, p)| (p.full_name(), s))
             .collect();
         let mut names = HashSet::new();
@@ -358,7 +358,7 @@ impl Storage {
                 warn!(index = i, pod = %name, uid = %pod.uid(), source, "duplicate pod uid, ignoring");
                 continue;
             }
-            if !is_mirror(&pod)
+            if !crate::pod::is_mirror_pod(&pod)
                 && let Some(owner) = taken.get(&name)
             {
                 warn!(
@@ -470,10 +470,6 @@ pub(crate) fn seen_now() -> String {
     k8s_openapi::jiff::Timestamp::from_nanosecond(since_epoch)
         .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)
         .to_string()
-}
-
-fn is_mirror(pod: &Pod) -> bool {
-    pod.annotation(CONFIG_MIRROR_ANNOTATION).is_some()
 }
 
 enum Change {

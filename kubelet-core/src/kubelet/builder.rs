@@ -1,7 +1,9 @@
 //! The core assembly of a kubelet (the part of upstream `NewMainKubelet` and
 //! `Kubelet.Run` in `pkg/kubelet/kubelet.go` that wires core pieces only): pod config and its
 //! sources, pod manager, pod workers over a [`KubeletPodSyncer`], runtime state, crash-loop
-//! back-off, sources readiness, admission, the [`Kubelet`] and its [`sync_loop`].
+//! back-off, sources readiness, admission (the default chain plus
+//! [`PredicateAdmitHandler`] against the [`NodeProvider`]'s node), mirror pods through a
+//! [`MirrorClient`], the [`Kubelet`] and its [`sync_loop`].
 //!
 //! The managers come in as [`Managers`] (runtime, PLEG, status, volumes, probes, cgroups,
 //! runtime helper) with the PLEG's event stream and the probe results' update stream;
@@ -42,6 +44,9 @@ use crate::pod_workers::{self, PodWorkers};
 use crate::probe;
 
 use super::admit::{AdmitChain, PodAdmitHandler};
+use super::mirror::{MirrorClient, NoMirrorPods};
+use super::node::{self, FixedNode, NodeProvider};
+use super::predicate::PredicateAdmitHandler;
 use super::{Kubelet, KubeletPodSyncer, Managers, RuntimeState, SourcesReady, sync_loop};
 
 /// How often the runtime's status is checked (upstream: 5 s).
@@ -54,6 +59,10 @@ pub struct KubeletBuilder {
     probe_updates: probe::UpdateReceiver,
     sources: Vec<Box<dyn PodSource>>,
     admit: AdmitChain,
+    predicates: bool,
+    node_name: String,
+    nodes: Option<Arc<dyn NodeProvider>>,
+    mirror: Arc<dyn MirrorClient>,
     root_dir: PathBuf,
     node_ips: Vec<String>,
     crash_loop_backoff: (Duration, Duration),
@@ -76,9 +85,10 @@ impl std::fmt::Debug for KubeletBuilder {
 
 impl KubeletBuilder {
     /// A kubelet over `managers`, fed by the PLEG's `pleg_events` and the probe results'
-    /// `probe_updates`. Defaults: no pod source, the default [`AdmitChain`] (sysctls), root
-    /// directory `/var/lib/kubelet`, no node IPs, upstream's crash-loop back-off (10 s to
-    /// 5 min), 1 min resync.
+    /// `probe_updates`. Defaults: no pod source, the default [`AdmitChain`] (sysctls) then
+    /// [`PredicateAdmitHandler`], a standalone node (see [`node_provider`](Self::node_provider)),
+    /// no mirror pods, root directory `/var/lib/kubelet`, no node IPs, upstream's crash-loop
+    /// back-off (10 s to 5 min), 1 min resync.
     pub fn new(
         managers: Managers,
         pleg_events: mpsc::Receiver<pleg::Event>,
@@ -91,6 +101,10 @@ impl KubeletBuilder {
             probe_updates,
             sources: Vec::new(),
             admit: AdmitChain::default(),
+            predicates: true,
+            node_name: String::new(),
+            nodes: None,
+            mirror: Arc::new(NoMirrorPods),
             root_dir: PathBuf::from("/var/lib/kubelet"),
             node_ips: Vec::new(),
             crash_loop_backoff: (crash.initial(), crash.max()),
@@ -111,9 +125,40 @@ impl KubeletBuilder {
         self
     }
 
-    /// Replaces the whole admit chain, the sysctl check included.
+    /// Replaces the whole admit chain, the sysctl check included; the
+    /// [`PredicateAdmitHandler`] still comes last unless [`no_predicate_admission`] is set.
+    ///
+    /// [`no_predicate_admission`]: Self::no_predicate_admission
     pub fn admit_chain(mut self, chain: AdmitChain) -> Self {
         self.admit = chain;
+        self
+    }
+
+    /// Leaves out the [`PredicateAdmitHandler`] (resource fit, node affinity, host ports…).
+    pub fn no_predicate_admission(mut self) -> Self {
+        self.predicates = false;
+        self
+    }
+
+    /// The node's name: that of the default standalone node (default: empty).
+    pub fn node_name(mut self, name: impl Into<String>) -> Self {
+        self.node_name = name.into();
+        self
+    }
+
+    /// Where the node object comes from, for predicate admission and mirror pods' owner.
+    /// Default: a [`FixedNode`] with [`node::standalone_node`] named
+    /// [`node_name`](Self::node_name), with this machine's cpu and memory and
+    /// [`node::DEFAULT_MAX_PODS`] pods.
+    pub fn node_provider(mut self, nodes: Arc<dyn NodeProvider>) -> Self {
+        self.nodes = Some(nodes);
+        self
+    }
+
+    /// Creates and deletes static pods' mirror pods in the API server (default:
+    /// [`NoMirrorPods`]).
+    pub fn mirror_client(mut self, mirror: Arc<dyn MirrorClient>) -> Self {
+        self.mirror = mirror;
         self
     }
 
@@ -149,7 +194,19 @@ impl KubeletBuilder {
 
     /// Wires everything; pod workers run on `tracker` and stop with `token`. Nothing else
     /// runs until [`KubeletService::spawn`].
-    pub fn build(self, tracker: &TaskTracker, token: &CancellationToken) -> KubeletService {
+    pub fn build(mut self, tracker: &TaskTracker, token: &CancellationToken) -> KubeletService {
+        let nodes = self.nodes.take().unwrap_or_else(|| {
+            let machine = crate::resources::NodeAllocatable::detect();
+            Arc::new(FixedNode::new(node::standalone_node(
+                &self.node_name,
+                node::machine_capacity(&machine, node::DEFAULT_MAX_PODS),
+                node::default_labels(&self.node_name),
+            )))
+        });
+        if self.predicates {
+            self.admit
+                .push(Arc::new(PredicateAdmitHandler::new(nodes.clone())));
+        }
         let (mut pod_config, updates) = PodConfig::new();
         let sources = self
             .sources
@@ -174,7 +231,8 @@ impl KubeletBuilder {
             crash_backoff.clone(),
             self.root_dir,
             self.node_ips,
-        ));
+        )
+        .with_mirror_pods(self.mirror.clone(), nodes));
         let workers = PodWorkers::new(
             syncer,
             self.managers.pleg.clone(),
@@ -193,7 +251,8 @@ impl KubeletBuilder {
             crash_backoff,
             sources_ready,
         )
-        .with_admit_chain(self.admit);
+        .with_admit_chain(self.admit)
+        .with_mirror_client(self.mirror);
         KubeletService {
             health: sync_loop::Health::new(self.sync_loop.resync_interval),
             kubelet,

@@ -1,14 +1,18 @@
 //! The kubelet's pod handling: [`Kubelet`] implements [`SyncHandler`] over the pod manager and
-//! pod workers, admitting new pods through its [`admit`] chain; [`KubeletPodSyncer`] is the
-//! body of a pod sync; [`sync_loop`] drives any [`SyncHandler`]; [`KubeletBuilder`] wires
-//! them all into a runnable [`KubeletService`] (upstream `pkg/kubelet/kubelet.go`,
-//! `kubelet_pods.go`).
+//! pod workers, admitting new pods through its [`admit`] chain (with [`predicate`] admission
+//! against the [`node`]); [`KubeletPodSyncer`] is the body of a pod sync; [`mirror`] pods
+//! reflect static pods in the API; [`sync_loop`] drives any [`SyncHandler`];
+//! [`KubeletBuilder`] wires them all into a runnable [`KubeletService`] (upstream
+//! `pkg/kubelet/kubelet.go`, `kubelet_pods.go`).
 
 pub mod admit;
 pub mod builder;
 pub mod env;
 mod helper;
 pub mod hosts;
+pub mod mirror;
+pub mod node;
+pub mod predicate;
 mod propagation;
 mod reason_cache;
 pub mod runtime_state;
@@ -25,7 +29,7 @@ use tracing::{info, warn};
 use crate::active_deadline;
 use crate::backoff::Backoff;
 use crate::cm::PodContainerManager;
-use crate::pod::{PodExt, PodUid};
+use crate::pod::{PodExt, PodUid, is_mirror_pod};
 use crate::pod_manager::PodManager;
 use crate::pod_workers::{PodWorkers, UpdatePodOptions, WorkerPhase};
 use crate::probe::ProbeManager;
@@ -37,6 +41,9 @@ use crate::volume::VolumeManager;
 pub use admit::{AdmitChain, PodAdmitAttributes, PodAdmitHandler, PodAdmitResult};
 pub use builder::{KubeletBuilder, KubeletService};
 pub use helper::KubeletRuntimeHelper;
+pub use mirror::{MirrorClient, NoMirrorPods};
+pub use node::{FixedNode, NodeProvider};
+pub use predicate::PredicateAdmitHandler;
 pub use runtime_state::RuntimeState;
 pub use syncer::{KubeletPodSyncer, Managers, ORPHAN_GRACE_PERIOD_SECONDS};
 
@@ -56,6 +63,7 @@ pub struct Kubelet {
     crash_backoff: Arc<Backoff>,
     sources_ready: SourcesReady,
     admit: AdmitChain,
+    mirror: Arc<dyn MirrorClient>,
 }
 
 impl std::fmt::Debug for Kubelet {
@@ -84,7 +92,15 @@ impl Kubelet {
             crash_backoff,
             sources_ready,
             admit: AdmitChain::default(),
+            mirror: Arc::new(NoMirrorPods),
         }
+    }
+
+    /// This kubelet with `mirror` deleting orphaned mirror pods at housekeeping (default:
+    /// [`NoMirrorPods`]).
+    pub fn with_mirror_client(mut self, mirror: Arc<dyn MirrorClient>) -> Self {
+        self.mirror = mirror;
+        self
     }
 
     /// This kubelet with `admit` as its admit handlers (default: [`AdmitChain::default`],
@@ -102,6 +118,14 @@ impl Kubelet {
     /// The pod workers.
     pub fn workers(&self) -> &PodWorkers {
         &self.workers
+    }
+
+    /// A mirror pod was added, updated or removed: that is an update of its static pod, if
+    /// there is one (upstream `handleMirrorPod`).
+    fn handle_mirror_pod(&self, mirror_pod: &Pod) {
+        if let Some(pod) = self.pod_manager.pod_by_mirror_pod(mirror_pod) {
+            self.dispatch(SyncPodType::Update, vec![pod]);
+        }
     }
 
     fn dispatch(&self, kind: SyncPodType, pods: Vec<Pod>) {
@@ -191,6 +215,10 @@ impl SyncHandler for Kubelet {
         for pod in pods {
             info!(pod = %pod.full_name(), uid = %pod.uid(), "pod added");
             self.pod_manager.add_pod(pod.clone());
+            if is_mirror_pod(&pod) {
+                self.handle_mirror_pod(&pod);
+                continue;
+            }
             if !self.workers.is_termination_requested(&pod.uid()) {
                 let result = self.admit.can_admit_pod(&pod, &active);
                 if !result.admit {
@@ -204,20 +232,28 @@ impl SyncHandler for Kubelet {
     }
 
     async fn handle_pod_updates(&self, pods: Vec<Pod>) {
-        for pod in &pods {
+        for pod in pods {
             info!(pod = %pod.full_name(), "pod updated");
             self.pod_manager.add_pod(pod.clone());
+            if is_mirror_pod(&pod) {
+                self.handle_mirror_pod(&pod);
+            } else {
+                self.dispatch(SyncPodType::Update, vec![pod]);
+            }
         }
-        self.dispatch(SyncPodType::Update, pods);
     }
 
     async fn handle_pod_removes(&self, pods: Vec<Pod>) {
-        for pod in &pods {
+        for pod in pods {
             info!(pod = %pod.full_name(), uid = %pod.uid(), "pod removed");
-            self.pod_manager.remove_pod(pod);
-            self.probes.remove_pod(pod);
+            self.pod_manager.remove_pod(&pod);
+            if is_mirror_pod(&pod) {
+                self.handle_mirror_pod(&pod);
+                continue;
+            }
+            self.probes.remove_pod(&pod);
+            self.dispatch(SyncPodType::Kill, vec![pod]);
         }
-        self.dispatch(SyncPodType::Kill, pods);
     }
 
     async fn handle_pod_reconcile(&self, pods: Vec<Pod>) {
@@ -238,6 +274,12 @@ impl SyncHandler for Kubelet {
         self.status.remove_orphaned_statuses(&keep);
         self.probes.cleanup_pods(&desired);
         self.crash_backoff.gc();
+        mirror::delete_orphans(
+            &self.mirror,
+            self.pod_manager.orphaned_mirror_pod_names(),
+            |name| self.workers.is_pod_for_mirror_pod_terminating_by_full_name(name),
+        )
+        .await;
 
         let runtime_pods = self
             .runtime

@@ -23,6 +23,8 @@ use crate::status::{StatusInputs, StatusManager, is_terminal_phase};
 use crate::sync::{Error, PodSyncer, Result, SyncPodType};
 use crate::volume::VolumeManager;
 
+use super::mirror::{self, MirrorClient};
+use super::node::NodeProvider;
 use super::reason_cache::ReasonCache;
 use super::runtime_state::RuntimeState;
 
@@ -59,6 +61,7 @@ pub struct KubeletPodSyncer {
     root_dir: PathBuf,
     host_ips: Vec<String>,
     reasons: ReasonCache,
+    mirror: Option<(Arc<dyn MirrorClient>, Arc<dyn NodeProvider>)>,
 }
 
 impl std::fmt::Debug for KubeletPodSyncer {
@@ -88,6 +91,25 @@ impl KubeletPodSyncer {
             root_dir,
             host_ips,
             reasons: ReasonCache::default(),
+            mirror: None,
+        }
+    }
+
+    /// This syncer with static pods' mirror pods reconciled through `client` (owned by
+    /// `nodes`' node) at each sync; without it, or with [`NoMirrorPods`](super::NoMirrorPods), there are none.
+    pub fn with_mirror_pods(
+        mut self,
+        client: Arc<dyn MirrorClient>,
+        nodes: Arc<dyn NodeProvider>,
+    ) -> Self {
+        self.mirror = Some((client, nodes));
+        self
+    }
+
+    async fn reconcile_mirror_pod(&self, pod: &Pod) {
+        if let Some((client, nodes)) = &self.mirror {
+            let mirror_pod = self.pod_manager.mirror_pod_by_pod(pod);
+            mirror::reconcile(client.as_ref(), nodes.as_ref(), pod, mirror_pod.as_ref()).await;
         }
     }
 
@@ -199,6 +221,8 @@ impl PodSyncer for KubeletPodSyncer {
                 "failed to ensure that the pod cgroups exist and are correctly applied: {e}"
             ))
         })?;
+        // Upstream `tryReconcileMirrorPods`, between the pod cgroup and the pod directories.
+        self.reconcile_mirror_pod(pod).await;
         self.make_pod_dirs(&uid)?;
         if let Err(e) = self.managers.volumes.wait_for_attach_and_mount(pod).await {
             let message = format!("unable to attach or mount volumes: {e}");
