@@ -11,7 +11,9 @@
 //! | volumes | `kubelet_volumes::DefaultVolumeManager` under the root dir | [`volume_manager`](NodeBuilder::volume_manager) |
 //! | objects (configMaps, secrets) | `InMemoryObjectSource` (empty) | [`object_source`](NodeBuilder::object_source) |
 //! | probes | `kubelet_probe::Manager` | [`no_probes`](NodeBuilder::no_probes) |
-//! | admission | the sysctl check | [`admit_handler`](NodeBuilder::admit_handler) |
+//! | admission | the sysctl check, then predicates (resource fit, node affinity, host ports…) against the standalone node | [`admit_handler`](NodeBuilder::admit_handler) |
+//! | node object | a standalone node from the machine's capacity | [`node_provider`](NodeBuilder::node_provider) |
+//! | mirror pods | none | [`mirror_client`](NodeBuilder::mirror_client) |
 //! | cgroups | `cm::Noop` | [`cgroups`](NodeBuilder::cgroups) |
 //! | cluster mode | standalone | [`cluster`](NodeBuilder::cluster) |
 //! | endpoints | none | [`healthz_addr`](NodeBuilder::healthz_addr), [`read_only_addr`](NodeBuilder::read_only_addr) |
@@ -32,7 +34,8 @@ use kubelet_core::cm::PodContainerManager;
 use kubelet_core::config::{FileSource, PodSource};
 use kubelet_core::kubelet::env::EnvSource;
 use kubelet_core::kubelet::{
-    KubeletBuilder, KubeletRuntimeHelper, Managers, PodAdmitHandler, sync_loop,
+    KubeletBuilder, KubeletRuntimeHelper, Managers, MirrorClient, NodeProvider, PodAdmitHandler,
+    sync_loop,
 };
 use kubelet_core::objects::{InMemoryObjectSource, ObjectSource};
 use kubelet_core::pleg::Pleg;
@@ -111,6 +114,8 @@ pub struct NodeBuilder {
     file_check_frequency: Duration,
     sources: Vec<Box<dyn PodSource>>,
     admit: Vec<Arc<dyn PodAdmitHandler>>,
+    nodes: Option<Arc<dyn NodeProvider>>,
+    mirror: Option<Arc<dyn MirrorClient>>,
     cgroups: Arc<dyn PodContainerManager>,
     status: Option<Arc<dyn StatusManager>>,
     volumes: Option<Arc<dyn VolumeManager>>,
@@ -183,6 +188,8 @@ impl NodeBuilder {
             file_check_frequency: kubelet_core::config::file::DEFAULT_CHECK_FREQUENCY,
             sources: Vec::new(),
             admit: Vec::new(),
+            nodes: None,
+            mirror: None,
             cgroups: Arc::new(kubelet_core::cm::Noop::default()),
             status: None,
             volumes: None,
@@ -199,6 +206,20 @@ impl NodeBuilder {
             drain_timeout: Duration::from_secs(10),
             cluster: None,
         }
+    }
+
+    /// Where the Node object comes from, for predicate admission and as mirror pods' owner
+    /// (default: a standalone node with this machine's cpu and memory; in cluster mode the
+    /// Node as the API server has it).
+    pub fn node_provider(mut self, nodes: Arc<dyn NodeProvider>) -> Self {
+        self.nodes = Some(nodes);
+        self
+    }
+
+    /// Creates and deletes static pods' mirror pods in the API server (default: none).
+    pub fn mirror_client(mut self, mirror: Arc<dyn MirrorClient>) -> Self {
+        self.mirror = Some(mirror);
+        self
     }
 
     /// The node's name (static pods get `-<node name>` appended).
@@ -436,11 +457,18 @@ impl NodeBuilder {
         };
 
         let mut kubelet = KubeletBuilder::new(managers, pleg_events, probe_updates)
+            .node_name(self.node_name.clone())
             .root_dir(self.root_dir)
             .node_ips(self.node_ips)
             .sync_loop_config(self.sync_loop);
         if let Some((initial, max)) = self.crash_loop_backoff {
             kubelet = kubelet.crash_loop_backoff(initial, max);
+        }
+        if let Some(nodes) = self.nodes {
+            kubelet = kubelet.node_provider(nodes);
+        }
+        if let Some(mirror) = self.mirror {
+            kubelet = kubelet.mirror_client(mirror);
         }
         if let Some(path) = self.pod_manifest_path {
             kubelet = kubelet.source(Box::new(

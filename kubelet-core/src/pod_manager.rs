@@ -113,7 +113,10 @@ impl PodManager {
     /// The mirror pod of `pod` (same full name), if the API has one (upstream
     /// `GetMirrorPodByPod`).
     pub fn mirror_pod_by_pod(&self, pod: &Pod) -> Option<Pod> {
-        self.read().mirror_by_full_name.get(&pod.full_name()).cloned()
+        self.read()
+            .mirror_by_full_name
+            .get(&pod.full_name())
+            .cloned()
     }
 
     /// The static pod that `mirror_pod` mirrors (same full name), if it is desired (upstream
@@ -166,7 +169,11 @@ mod tests {
         let mut p = pod(name);
         p.metadata.uid = Some(uid.into());
         p.metadata.annotations = Some(
-            [(crate::config::CONFIG_MIRROR_ANNOTATION.to_owned(), "h1".to_owned())].into(),
+            [(
+                crate::config::CONFIG_MIRROR_ANNOTATION.to_owned(),
+                "h1".to_owned(),
+            )]
+            .into(),
         );
         p
     }
@@ -186,7 +193,10 @@ mod tests {
         assert!(pm.orphaned_mirror_pod_names().is_empty());
 
         pm.remove_pod(&web);
-        assert_eq!(pm.orphaned_mirror_pod_names(), vec!["web_default".to_owned()]);
+        assert_eq!(
+            pm.orphaned_mirror_pod_names(),
+            vec!["web_default".to_owned()]
+        );
         assert_eq!(pm.pod_by_mirror_pod(&mirror), None);
 
         // Removing an older mirror pod of the same name keeps the newer one.

@@ -224,15 +224,17 @@ impl KubeletBuilder {
             self.crash_loop_backoff.0,
             self.crash_loop_backoff.1,
         ));
-        let syncer = Arc::new(KubeletPodSyncer::new(
-            self.managers.clone(),
-            pod_manager.clone(),
-            runtime_state.clone(),
-            crash_backoff.clone(),
-            self.root_dir,
-            self.node_ips,
-        )
-        .with_mirror_pods(self.mirror.clone(), nodes));
+        let syncer = Arc::new(
+            KubeletPodSyncer::new(
+                self.managers.clone(),
+                pod_manager.clone(),
+                runtime_state.clone(),
+                crash_backoff.clone(),
+                self.root_dir,
+                self.node_ips,
+            )
+            .with_mirror_pods(self.mirror.clone(), nodes),
+        );
         let workers = PodWorkers::new(
             syncer,
             self.managers.pleg.clone(),

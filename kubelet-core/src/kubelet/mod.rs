@@ -277,7 +277,10 @@ impl SyncHandler for Kubelet {
         mirror::delete_orphans(
             &self.mirror,
             self.pod_manager.orphaned_mirror_pod_names(),
-            |name| self.workers.is_pod_for_mirror_pod_terminating_by_full_name(name),
+            |name| {
+                self.workers
+                    .is_pod_for_mirror_pod_terminating_by_full_name(name)
+            },
         )
         .await;
 

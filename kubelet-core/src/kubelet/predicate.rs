@@ -253,7 +253,10 @@ fn fits_request(pod: &Pod, other_pods: &[Pod], node: &Node) -> Vec<Failure> {
         }
     };
     for resource in ["cpu", "memory", "ephemeral-storage"] {
-        check(resource, requests.get(resource).map_or(0, |n| amount(resource, *n)));
+        check(
+            resource,
+            requests.get(resource).map_or(0, |n| amount(resource, *n)),
+        );
     }
     for (resource, nanos) in &requests {
         match scalar_kind(resource) {

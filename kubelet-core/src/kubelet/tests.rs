@@ -75,6 +75,15 @@ async fn node() -> Node {
 /// A node over `runtime` (scripted before the kubelet's first runtime check), `probes` and
 /// the admit handlers of `admit`. Housekeeping waits for the test's first `SET`.
 async fn node_with(probes: Arc<dyn ProbeManager>, runtime: FakeRuntime, admit: AdmitChain) -> Node {
+    node_built(probes, runtime, |b| b.admit_chain(admit)).await
+}
+
+/// A node over `runtime` and `probes`, with `customize` applied to its builder.
+async fn node_built(
+    probes: Arc<dyn ProbeManager>,
+    runtime: FakeRuntime,
+    customize: impl FnOnce(KubeletBuilder) -> KubeletBuilder,
+) -> Node {
     let root = tempfile::tempdir().expect("tempdir");
     let status = FakeStatusManager::default();
     let volumes = FakeVolumeManager::default();
@@ -97,12 +106,11 @@ async fn node_with(probes: Arc<dyn ProbeManager>, runtime: FakeRuntime, admit: A
     let (events, events_rx) = mpsc::channel(16);
     let (source, pods) = ChannelSource::new(crate::config::FILE_SOURCE);
     let token = CancellationToken::new();
-    let mut kubelet = KubeletBuilder::new(managers, events_rx, probe_updates)
+    let builder = KubeletBuilder::new(managers, events_rx, probe_updates)
         .source(Box::new(source))
-        .admit_chain(admit)
         .root_dir(root.path())
-        .node_ips(vec!["192.0.2.1".into()])
-        .build(&TaskTracker::new(), &token);
+        .node_ips(vec!["192.0.2.1".into()]);
+    let mut kubelet = customize(builder).build(&TaskTracker::new(), &token);
     kubelet.spawn().await;
     Node {
         runtime,
@@ -560,3 +568,5 @@ async fn a_custom_admit_handler_fails_the_pod_and_the_runtime_never_sees_it() {
     );
     n.token.cancel();
 }
+
+mod mirror_pods;

@@ -29,7 +29,10 @@ pub fn matches_required_node_affinity(pod: &Pod, node: &Node) -> bool {
         .affinity
         .as_ref()
         .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|n| n.required_during_scheduling_ignored_during_execution.as_ref());
+        .and_then(|n| {
+            n.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        });
     match required {
         None => true,
         Some(selector) => selector

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{
-    Affinity, Container, ContainerPort, Node, NodeAffinity, NodeSelector,
-    NodeSelectorRequirement, NodeSelectorTerm, PodOS, PodSpec, Taint, Toleration,
+    Affinity, Container, ContainerPort, Node, NodeAffinity, NodeSelector, NodeSelectorRequirement,
+    NodeSelectorTerm, PodOS, PodSpec, Taint, Toleration,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
@@ -51,7 +51,10 @@ fn spec(pod: &mut Pod) -> &mut PodSpec {
 #[test]
 fn a_pod_without_requests_fits() {
     let n = node(&[("cpu", "10m"), ("memory", "20"), ("pods", "32")]);
-    assert_eq!(admit(&pod_of(vec![], vec![]), &[], n), PodAdmitResult::admit());
+    assert_eq!(
+        admit(&pod_of(vec![], vec![]), &[], n),
+        PodAdmitResult::admit()
+    );
 }
 
 #[test]
@@ -77,7 +80,10 @@ fn the_other_pods_requests_are_used() {
             "Node didn't have enough resource: memory, requested: 2, used: 19, capacity: 20"
         )
     );
-    assert_eq!(admit(&requesting("5", "1"), &others, n), PodAdmitResult::admit());
+    assert_eq!(
+        admit(&requesting("5", "1"), &others, n),
+        PodAdmitResult::admit()
+    );
 }
 
 #[test]
@@ -103,7 +109,11 @@ fn ephemeral_storage_and_extended_resources() {
         ("example.com/gpu", "1"),
     ]);
     let storage = pod_of(
-        vec![container_with_resources("c", &[("ephemeral-storage", "2Gi")], &[])],
+        vec![container_with_resources(
+            "c",
+            &[("ephemeral-storage", "2Gi")],
+            &[],
+        )],
         vec![],
     );
     assert_eq!(
@@ -111,7 +121,11 @@ fn ephemeral_storage_and_extended_resources() {
         "OutOfephemeral-storage"
     );
     let gpus = pod_of(
-        vec![container_with_resources("c", &[("example.com/gpu", "2")], &[])],
+        vec![container_with_resources(
+            "c",
+            &[("example.com/gpu", "2")],
+            &[],
+        )],
         vec![],
     );
     assert_eq!(
@@ -123,13 +137,21 @@ fn ephemeral_storage_and_extended_resources() {
     );
     // An extended resource the node does not have is not checked (cluster-level).
     let other = pod_of(
-        vec![container_with_resources("c", &[("example.com/fpga", "3")], &[])],
+        vec![container_with_resources(
+            "c",
+            &[("example.com/fpga", "3")],
+            &[],
+        )],
         vec![],
     );
     assert_eq!(admit(&other, &[], n.clone()), PodAdmitResult::admit());
     // Hugepages are always checked.
     let huge = pod_of(
-        vec![container_with_resources("c", &[("hugepages-2Mi", "4Mi")], &[])],
+        vec![container_with_resources(
+            "c",
+            &[("hugepages-2Mi", "4Mi")],
+            &[],
+        )],
         vec![],
     );
     assert_eq!(admit(&huge, &[], n).reason, "OutOfhugepages-2Mi");
@@ -192,13 +214,25 @@ fn a_taken_host_port_is_refused() {
     );
     // 0.0.0.0 conflicts with every IP; other protocols and ports do not conflict.
     assert_eq!(
-        admit(&with_host_port(123, Some("127.0.0.1"), None), &others, n.clone()).reason,
+        admit(
+            &with_host_port(123, Some("127.0.0.1"), None),
+            &others,
+            n.clone()
+        )
+        .reason,
         "NodePorts"
     );
     assert!(admit(&with_host_port(123, None, Some("UDP")), &others, n.clone()).admit);
     assert!(admit(&with_host_port(124, None, None), &others, n.clone()).admit);
     let on_ip = [with_host_port(8080, Some("10.0.0.1"), None)];
-    assert!(admit(&with_host_port(8080, Some("10.0.0.2"), None), &on_ip, n.clone()).admit);
+    assert!(
+        admit(
+            &with_host_port(8080, Some("10.0.0.2"), None),
+            &on_ip,
+            n.clone()
+        )
+        .admit
+    );
     assert!(!admit(&with_host_port(8080, Some("10.0.0.1"), None), &on_ip, n).admit);
 }
 
@@ -247,12 +281,36 @@ fn node_selector_and_required_affinity() {
     assert!(admit(&pod, &[], n.clone()).admit);
 
     let fits = |terms| matches_required_node_affinity(&with_required_terms(terms), &n);
-    assert!(fits(vec![expressions(vec![requirement("zone", "In", &["a", "b"])])]));
-    assert!(!fits(vec![expressions(vec![requirement("zone", "NotIn", &["a"])])]));
-    assert!(fits(vec![expressions(vec![requirement("rack", "NotIn", &["r1"])])]));
-    assert!(fits(vec![expressions(vec![requirement("zone", "Exists", &[])])]));
-    assert!(fits(vec![expressions(vec![requirement("rack", "DoesNotExist", &[])])]));
-    assert!(!fits(vec![expressions(vec![requirement("zone", "Gt", &["1"])])]));
+    assert!(fits(vec![expressions(vec![requirement(
+        "zone",
+        "In",
+        &["a", "b"]
+    )])]));
+    assert!(!fits(vec![expressions(vec![requirement(
+        "zone",
+        "NotIn",
+        &["a"]
+    )])]));
+    assert!(fits(vec![expressions(vec![requirement(
+        "rack",
+        "NotIn",
+        &["r1"]
+    )])]));
+    assert!(fits(vec![expressions(vec![requirement(
+        "zone",
+        "Exists",
+        &[]
+    )])]));
+    assert!(fits(vec![expressions(vec![requirement(
+        "rack",
+        "DoesNotExist",
+        &[]
+    )])]));
+    assert!(!fits(vec![expressions(vec![requirement(
+        "zone",
+        "Gt",
+        &["1"]
+    )])]));
     // Terms are ORed, requirements ANDed; an empty term or no term matches nothing.
     assert!(fits(vec![
         expressions(vec![requirement("zone", "In", &["x"])]),
@@ -351,7 +409,10 @@ fn untolerated_no_execute_taints_are_refused_except_for_static_pods() {
 fn the_os_label_and_field_must_be_this_os() {
     let n = node(&[("pods", "10")]);
     let mut pod = pod_of(vec![], vec![]);
-    pod.metadata.labels = Some(BTreeMap::from([(LABEL_OS.to_owned(), "windows".to_owned())]));
+    pod.metadata.labels = Some(BTreeMap::from([(
+        LABEL_OS.to_owned(),
+        "windows".to_owned(),
+    )]));
     assert_eq!(
         admit(&pod, &[], n.clone()),
         PodAdmitResult::reject(
@@ -364,10 +425,7 @@ fn the_os_label_and_field_must_be_this_os() {
     spec(&mut pod).os = Some(PodOS {
         name: "windows".into(),
     });
-    assert_eq!(
-        admit(&pod, &[], n).reason,
-        "PodOSNotSupported"
-    );
+    assert_eq!(admit(&pod, &[], n).reason, "PodOSNotSupported");
 }
 
 #[test]
@@ -378,5 +436,8 @@ fn every_failure_is_reported_in_upstreams_order() {
     let others = [with_host_port(80, None, None)];
     let failures = general_filter(&pod, &others, &node(&[("pods", "1")]));
     let reasons: Vec<String> = failures.iter().map(Failure::reason).collect();
-    assert_eq!(reasons, ["OutOfpods", "NodeAffinity", "NodeName", "NodePorts"]);
+    assert_eq!(
+        reasons,
+        ["OutOfpods", "NodeAffinity", "NodeName", "NodePorts"]
+    );
 }
