@@ -61,6 +61,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
             }
             kubelet::Error::Bind { .. } => "starting the endpoints".to_owned(),
             kubelet::Error::Cluster(_) => "--kubeconfig".to_owned(),
+            kubelet::Error::NodeStatus(_) => "the node status options".to_owned(),
         };
         anyhow::Error::new(e).context(context)
     })?;

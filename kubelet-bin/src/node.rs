@@ -66,6 +66,9 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// Node registration or node status failed.
+    #[error(transparent)]
+    NodeStatus(#[from] crate::cluster::node_status::Error),
     /// The runtime constructor failed.
     #[error("building the container runtime: {0}")]
     Runtime(#[source] BoxError),

@@ -8,6 +8,7 @@
 
 pub mod client;
 pub mod lease;
+pub mod node_status;
 pub mod pod_source;
 pub mod rate_limit;
 #[cfg(test)]

@@ -1,0 +1,156 @@
+//! What the node status reads from the rest of the kubelet, as small traits so that the
+//! event recorder, an eviction manager and an image manager plug in (upstream passes the
+//! same as functions to the setters: `evictionManager.IsUnderMemoryPressure`,
+//! `imageManager.GetImageList`, `recordNodeStatusEvent`).
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use k8s_openapi::jiff::Timestamp;
+use kubelet_core::kubelet::RuntimeState;
+use kubelet_core::runtime::Runtime;
+use tracing::debug;
+
+use super::machine::MachineInfo;
+use super::setters::Snapshot;
+
+/// Node pressure as the eviction manager sees it (upstream `IsUnderMemoryPressure`,
+/// `IsUnderDiskPressure`, `IsUnderPIDPressure`).
+pub trait PressureSource: Send + Sync {
+    /// Memory is below its eviction threshold.
+    fn memory_pressure(&self) -> bool;
+    /// A filesystem is below its eviction threshold.
+    fn disk_pressure(&self) -> bool;
+    /// Process IDs are below their eviction threshold.
+    fn pid_pressure(&self) -> bool;
+}
+
+/// An image on the node (upstream `kubecontainer.Image`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Image {
+    /// Digests, e.g. `docker.io/library/nginx@sha256:…`.
+    pub repo_digests: Vec<String>,
+    /// Tags, e.g. `docker.io/library/nginx:1.25`.
+    pub repo_tags: Vec<String>,
+    /// Size in bytes.
+    pub size_bytes: i64,
+}
+
+/// The node's images, largest first (upstream `imageManager.GetImageList`).
+#[async_trait]
+pub trait ImageLister: Send + Sync {
+    /// The images; an error leaves the status's image list empty for this round.
+    async fn list_images(&self) -> Result<Vec<Image>, Box<dyn std::error::Error + Send + Sync>>;
+}
+
+/// An event's type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventType {
+    /// `Normal`.
+    Normal,
+    /// `Warning`.
+    Warning,
+}
+
+/// Where node events go (upstream `recordNodeStatusEvent` / `recordEvent` on the node
+/// reference): `NodeReady`, `NodeNotReady`, `NodeHasSufficientMemory`, `NodeRebooted`, …
+pub trait NodeEventSink: Send + Sync {
+    /// Records one event about the node.
+    fn node_event(&self, event_type: EventType, reason: &str, message: &str);
+}
+
+/// Everything the node status reads besides its options.
+#[derive(Clone)]
+pub struct NodeStatusInputs {
+    pub(super) runtime: Arc<dyn Runtime>,
+    pub(super) runtime_state: RuntimeState,
+    pub(super) pressure: Option<Arc<dyn PressureSource>>,
+    pub(super) images: Option<Arc<dyn ImageLister>>,
+    pub(super) events: Option<Arc<dyn NodeEventSink>>,
+    pub(super) machine: Option<MachineInfo>,
+}
+
+impl std::fmt::Debug for NodeStatusInputs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeStatusInputs").finish_non_exhaustive()
+    }
+}
+
+impl NodeStatusInputs {
+    /// The runtime (its `version()` is `nodeInfo.containerRuntimeVersion`) and its health
+    /// (Ready follows the runtime, network and PLEG errors). No pressure, no images and no
+    /// events until set.
+    pub fn new(runtime: Arc<dyn Runtime>, runtime_state: RuntimeState) -> Self {
+        Self {
+            runtime,
+            runtime_state,
+            pressure: None,
+            images: None,
+            events: None,
+            machine: None,
+        }
+    }
+
+    /// Reports pressure conditions from `source` (without one: never under pressure).
+    #[must_use]
+    pub fn pressure(mut self, source: Arc<dyn PressureSource>) -> Self {
+        self.pressure = Some(source);
+        self
+    }
+
+    /// Reports the images `lister` lists (without one: an empty list).
+    #[must_use]
+    pub fn images(mut self, lister: Arc<dyn ImageLister>) -> Self {
+        self.images = Some(lister);
+        self
+    }
+
+    /// Sends node events to `sink` (without one: log lines).
+    #[must_use]
+    pub fn events(mut self, sink: Arc<dyn NodeEventSink>) -> Self {
+        self.events = Some(sink);
+        self
+    }
+
+    /// Uses `machine` instead of reading this machine (tests, or a node agent that reports
+    /// another machine).
+    #[must_use]
+    pub fn machine_info(mut self, machine: MachineInfo) -> Self {
+        self.machine = Some(machine);
+        self
+    }
+
+    /// Reads everything the setters need for one round.
+    pub(super) async fn snapshot(&self, machine: &MachineInfo, now: Timestamp) -> Snapshot {
+        let runtime_version = match self.runtime.version().await {
+            Ok(v) => Some(v),
+            Err(e) => {
+                debug!(error = %e, "runtime version for the node status");
+                None
+            }
+        };
+        let images = match &self.images {
+            Some(lister) => lister.list_images().await.map_err(|e| e.to_string()),
+            None => Ok(Vec::new()),
+        };
+        let pressure = |f: fn(&dyn PressureSource) -> bool| self.pressure.as_deref().is_some_and(f);
+        Snapshot {
+            now,
+            machine: machine.clone(),
+            runtime_version,
+            images,
+            runtime_errors: self.runtime_state.runtime_errors(),
+            network_errors: self.runtime_state.network_errors().into_iter().collect(),
+            memory_pressure: pressure(|p| p.memory_pressure()),
+            disk_pressure: pressure(|p| p.disk_pressure()),
+            pid_pressure: pressure(|p| p.pid_pressure()),
+        }
+    }
+
+    pub(super) fn record(&self, event_type: EventType, reason: &str, message: &str) {
+        match &self.events {
+            Some(sink) => sink.node_event(event_type, reason, message),
+            None => tracing::info!(?event_type, reason, message, "node event"),
+        }
+    }
+}
