@@ -44,7 +44,9 @@
 
 pub mod build;
 mod cluster;
+mod curl;
 mod files;
+mod process;
 
 use std::{env, path::PathBuf};
 

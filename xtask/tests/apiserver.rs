@@ -79,6 +79,43 @@ fn cluster_starts_with_admin_and_node_identities() -> Result<()> {
         "{review}"
     );
 
+    // The Node authorizer alone: no Secret list for a node, but TokenReviews and
+    // SubjectAccessReviews (its kubelet API's authn/authz) without any RBAC binding.
+    let node_token = cluster.node_token("node-a")?;
+    let (status, body) = cluster.request(node_token, "GET", "/api/v1/secrets", None)?;
+    ensure!(status == 403, "node-a listing Secrets: {status} {body}");
+    let review = json!({
+        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+        "spec": {"token": cluster.admin_token()},
+    });
+    let (status, body) = cluster.request(
+        node_token,
+        "POST",
+        "/apis/authentication.k8s.io/v1/tokenreviews",
+        Some(&review),
+    )?;
+    ensure!(
+        status == 201,
+        "node-a creating a TokenReview: {status} {body}"
+    );
+    ensure!(body["status"]["user"]["username"] == "admin", "{body}");
+    let sar = json!({
+        "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+        "spec": {"user": "admin", "groups": ["system:masters"],
+                 "resourceAttributes": {"verb": "get", "resource": "nodes", "subresource": "proxy", "name": "node-a"}},
+    });
+    let (status, body) = cluster.request(
+        node_token,
+        "POST",
+        "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+        Some(&sar),
+    )?;
+    ensure!(
+        status == 201,
+        "node-a creating a SubjectAccessReview: {status} {body}"
+    );
+    ensure!(body["status"]["allowed"] == true, "{body}");
+
     // What a controller-manager would have created.
     let (status, sa) = cluster.admin_request(
         "GET",
@@ -114,5 +151,25 @@ fn cluster_starts_with_admin_and_node_identities() -> Result<()> {
         "processes left: {pids:?}"
     );
     ensure!(!dir.exists(), "{} is left", dir.display());
+    Ok(())
+}
+
+#[test]
+fn bind_node_group_lets_nodes_read_every_secret() -> Result<()> {
+    let Some(cluster) = Cluster::builder()
+        .node("node-a")
+        .bind_node_group()
+        .start_or_skip()?
+    else {
+        return Ok(());
+    };
+    // RBAC's system:node role lets the node read every Secret, which the Node authorizer alone
+    // denies (see above): why the binding is opt-in.
+    let node_token = cluster.node_token("node-a")?;
+    let (status, body) = cluster.request(node_token, "GET", "/api/v1/secrets", None)?;
+    ensure!(
+        status == 200,
+        "node-a listing Secrets with the binding: {status} {body}"
+    );
     Ok(())
 }

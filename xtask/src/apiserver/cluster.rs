@@ -3,11 +3,8 @@
 
 use std::{
     collections::BTreeMap,
-    fs::{self, File},
-    io::Write,
-    net::TcpListener,
+    fs,
     path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
     thread,
     time::{Duration, Instant},
 };
@@ -16,19 +13,12 @@ use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
-use super::files::{self, ADMIN_USER, TokenEntry};
+use super::{
+    curl::curl,
+    files::{self, ADMIN_USER, TokenEntry},
+    process::{self, POLL, Processes, READY_TIMEOUT, TAIL_LINES},
+};
 use crate::util;
-
-/// How long [`ClusterBuilder::start`] waits for `/readyz` (7–12 s is normal on a loaded machine).
-const READY_TIMEOUT: Duration = Duration::from_secs(90);
-/// How often readiness is polled.
-const POLL: Duration = Duration::from_millis(100);
-/// Attempts when a picked port was taken by someone else before the server bound it.
-const PORT_ATTEMPTS: usize = 3;
-/// The service-account issuer and the API audience.
-const ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
-/// Lines of the server's log in error messages and [`Cluster::log_tail`].
-const TAIL_LINES: usize = 40;
 
 /// Options for a [`Cluster`]; [`Cluster::builder`] makes one.
 #[derive(Debug, Clone, Default)]
@@ -55,11 +45,12 @@ impl ClusterBuilder {
     }
 
     /// Binds group `system:nodes` to ClusterRole `system:node` (ClusterRoleBinding
-    /// `e2e:system:nodes`), which a kubelet needs to create TokenReviews and
-    /// SubjectAccessReviews (its authenticated HTTP API).
+    /// `e2e:system:nodes`), as clusters from before the Node authorizer did.
     ///
-    /// Opt-in because it weakens the Node authorizer: through RBAC a node may then read every
-    /// Secret and ConfigMap, which hides the 403s a real cluster gives.
+    /// Rarely wanted: the Node authorizer alone already lets a node create TokenReviews and
+    /// SubjectAccessReviews (for its authenticated HTTP API; checked by this crate's tests). The
+    /// binding adds, through RBAC, reads of every Secret and ConfigMap, which hides the 403s a
+    /// real cluster gives.
     pub fn bind_node_group(mut self) -> Self {
         self.bind_node_group = true;
         self
@@ -123,9 +114,7 @@ impl ClusterBuilder {
 /// Secrets that only a controller-manager creates).
 #[derive(Debug)]
 pub struct Cluster {
-    apiserver: Child,
-    etcd: Child,
-    url: String,
+    processes: Processes,
     ca_file: PathBuf,
     admin_token: String,
     admin_kubeconfig: PathBuf,
@@ -133,7 +122,7 @@ pub struct Cluster {
     nodes: BTreeMap<String, (String, PathBuf)>,
     apiserver_log: PathBuf,
     started_in: Duration,
-    /// Declared last: removed after the processes are gone.
+    /// Declared last: removed after the processes are gone (fields drop in order).
     dir: TempDir,
 }
 
@@ -172,38 +161,31 @@ impl Cluster {
             uid: user,
             groups: &["system:nodes"],
         }));
-        files::write_token_file(&path.join("tokens.csv"), &entries)?;
-        files::write_service_account_keys(&path.join("sa.key"), &path.join("sa.pub"))?;
-        let cert_dir = path.join("certs");
-        let ca_file = cert_dir.join("apiserver.crt");
-        let apiserver_log = path.join("kube-apiserver.log");
-
-        let mut attempt = 0;
-        let (apiserver, etcd, url) = loop {
-            attempt += 1;
-            match spawn_and_wait(opts, binary, etcd, path, &admin_token) {
-                Ok(running) => break running,
-                Err(Spawned::PortTaken(e)) if attempt < PORT_ATTEMPTS => {
-                    eprintln!("apiserver fixture: {e:#}; retrying with other ports");
-                }
-                Err(Spawned::PortTaken(e) | Spawned::Failed(e)) => return Err(e),
-            }
+        let paths = process::Files::new(path);
+        files::write_token_file(&paths.tokens, &entries)?;
+        files::write_service_account_keys(&paths.sa_key, &paths.sa_pub)?;
+        let spec = process::Spec {
+            apiserver: binary,
+            etcd,
+            extra_args: &opts.apiserver_args,
+            token: &admin_token,
         };
+        let processes = process::start(&spec, &paths)?;
+        let url = &processes.url;
+        let ca_file = paths.ca_file.clone();
         let admin_kubeconfig = path.join("admin.kubeconfig");
-        files::write_kubeconfig(&admin_kubeconfig, &url, &ca_file, ADMIN_USER, &admin_token)?;
+        files::write_kubeconfig(&admin_kubeconfig, url, &ca_file, ADMIN_USER, &admin_token)?;
         for (name, (token, kubeconfig)) in &nodes {
             let user = format!("system:node:{name}");
-            files::write_kubeconfig(kubeconfig, &url, &ca_file, &user, token)?;
+            files::write_kubeconfig(kubeconfig, url, &ca_file, &user, token)?;
         }
         let mut cluster = Cluster {
-            apiserver,
-            etcd,
-            url,
+            apiserver_log: paths.apiserver_log,
+            processes,
             ca_file,
             admin_token,
             admin_kubeconfig,
             nodes,
-            apiserver_log,
             started_in: Duration::ZERO,
             dir,
         };
@@ -216,7 +198,7 @@ impl Cluster {
 
     /// The server's URL, `https://127.0.0.1:<port>`.
     pub fn url(&self) -> &str {
-        &self.url
+        &self.processes.url
     }
 
     /// The PEM file that verifies the server's self-signed certificate.
@@ -287,13 +269,12 @@ impl Cluster {
         body: Option<&Value>,
     ) -> Result<(u16, Value)> {
         let (status, text) = curl(
-            &self.url,
-            Some(&self.ca_file),
+            &self.processes.url,
+            &self.ca_file,
             token,
             method,
             path,
             body,
-            "application/json",
         )?;
         let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
         Ok((status, value))
@@ -350,255 +331,4 @@ impl Cluster {
         }
         Ok(())
     }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        for child in [&mut self.apiserver, &mut self.etcd] {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-/// Why a start attempt failed: a port race is worth another attempt, the rest is not.
-enum Spawned {
-    PortTaken(anyhow::Error),
-    Failed(anyhow::Error),
-}
-
-impl From<anyhow::Error> for Spawned {
-    fn from(e: anyhow::Error) -> Spawned {
-        Spawned::Failed(e)
-    }
-}
-
-/// Picks ports, starts etcd and kube-apiserver and waits for `/readyz`; returns both children
-/// and the server's URL. Kills what it started when it fails.
-fn spawn_and_wait(
-    opts: &ClusterBuilder,
-    binary: &Path,
-    etcd_bin: &Path,
-    dir: &Path,
-    admin_token: &str,
-) -> Result<(Child, Child, String), Spawned> {
-    let [client, peer, secure] = free_ports()?;
-    let etcd_url = format!("http://127.0.0.1:{client}");
-    let peer_url = format!("http://127.0.0.1:{peer}");
-    let data_dir = dir.join("etcd");
-    // A failed attempt's data would not hurt, but start clean.
-    let _ = fs::remove_dir_all(&data_dir);
-    let etcd_log = dir.join("etcd.log");
-    let mut etcd = spawn(
-        Command::new(etcd_bin)
-            .arg("--name=e2e")
-            .arg(format!("--data-dir={}", data_dir.display()))
-            .arg(format!("--listen-client-urls={etcd_url}"))
-            .arg(format!("--advertise-client-urls={etcd_url}"))
-            .arg(format!("--listen-peer-urls={peer_url}"))
-            .arg(format!("--initial-advertise-peer-urls={peer_url}"))
-            .arg(format!("--initial-cluster=e2e={peer_url}")),
-        &etcd_log,
-    )?;
-    let log = dir.join("kube-apiserver.log");
-    let mut cmd = Command::new(binary);
-    cmd.arg(format!("--etcd-servers={etcd_url}"))
-        .args(["--bind-address=127.0.0.1", "--advertise-address=127.0.0.1"])
-        .arg(format!("--secure-port={secure}"))
-        .arg("--insecure-port=0")
-        .arg(format!("--cert-dir={}", dir.join("certs").display()))
-        .arg(format!(
-            "--token-auth-file={}",
-            dir.join("tokens.csv").display()
-        ))
-        .args([
-            "--authorization-mode=Node,RBAC",
-            "--enable-admission-plugins=NodeRestriction",
-        ])
-        .arg("--disable-admission-plugins=ServiceAccount")
-        .arg(format!("--service-account-issuer={ISSUER}"))
-        .arg(format!("--api-audiences={ISSUER}"))
-        .arg(format!(
-            "--service-account-key-file={}",
-            dir.join("sa.pub").display()
-        ))
-        .arg(format!(
-            "--service-account-signing-key-file={}",
-            dir.join("sa.key").display()
-        ))
-        .args([
-            "--service-cluster-ip-range=10.96.0.0/24",
-            "--allow-privileged=true",
-        ])
-        .args(&opts.apiserver_args);
-    let mut apiserver = match spawn(&mut cmd, &log) {
-        Ok(child) => child,
-        Err(e) => {
-            kill(&mut etcd);
-            return Err(e.into());
-        }
-    };
-    let url = format!("https://127.0.0.1:{secure}");
-    match wait_ready(
-        &url,
-        &dir.join("certs").join("apiserver.crt"),
-        admin_token,
-        &mut etcd,
-        &mut apiserver,
-        &etcd_log,
-        &log,
-    ) {
-        Ok(()) => Ok((apiserver, etcd, url)),
-        Err(e) => {
-            kill(&mut apiserver);
-            kill(&mut etcd);
-            Err(e)
-        }
-    }
-}
-
-/// Polls `/readyz` until it answers 200; fails early when a process exits.
-fn wait_ready(
-    url: &str,
-    ca_file: &Path,
-    token: &str,
-    etcd: &mut Child,
-    apiserver: &mut Child,
-    etcd_log: &Path,
-    log: &Path,
-) -> Result<(), Spawned> {
-    let deadline = Instant::now() + READY_TIMEOUT;
-    let mut last = String::from("no answer yet");
-    loop {
-        for (name, child, log) in [
-            ("etcd", &mut *etcd, etcd_log),
-            ("kube-apiserver", &mut *apiserver, log),
-        ] {
-            if let Ok(Some(status)) = child.try_wait() {
-                let tail = util::tail(log, TAIL_LINES);
-                let e = anyhow::anyhow!("{name} exited ({status}) during start:\n{tail}");
-                return Err(if tail.contains("address already in use") {
-                    Spawned::PortTaken(e)
-                } else {
-                    Spawned::Failed(e)
-                });
-            }
-        }
-        if ca_file.exists() {
-            match curl(
-                url,
-                Some(ca_file),
-                token,
-                "GET",
-                "/readyz",
-                None,
-                "text/plain",
-            ) {
-                Ok((200, _)) => return Ok(()),
-                Ok((status, body)) => last = format!("{status}: {body}"),
-                Err(e) => last = format!("{e:#}"),
-            }
-        }
-        if Instant::now() >= deadline {
-            return Err(Spawned::Failed(anyhow::anyhow!(
-                "kube-apiserver not ready after {READY_TIMEOUT:?} (last /readyz: {last}):\n{}",
-                util::tail(log, TAIL_LINES)
-            )));
-        }
-        thread::sleep(POLL);
-    }
-}
-
-/// Three distinct free loopback ports (held together while picking, so they differ).
-fn free_ports() -> Result<[u16; 3]> {
-    let listeners = [(); 3].map(|()| TcpListener::bind("127.0.0.1:0"));
-    let mut ports = [0u16; 3];
-    for (port, listener) in ports.iter_mut().zip(listeners) {
-        *port = listener
-            .and_then(|l| l.local_addr())
-            .context("cannot pick a free loopback port")?
-            .port();
-    }
-    Ok(ports)
-}
-
-/// Spawns `cmd` with stdout and stderr appended to `log`.
-fn spawn(cmd: &mut Command, log: &Path) -> Result<Child> {
-    let out = File::options()
-        .create(true)
-        .append(true)
-        .open(log)
-        .with_context(|| format!("cannot open {}", log.display()))?;
-    let err = out.try_clone()?;
-    cmd.stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err)
-        .spawn()
-        .with_context(|| format!("cannot start `{}`", util::display(cmd)))
-}
-
-fn kill(child: &mut Child) {
-    let _ = child.kill();
-    let _ = child.wait();
-}
-
-/// One request through `curl`: the HTTP status and the body. `ca_file` verifies the server.
-fn curl(
-    url: &str,
-    ca_file: Option<&Path>,
-    token: &str,
-    method: &str,
-    path: &str,
-    body: Option<&Value>,
-    accept: &str,
-) -> Result<(u16, String)> {
-    let mut cmd = Command::new("curl");
-    cmd.args(["-sS", "--max-time", "30", "-X", method])
-        .arg("-H")
-        .arg(format!("Authorization: Bearer {token}"))
-        .arg("-H")
-        .arg(format!("Accept: {accept}"))
-        .args(["-w", "\n%{http_code}"]);
-    if let Some(ca) = ca_file {
-        cmd.arg("--cacert").arg(ca);
-    }
-    let input = match body {
-        Some(body) => {
-            let content_type = if method == "PATCH" {
-                "application/merge-patch+json"
-            } else {
-                "application/json"
-            };
-            cmd.arg("-H")
-                .arg(format!("Content-Type: {content_type}"))
-                .args(["--data-binary", "@-"]);
-            serde_json::to_vec(body)?
-        }
-        None => Vec::new(),
-    };
-    cmd.arg(format!("{url}{path}"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().context("cannot run curl")?;
-    if let Some(mut stdin) = child.stdin.take() {
-        stdin
-            .write_all(&input)
-            .context("cannot write curl's input")?;
-    }
-    let out = child.wait_with_output().context("curl failed")?;
-    if !out.status.success() {
-        bail!(
-            "curl {method} {url}{path} failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    let text = String::from_utf8_lossy(&out.stdout);
-    let (body, code) = text.rsplit_once('\n').unwrap_or(("", &text));
-    let code = code
-        .trim()
-        .parse()
-        .with_context(|| format!("curl printed no status code: {text}"))?;
-    Ok((code, body.to_owned()))
 }

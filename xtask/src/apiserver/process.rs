@@ -1,0 +1,248 @@
+//! The two processes of a [`Cluster`](super::Cluster): etcd and kube-apiserver on free loopback
+//! ports, started until `/readyz` answers, and killed together.
+
+use std::{
+    fs::{self, File},
+    net::TcpListener,
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    thread,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, Result, anyhow};
+
+use super::curl::curl;
+use crate::util;
+
+/// How long a start waits for `/readyz` (7–12 s is normal on a loaded machine).
+pub(crate) const READY_TIMEOUT: Duration = Duration::from_secs(90);
+/// How often readiness is polled.
+pub(crate) const POLL: Duration = Duration::from_millis(100);
+/// Lines of a log in error messages.
+pub(crate) const TAIL_LINES: usize = 40;
+/// Attempts when a picked port was taken by someone else before the server bound it.
+const PORT_ATTEMPTS: usize = 3;
+/// The service-account issuer and the API audience.
+const ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
+
+/// What the processes are started with; the files are those of [`Files::new`].
+pub(crate) struct Spec<'a> {
+    pub(crate) apiserver: &'a Path,
+    pub(crate) etcd: &'a Path,
+    /// Extra kube-apiserver flags, after the fixture's own.
+    pub(crate) extra_args: &'a [String],
+    /// A token that may read `/readyz`.
+    pub(crate) token: &'a str,
+}
+
+/// The paths in the cluster's directory.
+pub(crate) struct Files {
+    pub(crate) tokens: PathBuf,
+    pub(crate) sa_key: PathBuf,
+    pub(crate) sa_pub: PathBuf,
+    pub(crate) cert_dir: PathBuf,
+    /// Written by kube-apiserver: its self-signed certificate followed by its CA.
+    pub(crate) ca_file: PathBuf,
+    pub(crate) etcd_data: PathBuf,
+    pub(crate) etcd_log: PathBuf,
+    pub(crate) apiserver_log: PathBuf,
+}
+
+impl Files {
+    pub(crate) fn new(dir: &Path) -> Files {
+        let cert_dir = dir.join("certs");
+        Files {
+            tokens: dir.join("tokens.csv"),
+            sa_key: dir.join("sa.key"),
+            sa_pub: dir.join("sa.pub"),
+            ca_file: cert_dir.join("apiserver.crt"),
+            cert_dir,
+            etcd_data: dir.join("etcd"),
+            etcd_log: dir.join("etcd.log"),
+            apiserver_log: dir.join("kube-apiserver.log"),
+        }
+    }
+}
+
+/// etcd and kube-apiserver, serving; both are killed on drop.
+#[derive(Debug)]
+pub(crate) struct Processes {
+    apiserver: Child,
+    etcd: Child,
+    /// `https://127.0.0.1:<port>`.
+    pub(crate) url: String,
+}
+
+impl Drop for Processes {
+    fn drop(&mut self) {
+        kill(&mut self.apiserver);
+        kill(&mut self.etcd);
+    }
+}
+
+/// Starts both and waits for `/readyz`, picking other ports when one was taken meanwhile.
+pub(crate) fn start(spec: &Spec<'_>, files: &Files) -> Result<Processes> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match start_once(spec, files) {
+            Ok(running) => return Ok(running),
+            Err(Failure::PortTaken(e)) if attempt < PORT_ATTEMPTS => {
+                eprintln!("apiserver fixture: {e:#}; retrying with other ports");
+            }
+            Err(Failure::PortTaken(e) | Failure::Other(e)) => return Err(e),
+        }
+    }
+}
+
+/// Why a start attempt failed: a port race is worth another attempt, the rest is not.
+enum Failure {
+    PortTaken(anyhow::Error),
+    Other(anyhow::Error),
+}
+
+impl From<anyhow::Error> for Failure {
+    fn from(e: anyhow::Error) -> Failure {
+        Failure::Other(e)
+    }
+}
+
+fn start_once(spec: &Spec<'_>, files: &Files) -> Result<Processes, Failure> {
+    let [client, peer, secure] = free_ports()?;
+    let etcd_url = format!("http://127.0.0.1:{client}");
+    let peer_url = format!("http://127.0.0.1:{peer}");
+    // A failed attempt's data would not hurt, but start clean.
+    let _ = fs::remove_dir_all(&files.etcd_data);
+    let etcd = spawn(
+        Command::new(spec.etcd)
+            .arg("--name=e2e")
+            .arg(format!("--data-dir={}", files.etcd_data.display()))
+            .arg(format!("--listen-client-urls={etcd_url}"))
+            .arg(format!("--advertise-client-urls={etcd_url}"))
+            .arg(format!("--listen-peer-urls={peer_url}"))
+            .arg(format!("--initial-advertise-peer-urls={peer_url}"))
+            .arg(format!("--initial-cluster=e2e={peer_url}")),
+        &files.etcd_log,
+    )?;
+    let mut etcd = KillOnDrop(Some(etcd));
+    let mut cmd = Command::new(spec.apiserver);
+    cmd.arg(format!("--etcd-servers={etcd_url}"))
+        .args(["--bind-address=127.0.0.1", "--advertise-address=127.0.0.1"])
+        .arg(format!("--secure-port={secure}"))
+        // 1.20 still serves plain HTTP on 8080 by default: two clusters would collide.
+        .arg("--insecure-port=0")
+        .arg(format!("--cert-dir={}", files.cert_dir.display()))
+        .arg(format!("--token-auth-file={}", files.tokens.display()))
+        .arg("--authorization-mode=Node,RBAC")
+        .arg("--enable-admission-plugins=NodeRestriction")
+        .arg("--disable-admission-plugins=ServiceAccount")
+        .arg(format!("--service-account-issuer={ISSUER}"))
+        .arg(format!("--api-audiences={ISSUER}"))
+        .arg(format!(
+            "--service-account-key-file={}",
+            files.sa_pub.display()
+        ))
+        .arg(format!(
+            "--service-account-signing-key-file={}",
+            files.sa_key.display()
+        ))
+        .args([
+            "--service-cluster-ip-range=10.96.0.0/24",
+            "--allow-privileged=true",
+        ])
+        .args(spec.extra_args);
+    let mut apiserver = KillOnDrop(Some(spawn(&mut cmd, &files.apiserver_log)?));
+    let url = format!("https://127.0.0.1:{secure}");
+    let deadline = Instant::now() + READY_TIMEOUT;
+    let mut last = String::from("no answer yet");
+    loop {
+        for (name, child, log) in [
+            ("etcd", &mut etcd, &files.etcd_log),
+            ("kube-apiserver", &mut apiserver, &files.apiserver_log),
+        ] {
+            if let Some(status) = child.exited() {
+                let tail = util::tail(log, TAIL_LINES);
+                let e = anyhow!("{name} exited ({status}) during start:\n{tail}");
+                return Err(if tail.contains("address already in use") {
+                    Failure::PortTaken(e)
+                } else {
+                    Failure::Other(e)
+                });
+            }
+        }
+        if files.ca_file.exists() {
+            match curl(&url, &files.ca_file, spec.token, "GET", "/readyz", None) {
+                Ok((200, _)) => break,
+                Ok((status, body)) => last = format!("{status}: {body}"),
+                Err(e) => last = format!("{e:#}"),
+            }
+        }
+        if Instant::now() >= deadline {
+            return Err(Failure::Other(anyhow!(
+                "kube-apiserver not ready after {READY_TIMEOUT:?} (last /readyz: {last}):\n{}",
+                util::tail(&files.apiserver_log, TAIL_LINES)
+            )));
+        }
+        thread::sleep(POLL);
+    }
+    match (apiserver.0.take(), etcd.0.take()) {
+        (Some(apiserver), Some(etcd)) => Ok(Processes {
+            apiserver,
+            etcd,
+            url,
+        }),
+        _ => Err(Failure::Other(anyhow!("a started process went missing"))),
+    }
+}
+
+/// A child that is killed when the start fails half-way.
+struct KillOnDrop(Option<Child>);
+
+impl KillOnDrop {
+    /// The exit status, if the process has exited.
+    fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.0.as_mut().and_then(|c| c.try_wait().ok().flatten())
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.0 {
+            kill(child);
+        }
+    }
+}
+
+/// Three distinct free loopback ports (held together while picking, so they differ).
+fn free_ports() -> Result<[u16; 3]> {
+    let listeners = [(); 3].map(|()| TcpListener::bind("127.0.0.1:0"));
+    let mut ports = [0u16; 3];
+    for (port, listener) in ports.iter_mut().zip(listeners) {
+        *port = listener
+            .and_then(|l| l.local_addr())
+            .context("cannot pick a free loopback port")?
+            .port();
+    }
+    Ok(ports)
+}
+
+/// Spawns `cmd` with stdout and stderr appended to `log`.
+fn spawn(cmd: &mut Command, log: &Path) -> Result<Child> {
+    let out = File::options()
+        .create(true)
+        .append(true)
+        .open(log)
+        .with_context(|| format!("cannot open {}", log.display()))?;
+    let err = out.try_clone()?;
+    cmd.stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+        .with_context(|| format!("cannot start `{}`", util::display(cmd)))
+}
+
+fn kill(child: &mut Child) {
+    let _ = child.kill();
+    let _ = child.wait();
+}
