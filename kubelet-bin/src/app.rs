@@ -96,6 +96,7 @@ fn remote_runtime(
     )?
     .with_probe_results(ctx.probe_results.clone())
     .with_handler_runner(Arc::new(kubelet_probe::LifecycleHandlerRunner))
+    .with_event_recorder(ctx.event_recorder.clone())
     .with_image_pull_backoff(kubelet_core::kuberuntime::ImagePullBackoff::new(
         settings.image_pull_backoff.0,
         settings.image_pull_backoff.1,

@@ -16,6 +16,7 @@
 //! | mirror pods | none | [`mirror_client`](NodeBuilder::mirror_client) |
 //! | cgroups | `cm::Noop` | [`cgroups`](NodeBuilder::cgroups) |
 //! | cluster mode | standalone | [`cluster`](NodeBuilder::cluster) |
+//! | events | `events::LogRecorder` (log lines) | [`event_recorder`](NodeBuilder::event_recorder) |
 //! | endpoints | none | [`healthz_addr`](NodeBuilder::healthz_addr), [`read_only_addr`](NodeBuilder::read_only_addr) |
 //!
 //! The core wiring (pod config, pod workers, sync loop…) is
@@ -32,6 +33,7 @@ use std::time::Duration;
 use kubelet_core::cache::PodCache;
 use kubelet_core::cm::PodContainerManager;
 use kubelet_core::config::{FileSource, PodSource};
+use kubelet_core::events::{self, EventRecorder, EventType};
 use kubelet_core::kubelet::env::EnvSource;
 use kubelet_core::kubelet::{
     KubeletBuilder, KubeletRuntimeHelper, Managers, MirrorClient, NodeProvider, PodAdmitHandler,
@@ -100,6 +102,8 @@ pub struct RuntimeContext {
     pub node_ips: Vec<String>,
     /// The kubelet's root directory.
     pub root_dir: PathBuf,
+    /// Where the runtime records its events (e.g. `RemoteRuntime::with_event_recorder`).
+    pub event_recorder: Arc<dyn EventRecorder>,
 }
 
 type RuntimeConstructor =
@@ -134,6 +138,7 @@ pub struct NodeBuilder {
     read_only_addr: Option<SocketAddr>,
     drain_timeout: Duration,
     cluster: Option<ClusterOptions>,
+    events: Arc<dyn EventRecorder>,
 }
 
 impl std::fmt::Debug for NodeBuilder {
@@ -208,6 +213,7 @@ impl NodeBuilder {
             read_only_addr: None,
             drain_timeout: Duration::from_secs(10),
             cluster: None,
+            events: Arc::new(events::LogRecorder),
         }
     }
 
@@ -292,6 +298,13 @@ impl NodeBuilder {
     /// Where configMaps and secrets come from (default: an empty in-memory source).
     pub fn object_source(mut self, objects: Arc<dyn ObjectSource>) -> Self {
         self.objects = objects;
+        self
+    }
+
+    /// Where the node's events go (default: `LogRecorder`, log lines); in cluster mode the
+    /// API server's recorder. The runtime gets it in [`RuntimeContext::event_recorder`].
+    pub fn event_recorder(mut self, recorder: Arc<dyn EventRecorder>) -> Self {
+        self.events = recorder;
         self
     }
 
@@ -387,8 +400,16 @@ impl NodeBuilder {
             node_name: self.node_name.clone(),
             node_ips: self.node_ips.clone(),
             root_dir: self.root_dir.clone(),
+            event_recorder: self.events.clone(),
         })
         .map_err(Error::Runtime)?;
+        // Upstream `BirthCry`.
+        self.events.event(
+            &events::node_ref(&self.node_name),
+            EventType::Normal,
+            events::reasons::STARTING_KUBELET,
+            "Starting kubelet.",
+        );
         let cache = PodCache::new();
         let (generic_pleg, pleg_events) =
             kubelet_pleg::GenericPleg::new(runtime.clone(), cache.clone(), self.pleg);
@@ -413,7 +434,8 @@ impl NodeBuilder {
                 probe_results,
                 token.child_token(),
             )
-            .with_host_ips(self.node_ips.clone());
+            .with_host_ips(self.node_ips.clone())
+            .with_event_recorder(self.events.clone());
             let status = LocalStatusManager::new().with_probe_results(Arc::new(manager.clone()));
             (Arc::new(manager), status)
         } else {
@@ -463,7 +485,8 @@ impl NodeBuilder {
             .node_name(self.node_name.clone())
             .root_dir(self.root_dir)
             .node_ips(self.node_ips)
-            .sync_loop_config(self.sync_loop);
+            .sync_loop_config(self.sync_loop)
+            .event_recorder(self.events);
         if let Some((initial, max)) = self.crash_loop_backoff {
             kubelet = kubelet.crash_loop_backoff(initial, max);
         }

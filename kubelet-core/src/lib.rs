@@ -23,6 +23,7 @@ pub mod cm;
 pub mod config;
 pub mod container;
 pub mod error;
+pub mod events;
 pub mod expansion;
 pub mod fieldpath;
 pub mod kubelet;

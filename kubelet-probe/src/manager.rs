@@ -81,6 +81,7 @@ impl Manager {
                     startup: results.startup.clone(),
                     manager_start: Instant::now(),
                     host_ips: Vec::new(),
+                    events: Arc::new(kubelet_core::events::NoopRecorder),
                 }),
                 results,
                 token,
@@ -100,6 +101,24 @@ impl Manager {
                 inner.env = Arc::new(env);
             }
             None => tracing::warn!("probe manager already shared: host IPs ignored"),
+        }
+        self
+    }
+
+    /// Records each failed or errored probe as an `Unhealthy` event with `recorder`
+    /// (upstream `prober.recordContainerEvent`). Call before adding pods.
+    #[must_use]
+    pub fn with_event_recorder(
+        mut self,
+        recorder: Arc<dyn kubelet_core::events::EventRecorder>,
+    ) -> Self {
+        match Arc::get_mut(&mut self.inner) {
+            Some(inner) => {
+                let mut env = (*inner.env).clone();
+                env.events = recorder;
+                inner.env = Arc::new(env);
+            }
+            None => tracing::warn!("probe manager already shared: event recorder ignored"),
         }
         self
     }
@@ -170,6 +189,7 @@ impl Manager {
             container.startup_probe.is_some(),
             self.inner.results.of(kind).clone(),
             self.inner.env.clone(),
+            kubelet_core::events::container_ref(pod, container),
         );
         let this = self.clone();
         tokio::spawn(async move {

@@ -3,9 +3,10 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Container, Probe};
+use k8s_openapi::api::core::v1::{Container, ObjectReference, Probe};
 use kubelet_core::PodUid;
 use kubelet_core::cache::PodCache;
+use kubelet_core::events::{EventRecorder, EventType, reasons};
 use kubelet_core::probe::{ProbeKind, ProbeResult, ResultsManager};
 use kubelet_core::runtime::{ContainerState, Runtime};
 use tokio::sync::Notify;
@@ -27,6 +28,8 @@ pub(crate) struct Env {
     pub manager_start: Instant,
     /// The node's IPs: the pod IP of `hostNetwork` pods.
     pub host_ips: Vec<String>,
+    /// Where `Unhealthy` events go.
+    pub events: Arc<dyn EventRecorder>,
 }
 
 pub(crate) struct Worker {
@@ -41,6 +44,8 @@ pub(crate) struct Worker {
     pub has_startup_probe: bool,
     pub results: ResultsManager,
     pub env: Arc<Env>,
+    /// The container's reference, for events.
+    pub object: ObjectReference,
     /// The container instance being probed.
     container_id: Option<String>,
     /// When the current instance's initial delay is over.
@@ -66,6 +71,7 @@ impl Worker {
         has_startup_probe: bool,
         results: ResultsManager,
         env: Arc<Env>,
+        object: ObjectReference,
     ) -> Self {
         Self {
             timing: Timing::of(&probe),
@@ -79,6 +85,7 @@ impl Worker {
             has_startup_probe,
             results,
             env,
+            object,
             container_id: None,
             eligible_at: None,
             on_hold: false,
@@ -210,6 +217,15 @@ impl Worker {
             Err(e) => {
                 // Upstream records a warning event each time; log each new error once.
                 let e = e.to_string();
+                self.env.events.event(
+                    &self.object,
+                    EventType::Warning,
+                    reasons::CONTAINER_UNHEALTHY,
+                    &format!(
+                        "{} probe errored and resulted in unknown state: {e}",
+                        self.kind
+                    ),
+                );
                 if self.last_error.as_deref() != Some(e.as_str()) {
                     info!(pod = %self.pod_name, container = %self.container.name, probe = %self.kind, error = %e, "probe errored");
                 } else {
@@ -224,6 +240,12 @@ impl Worker {
             ProbeResult::Success
         } else {
             debug!(pod = %self.pod_name, container = %self.container.name, kind = %self.kind, output = %outcome.output, "probe failed");
+            self.env.events.event(
+                &self.object,
+                EventType::Warning,
+                reasons::CONTAINER_UNHEALTHY,
+                &format!("{} probe failed: {}", self.kind, outcome.output),
+            );
             ProbeResult::Failure
         };
         if self.last_result == result {

@@ -38,6 +38,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::backoff::Backoff;
 use crate::config::{PodConfig, PodSource};
+use crate::events::{EventRecorder, NoopRecorder};
 use crate::pleg;
 use crate::pod_manager::PodManager;
 use crate::pod_workers::{self, PodWorkers};
@@ -68,6 +69,7 @@ pub struct KubeletBuilder {
     crash_loop_backoff: (Duration, Duration),
     sync_loop: sync_loop::Config,
     runtime_status_period: Duration,
+    events: Arc<dyn EventRecorder>,
 }
 
 impl std::fmt::Debug for KubeletBuilder {
@@ -110,7 +112,15 @@ impl KubeletBuilder {
             crash_loop_backoff: (crash.initial(), crash.max()),
             sync_loop: sync_loop::Config::default(),
             runtime_status_period: RUNTIME_STATUS_PERIOD,
+            events: Arc::new(NoopRecorder),
         }
+    }
+
+    /// Where the kubelet's pod events go (admission rejections, `FailedMount`, …; default:
+    /// nowhere). The runtime records its own events: give it the same recorder.
+    pub fn event_recorder(mut self, recorder: Arc<dyn EventRecorder>) -> Self {
+        self.events = recorder;
+        self
     }
 
     /// Adds a pod source; housekeeping waits until every source has sent its first snapshot.
@@ -233,7 +243,8 @@ impl KubeletBuilder {
                 self.root_dir,
                 self.node_ips,
             )
-            .with_mirror_pods(self.mirror.clone(), nodes),
+            .with_mirror_pods(self.mirror.clone(), nodes)
+            .with_event_recorder(self.events.clone()),
         );
         let workers = PodWorkers::new(
             syncer,
@@ -254,7 +265,8 @@ impl KubeletBuilder {
             sources_ready,
         )
         .with_admit_chain(self.admit)
-        .with_mirror_client(self.mirror);
+        .with_mirror_client(self.mirror)
+        .with_event_recorder(self.events);
         KubeletService {
             health: sync_loop::Health::new(self.sync_loop.resync_interval),
             kubelet,

@@ -64,6 +64,7 @@ pub struct Kubelet {
     sources_ready: SourcesReady,
     admit: AdmitChain,
     mirror: Arc<dyn MirrorClient>,
+    events: Arc<dyn crate::events::EventRecorder>,
 }
 
 impl std::fmt::Debug for Kubelet {
@@ -93,6 +94,7 @@ impl Kubelet {
             sources_ready,
             admit: AdmitChain::default(),
             mirror: Arc::new(NoMirrorPods),
+            events: Arc::new(crate::events::NoopRecorder),
         }
     }
 
@@ -100,6 +102,13 @@ impl Kubelet {
     /// [`NoMirrorPods`]).
     pub fn with_mirror_client(mut self, mirror: Arc<dyn MirrorClient>) -> Self {
         self.mirror = mirror;
+        self
+    }
+
+    /// Records admission rejections with `recorder` (upstream `rejectPod`; default: none).
+    #[must_use]
+    pub fn with_event_recorder(mut self, recorder: Arc<dyn crate::events::EventRecorder>) -> Self {
+        self.events = recorder;
         self
     }
 
@@ -223,6 +232,12 @@ impl SyncHandler for Kubelet {
                 let result = self.admit.can_admit_pod(&pod, &active);
                 if !result.admit {
                     admit::reject_pod(self.status.as_ref(), &pod, &result.reason, &result.message);
+                    self.events.event(
+                        &crate::events::pod_ref(&pod),
+                        crate::events::EventType::Warning,
+                        &result.reason,
+                        &result.message,
+                    );
                     continue;
                 }
                 active.push(pod.clone());

@@ -12,6 +12,7 @@ use tracing::{debug, info};
 use crate::backoff::Backoff;
 use crate::cache::PodCache;
 use crate::cm::PodContainerManager;
+use crate::events::{EventRecorder, EventType, NoopRecorder, pod_ref, reasons as events};
 use crate::pleg::Pleg;
 use crate::pod::{PodExt, PodUid};
 use crate::pod_manager::PodManager;
@@ -62,6 +63,7 @@ pub struct KubeletPodSyncer {
     host_ips: Vec<String>,
     reasons: ReasonCache,
     mirror: Option<(Arc<dyn MirrorClient>, Arc<dyn NodeProvider>)>,
+    events: Arc<dyn EventRecorder>,
 }
 
 impl std::fmt::Debug for KubeletPodSyncer {
@@ -92,6 +94,7 @@ impl KubeletPodSyncer {
             host_ips,
             reasons: ReasonCache::default(),
             mirror: None,
+            events: Arc::new(NoopRecorder),
         }
     }
 
@@ -111,6 +114,14 @@ impl KubeletPodSyncer {
             let mirror_pod = self.pod_manager.mirror_pod_by_pod(pod);
             mirror::reconcile(client.as_ref(), nodes.as_ref(), pod, mirror_pod.as_ref()).await;
         }
+    }
+
+    /// Records the sync's pod events (`FailedMount`, `FailedCreatePodContainer`, `Failed`
+    /// for data directories) with `recorder`, as upstream's `syncPod` does (default: none).
+    #[must_use]
+    pub fn with_event_recorder(mut self, recorder: Arc<dyn EventRecorder>) -> Self {
+        self.events = recorder;
+        self
     }
 
     fn inputs<'a>(&'a self, sync_result: Option<&'a PodSyncResult>) -> StatusInputs<'a> {
@@ -217,14 +228,34 @@ impl PodSyncer for KubeletPodSyncer {
             }
         }
         self.managers.cgroups.ensure_exists(pod).map_err(|e| {
+            self.events.event(
+                &pod_ref(pod),
+                EventType::Warning,
+                events::FAILED_TO_CREATE_POD_CONTAINER,
+                &format!("unable to ensure pod container exists: {e}"),
+            );
             Error::Other(format!(
                 "failed to ensure that the pod cgroups exist and are correctly applied: {e}"
             ))
         })?;
         // Upstream `tryReconcileMirrorPods`, between the pod cgroup and the pod directories.
         self.reconcile_mirror_pod(pod).await;
-        self.make_pod_dirs(&uid)?;
+        if let Err(e) = self.make_pod_dirs(&uid) {
+            self.events.event(
+                &pod_ref(pod),
+                EventType::Warning,
+                events::FAILED_TO_MAKE_POD_DATA_DIRECTORIES,
+                &format!("error making pod data directories: {e}"),
+            );
+            return Err(e);
+        }
         if let Err(e) = self.managers.volumes.wait_for_attach_and_mount(pod).await {
+            self.events.event(
+                &pod_ref(pod),
+                EventType::Warning,
+                events::FAILED_MOUNT_VOLUME,
+                &format!("Unable to attach or mount volumes: {e}"),
+            );
             let message = format!("unable to attach or mount volumes: {e}");
             let inputs = StatusInputs {
                 pod_condition: Some(("FailedMount", &message)),

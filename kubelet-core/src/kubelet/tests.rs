@@ -24,6 +24,7 @@ struct Node {
     token: CancellationToken,
     probe_results: crate::probe::Results,
     cgroups: crate::cm::FakePodContainerManager,
+    recorder: crate::testing::CollectingRecorder,
     _root: tempfile::TempDir,
 }
 
@@ -84,6 +85,8 @@ async fn node_built(
     runtime: FakeRuntime,
     customize: impl FnOnce(KubeletBuilder) -> KubeletBuilder,
 ) -> Node {
+    let recorder = crate::testing::CollectingRecorder::default();
+    let runtime = runtime.with_event_recorder(Arc::new(recorder.clone()));
     let root = tempfile::tempdir().expect("tempdir");
     let status = FakeStatusManager::default();
     let volumes = FakeVolumeManager::default();
@@ -109,7 +112,8 @@ async fn node_built(
     let builder = KubeletBuilder::new(managers, events_rx, probe_updates)
         .source(Box::new(source))
         .root_dir(root.path())
-        .node_ips(vec!["192.0.2.1".into()]);
+        .node_ips(vec!["192.0.2.1".into()])
+        .event_recorder(Arc::new(recorder.clone()));
     let mut kubelet = customize(builder).build(&TaskTracker::new(), &token);
     kubelet.spawn().await;
     Node {
@@ -122,6 +126,7 @@ async fn node_built(
         token,
         probe_results,
         cgroups,
+        recorder,
         _root: root,
     }
 }
@@ -264,6 +269,15 @@ async fn added_pod_runs_without_waiting_for_a_tick() {
         start.elapsed()
     );
     assert!(running(&n.runtime, &p.uid(), "app").is_some());
+    let app: Vec<_> = n
+        .recorder
+        .for_field("spec.containers{app}")
+        .into_iter()
+        .map(|(reason, _)| reason)
+        .collect();
+    assert_eq!(app, ["Pulling", "Pulled", "Created", "Started"]);
+    assert!(n.recorder.has("Created", "Created container app"));
+    assert!(n.recorder.has("Started", "Started container app"));
     n.token.cancel();
 }
 
@@ -504,6 +518,18 @@ async fn pods_with_unsafe_sysctls_are_rejected_and_never_started() {
     assert_eq!(
         status.message.as_deref(),
         Some("Pod was rejected: forbidden sysctl: \"net.core.somaxconn\" not allowlisted")
+    );
+    let rejected = n
+        .recorder
+        .events()
+        .into_iter()
+        .find(|e| e.reason == "SysctlForbidden")
+        .expect("a rejection event");
+    assert_eq!(rejected.event_type, crate::events::EventType::Warning);
+    assert_eq!(rejected.object.uid, bad.metadata.uid);
+    assert_eq!(
+        rejected.message,
+        "forbidden sysctl: \"net.core.somaxconn\" not allowlisted"
     );
     tokio::time::sleep(Duration::from_secs(20)).await;
     assert!(

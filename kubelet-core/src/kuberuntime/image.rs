@@ -4,9 +4,10 @@
 //! `shouldPullImage`, `applyDefaultImageTag`) and the pull-policy defaulting of
 //! `pkg/apis/core/v1/defaults.go` (`SetDefaults_Container`). A failed pull is `ErrImagePull`;
 //! until its backoff window ends ([`super::pull_backoff`]) further starts are
-//! `ImagePullBackOff`.
+//! `ImagePullBackOff`. Each outcome is recorded as upstream's image manager records it
+//! (`Pulling`, `Pulled`, `Failed`, `BackOff`, `InspectFailed`, `ErrImageNeverPull`).
 
-use k8s_openapi::api::core::v1::Container;
+use k8s_openapi::api::core::v1::{Container, ObjectReference};
 
 use super::api::{PodSandboxConfig, PullImageRequest};
 use super::pull_backoff::ImagePullBackoff;
@@ -14,7 +15,23 @@ use super::reasons::{
     ERR_IMAGE_NEVER_PULL, ERR_IMAGE_PULL, IMAGE_INSPECT_ERROR, INVALID_IMAGE_NAME,
 };
 use super::service::RuntimeService;
+use crate::events::{EventRecorder, EventType, reasons as events};
 use crate::runtime::{Error, Result};
+
+/// Where the image manager's events go: the recorder and the container's reference.
+pub(super) struct ImageEvents<'a> {
+    /// The recorder.
+    pub(super) recorder: &'a dyn EventRecorder,
+    /// The container the image is for.
+    pub(super) object: &'a ObjectReference,
+}
+
+impl ImageEvents<'_> {
+    fn record(&self, event_type: EventType, reason: &str, message: &str) {
+        self.recorder
+            .event(self.object, event_type, reason, message);
+    }
+}
 
 /// A container's `imagePullPolicy`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -122,12 +139,20 @@ pub(super) async fn ensure_image_exists<S: RuntimeService + ?Sized>(
     pod_uid: &str,
     container: &Container,
     sandbox: &PodSandboxConfig<'_>,
+    events: &ImageEvents<'_>,
 ) -> Result<String, EnsureError> {
     let raw = container.image.as_deref().unwrap_or("");
     let Some(image) = apply_default_tag(raw) else {
+        let message =
+            format!("Failed to apply default image tag {raw:?}: invalid reference format");
+        events.record(
+            EventType::Warning,
+            events::FAILED_TO_INSPECT_IMAGE,
+            &message,
+        );
         return Err(EnsureError::Container {
             reason: INVALID_IMAGE_NAME,
-            message: format!("Failed to apply default image tag {raw:?}: invalid reference format"),
+            message,
         });
     };
     let policy = pull_policy(container);
@@ -135,33 +160,61 @@ pub(super) async fn ensure_image_exists<S: RuntimeService + ?Sized>(
         Ok(p) => p,
         Err(e) => {
             return Err(match fail(IMAGE_INSPECT_ERROR, e) {
-                EnsureError::Container { reason, message } => EnsureError::Container {
-                    reason,
-                    message: format!("Failed to inspect image {raw:?}: {message}"),
-                },
+                EnsureError::Container { reason, message } => {
+                    let message = format!("Failed to inspect image {raw:?}: {message}");
+                    events.record(
+                        EventType::Warning,
+                        events::FAILED_TO_INSPECT_IMAGE,
+                        &message,
+                    );
+                    EnsureError::Container { reason, message }
+                }
                 down => down,
             });
         }
     };
     match (present, policy) {
-        (Some(img), PullPolicy::IfNotPresent | PullPolicy::Never) => return Ok(img.id),
+        (Some(img), PullPolicy::IfNotPresent | PullPolicy::Never) => {
+            events.record(
+                EventType::Normal,
+                events::PULLED_IMAGE,
+                &format!("Container image {raw:?} already present on machine"),
+            );
+            return Ok(img.id);
+        }
         (None, PullPolicy::Never) => {
+            let message =
+                format!("Container image {raw:?} is not present with pull policy of Never");
+            events.record(
+                EventType::Warning,
+                events::ERR_IMAGE_NEVER_PULL_POLICY,
+                &message,
+            );
             return Err(EnsureError::Container {
                 reason: ERR_IMAGE_NEVER_PULL,
-                message: format!(
-                    "Container image {raw:?} is not present with pull policy of Never"
-                ),
+                message,
             });
         }
         _ => {}
     }
     if let Some(refused) = pulls.check(pod_uid, raw) {
+        events.record(
+            EventType::Normal,
+            events::BACK_OFF_PULL_IMAGE,
+            &format!("Back-off pulling image {raw:?}"),
+        );
         return Err(EnsureError::Backoff {
             message: refused.message,
             retry_after: refused.retry_after,
         });
     }
     tracing::info!(image = %image, "pulling image");
+    events.record(
+        EventType::Normal,
+        events::PULLING_IMAGE,
+        &format!("Pulling image {raw:?}"),
+    );
+    let started = tokio::time::Instant::now();
     let request = PullImageRequest {
         image: &image,
         auth: None,
@@ -170,6 +223,19 @@ pub(super) async fn ensure_image_exists<S: RuntimeService + ?Sized>(
     match service.pull_image(&request).await {
         Ok(image_ref) => {
             pulls.succeeded();
+            // Upstream truncates to milliseconds; pulls are not queued here, so there is
+            // no waiting beyond the pull itself.
+            let took = crate::time::go_duration(std::time::Duration::from_millis(
+                u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            ));
+            events.record(
+                EventType::Normal,
+                events::PULLED_IMAGE,
+                &format!(
+                    "Successfully pulled image {raw:?} in {} ({} including waiting)",
+                    took, took,
+                ),
+            );
             Ok(image_ref)
         }
         Err(Error::Unavailable(e)) => Err(EnsureError::Unavailable(Error::Unavailable(e))),
@@ -180,6 +246,11 @@ pub(super) async fn ensure_image_exists<S: RuntimeService + ?Sized>(
             };
             tracing::warn!(image = %image, error = %message, "failed to pull image");
             pulls.failed(pod_uid, raw, &message);
+            events.record(
+                EventType::Warning,
+                events::FAILED_TO_PULL_IMAGE,
+                &format!("Failed to pull image {raw:?}: {message}"),
+            );
             Err(EnsureError::Container {
                 reason: ERR_IMAGE_PULL,
                 message,

@@ -16,6 +16,7 @@ use super::graceful::{TerminationOrdering, stop_gracefully};
 use super::labels::restore_specs;
 use super::manager::KubeRuntimeManager;
 use super::service::RuntimeService;
+use crate::events::{EventType, container_ref_by_name, reasons as events};
 use crate::lifecycle::HookTarget;
 use crate::pod::{PodExt, container_grace_period_seconds};
 use crate::runtime::{ContainerState, Error, Result, RunningPod};
@@ -130,6 +131,20 @@ impl<S: RuntimeService> KubeRuntimeManager<S> {
         };
         let grace = container_grace_period_seconds(pod, grace_override);
         tracing::info!(container = name, id, grace, reason, "killing container");
+        let reference = pod.map(|pod| container_ref_by_name(pod, name));
+        if let Some(reference) = &reference {
+            let message = if reason.is_empty() {
+                format!("Stopping container {name}")
+            } else {
+                reason.to_owned()
+            };
+            self.events.event(
+                reference,
+                EventType::Normal,
+                events::KILLING_CONTAINER,
+                &message,
+            );
+        }
         let pre_stop = match (pod, spec) {
             (Some(pod), Some(spec)) => spec
                 .lifecycle
@@ -144,6 +159,12 @@ impl<S: RuntimeService> KubeRuntimeManager<S> {
                     };
                     if let Err(error) = self.hooks.run(self, target, handler).await {
                         tracing::warn!(container = name, id, %error, "preStop hook failed");
+                        self.events.event(
+                            &container_ref_by_name(pod, name),
+                            EventType::Warning,
+                            events::FAILED_PRE_STOP_HOOK,
+                            &error.to_string(),
+                        );
                     }
                 }),
             _ => None,
@@ -196,14 +217,7 @@ impl<S: RuntimeService> KubeRuntimeManager<S> {
         let names: HashSet<&str> = live.iter().map(|c| c.name.as_str()).collect();
         let ordering = pod.and_then(|p| TerminationOrdering::for_pod(p, &names));
         let kills = live.iter().map(|c| {
-            self.kill_container(
-                pod,
-                &c.id,
-                &c.name,
-                grace_override,
-                "Need to kill Pod",
-                ordering.as_ref(),
-            )
+            self.kill_container(pod, &c.id, &c.name, grace_override, "", ordering.as_ref())
         });
         let mut errors: Vec<Error> = join_all(kills)
             .await

@@ -21,6 +21,7 @@ use super::labels::pod_uid_selector;
 use super::pull_backoff::ImagePullBackoff;
 use super::service::RuntimeService;
 use crate::backoff::Backoff;
+use crate::events::{EventRecorder, NoopRecorder};
 use crate::lifecycle::{CommandRunner, ExecSleepHandlerRunner, HandlerRunner};
 use crate::pod::{PodExt, PodUid};
 use crate::runtime::{
@@ -121,6 +122,8 @@ pub struct KubeRuntimeManager<S> {
     pub(super) pre_stop_started: Arc<Mutex<HashSet<String>>>,
     /// Runs postStart and preStop hooks.
     pub(super) hooks: Arc<dyn HandlerRunner>,
+    /// Where pull, create, start, kill, back-off and hook events go.
+    pub(super) events: Arc<dyn EventRecorder>,
 }
 
 impl<S> Clone for KubeRuntimeManager<S> {
@@ -132,6 +135,7 @@ impl<S> Clone for KubeRuntimeManager<S> {
             image_backoff: self.image_backoff.clone(),
             pre_stop_started: self.pre_stop_started.clone(),
             hooks: self.hooks.clone(),
+            events: self.events.clone(),
         }
     }
 }
@@ -145,9 +149,10 @@ impl<S> std::fmt::Debug for KubeRuntimeManager<S> {
 }
 
 impl<S: RuntimeService> KubeRuntimeManager<S> {
-    /// The engine over `service`, with upstream's image pull backoff, no probe results and
-    /// the [`ExecSleepHandlerRunner`] for hooks (httpGet hooks fail; see
-    /// [`KubeRuntimeManager::with_handler_runner`]).
+    /// The engine over `service`, with upstream's image pull backoff, no probe results, the
+    /// [`ExecSleepHandlerRunner`] for hooks (httpGet hooks fail; see
+    /// [`KubeRuntimeManager::with_handler_runner`]) and no events (see
+    /// [`KubeRuntimeManager::with_event_recorder`]).
     pub fn new(service: S, opts: Options) -> Self {
         Self {
             service: Arc::new(service),
@@ -156,7 +161,16 @@ impl<S: RuntimeService> KubeRuntimeManager<S> {
             image_backoff: Arc::default(),
             pre_stop_started: Arc::default(),
             hooks: Arc::new(ExecSleepHandlerRunner),
+            events: Arc::new(NoopRecorder),
         }
+    }
+
+    /// Records the engine's events (`Pulling`, `Pulled`, `Created`, `Started`, `Killing`,
+    /// `BackOff`, `Failed`, hook failures) with `recorder`, as upstream's runtime manager does.
+    #[must_use]
+    pub fn with_event_recorder(mut self, recorder: Arc<dyn EventRecorder>) -> Self {
+        self.events = recorder;
+        self
     }
 
     /// Makes `sync_pod` restart containers whose liveness or startup probe failed (the

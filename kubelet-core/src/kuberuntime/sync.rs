@@ -5,7 +5,9 @@
 //! init container, start app containers) and `startContainer` of `kuberuntime_container.go`
 //! (pull, create, start, postStart hook). Per-container failures become
 //! [`ContainerSyncError`]s with upstream's waiting reasons; a sandbox failure is the
-//! `pod_error`; a runtime that is down aborts the sync with [`Error::Unavailable`].
+//! `pod_error`; a runtime that is down aborts the sync with [`Error::Unavailable`]. Events
+//! are recorded where upstream records them (`SandboxChanged`, `FailedCreatePodSandBox`,
+//! `BackOff`, `Failed` with `Error: …`, `Created`, `Started`, `FailedPostStartHook`).
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -19,20 +21,22 @@ use super::container::{
     restart_count_from_log_dir,
 };
 use super::dns::{host_dns_config, pod_dns_config};
-use super::image::{EnsureError, ensure_image_exists};
+use super::image::{EnsureError, ImageEvents, ensure_image_exists};
 use super::labels::{
     new_container_annotations, new_container_labels, new_pod_annotations, new_pod_labels,
 };
 use super::manager::KubeRuntimeManager;
 use super::reasons::{
-    CREATE_CONTAINER_CONFIG_ERROR, CREATE_CONTAINER_ERROR, FAILED_POST_START_HOOK,
-    IMAGE_PULL_BACK_OFF, POST_START_HOOK_ERROR, RUN_CONTAINER_ERROR,
+    CREATE_CONTAINER_CONFIG_ERROR, CREATE_CONTAINER_ERROR, ERR_IMAGE_NEVER_PULL, ERR_IMAGE_PULL,
+    FAILED_POST_START_HOOK, IMAGE_INSPECT_ERROR, IMAGE_PULL_BACK_OFF, INVALID_IMAGE_NAME,
+    POST_START_HOOK_ERROR, RUN_CONTAINER_ERROR,
 };
 use super::security::{image_user, verify_run_as_non_root};
 use super::service::RuntimeService;
 use super::termination::{create_termination_log, termination_message_path};
 use crate::backoff::Backoff;
 use crate::container::is_restartable_init_container;
+use crate::events::{EventType, container_ref, format_pod, pod_ref, reasons as events};
 use crate::kubelet::hosts::{kernel_hostname, pod_hostname_and_domain};
 use crate::lifecycle::HookTarget;
 use crate::pod::PodExt;
@@ -188,6 +192,14 @@ impl<S: RuntimeService> KubeRuntimeManager<S> {
             annotations: new_pod_annotations(pod),
         };
         let mut pod_ips = status.ips.clone();
+        if actions.create_sandbox && actions.sandbox_id.is_some() {
+            self.events.event(
+                &pod_ref(pod),
+                EventType::Normal,
+                events::SANDBOX_CHANGED,
+                "Pod sandbox changed, it will be killed and re-created.",
+            );
+        }
         let sandbox_id = if actions.create_sandbox {
             match self.create_sandbox(&sandbox_config).await {
                 Ok((id, ips)) => {
@@ -197,7 +209,17 @@ impl<S: RuntimeService> KubeRuntimeManager<S> {
                     }
                     id
                 }
-                Err(e) => return fail_pod(result, "failed to create pod sandbox", e),
+                Err(e) => {
+                    if !matches!(e, Error::Unavailable(_)) {
+                        self.events.event(
+                            &pod_ref(pod),
+                            EventType::Warning,
+                            events::FAILED_CREATE_POD_SANDBOX,
+                            &format!("Failed to create pod sandbox: {e}"),
+                        );
+                    }
+                    return fail_pod(result, "failed to create pod sandbox", e);
+                }
             }
         } else {
             actions.sandbox_id.clone().unwrap_or_default()
@@ -276,25 +298,74 @@ impl<S: RuntimeService> KubeRuntimeManager<S> {
     }
 
     /// Pulls, creates and starts one container and runs its postStart hook (upstream
-    /// `startContainer`).
+    /// `startContainer`); a failure before the hook is also recorded as a `Failed` event
+    /// with `Error: <message>` (upstream `recordContainerEvent`).
     async fn start_container(
         &self,
         ctx: &StartContext<'_>,
         container: &Container,
         container_type: ContainerType,
     ) -> Result<(), StartError> {
+        let reference = container_ref(ctx.pod, container);
+        let result = self
+            .create_and_start(ctx, container, container_type, &reference)
+            .await;
+        match &result {
+            Err(StartError::Container(e)) if e.reason != POST_START_HOOK_ERROR => {
+                self.events.event(
+                    &reference,
+                    EventType::Warning,
+                    events::FAILED_TO_CREATE_CONTAINER,
+                    &format!("Error: {}", failed_event_message(e)),
+                );
+            }
+            Err(StartError::Backoff(e, _)) if e.reason == IMAGE_PULL_BACK_OFF => {
+                self.events.event(
+                    &reference,
+                    EventType::Warning,
+                    events::FAILED_TO_CREATE_CONTAINER,
+                    &format!("Error: {}", e.reason),
+                );
+            }
+            _ => {}
+        }
+        result
+    }
+
+    async fn create_and_start(
+        &self,
+        ctx: &StartContext<'_>,
+        container: &Container,
+        container_type: ContainerType,
+        reference: &k8s_openapi::api::core::v1::ObjectReference,
+    ) -> Result<(), StartError> {
         let pod = ctx.pod;
         if let Some(refused) =
             check_backoff(pod, container, ctx.status, ctx.backoff, crate::time::now())
         {
+            self.events.event(
+                reference,
+                EventType::Warning,
+                events::BACK_OFF_START_CONTAINER,
+                &format!(
+                    "Back-off restarting failed container {} in pod {}",
+                    container.name,
+                    format_pod(pod)
+                ),
+            );
             return Err(StartError::Backoff(refused.error, refused.retry_after));
         }
+        let image_events = ImageEvents {
+            recorder: self.events.as_ref(),
+            object: reference,
+        };
         let image_ref = ensure_image_exists(
             self.service.as_ref(),
             &self.image_backoff,
             pod.uid().as_str(),
             container,
             ctx.sandbox_config,
+            &image_events,
         )
         .await
         .map_err(|e| match e {
@@ -375,11 +446,23 @@ impl<S: RuntimeService> KubeRuntimeManager<S> {
             .create_container(ctx.sandbox_id, &config)
             .await
             .map_err(|e| classify(container, CREATE_CONTAINER_ERROR, e))?;
+        self.events.event(
+            reference,
+            EventType::Normal,
+            events::CREATED_CONTAINER,
+            &format!("Created container {}", container.name),
+        );
         self.service
             .start_container(&id)
             .await
             .map_err(|e| classify(container, RUN_CONTAINER_ERROR, e))?;
-        self.run_post_start(pod, container, &id).await
+        self.events.event(
+            reference,
+            EventType::Normal,
+            events::STARTED_CONTAINER,
+            &format!("Started container {}", container.name),
+        );
+        self.run_post_start(pod, container, &id, reference).await
     }
 
     /// A fresh termination message file mounted at the container's `terminationMessagePath`
@@ -409,6 +492,7 @@ impl<S: RuntimeService> KubeRuntimeManager<S> {
         pod: &Pod,
         container: &Container,
         id: &str,
+        reference: &k8s_openapi::api::core::v1::ObjectReference,
     ) -> Result<(), StartError> {
         let Some(handler) = container
             .lifecycle
@@ -427,6 +511,12 @@ impl<S: RuntimeService> KubeRuntimeManager<S> {
         };
         let message = error.to_string();
         tracing::warn!(pod = %pod.full_name(), container = %container.name, %message, "postStart hook failed");
+        self.events.event(
+            reference,
+            EventType::Warning,
+            events::FAILED_POST_START_HOOK,
+            &message,
+        );
         if let Err(e) = self
             .kill_container(
                 Some(pod),
@@ -486,6 +576,17 @@ impl<S: RuntimeService> KubeRuntimeManager<S> {
             }
             _ => {}
         }
+    }
+}
+
+/// What upstream's `Failed` event says after `Error: `: for image failures the error's name
+/// (`ErrImagePull`, `InvalidImageName`, …), for the others the message.
+fn failed_event_message(e: &ContainerSyncError) -> &str {
+    match e.reason.as_str() {
+        ERR_IMAGE_PULL | ERR_IMAGE_NEVER_PULL | INVALID_IMAGE_NAME | IMAGE_INSPECT_ERROR => {
+            &e.reason
+        }
+        _ => &e.message,
     }
 }
 

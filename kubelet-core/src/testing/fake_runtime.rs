@@ -129,6 +129,14 @@ impl FakeRuntime {
         }
     }
 
+    /// Records the engine's events with `recorder` (e.g. a
+    /// [`CollectingRecorder`](super::CollectingRecorder)).
+    #[must_use]
+    pub fn with_event_recorder(mut self, recorder: Arc<dyn crate::events::EventRecorder>) -> Self {
+        self.engine = self.engine.with_event_recorder(recorder);
+        self
+    }
+
     /// The backend under the engine, to script what [`FakeRuntime`] has no shortcut for.
     pub fn service(&self) -> &FakeRuntimeService {
         &self.service
@@ -360,6 +368,85 @@ mod tests {
         );
         rt.remove_pod(&running).await.expect("removed");
         assert!(rt.running_pods().is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_engine_records_upstreams_events_for_a_start_a_crash_loop_and_a_kill() {
+        use crate::events::reasons;
+        use crate::testing::CollectingRecorder;
+        let events = CollectingRecorder::default();
+        let rt = FakeRuntime::new().with_event_recorder(Arc::new(events.clone()));
+        let p = pod("web");
+        let backoff = Backoff::new(Duration::from_secs(10), Duration::from_secs(300));
+        let status = rt
+            .get_pod_status(&p.uid(), "web", "default")
+            .await
+            .expect("status");
+        rt.sync_pod(&p, &status, Arc::new(FakeRuntimeHelper), &backoff)
+            .await
+            .expect("sync");
+        let app = events.for_field("spec.containers{app}");
+        let reasons: Vec<&str> = app.iter().map(|(r, _)| r.as_str()).collect();
+        assert!(
+            reasons
+                == [
+                    reasons::PULLING_IMAGE,
+                    reasons::PULLED_IMAGE,
+                    reasons::CREATED_CONTAINER,
+                    reasons::STARTED_CONTAINER
+                ]
+                || reasons
+                    == [
+                        reasons::PULLED_IMAGE,
+                        reasons::CREATED_CONTAINER,
+                        reasons::STARTED_CONTAINER
+                    ],
+            "{app:?}"
+        );
+        assert!(events.has(reasons::CREATED_CONTAINER, "Created container app"));
+        assert!(events.has(reasons::STARTED_CONTAINER, "Started container app"));
+        let created = events
+            .events()
+            .into_iter()
+            .find(|e| e.reason == reasons::CREATED_CONTAINER)
+            .expect("created");
+        assert_eq!(created.object.uid, p.metadata.uid);
+        assert_eq!(created.object.kind.as_deref(), Some("Pod"));
+
+        let running = rt.get_pods(true).await.expect("pods").remove(0);
+        rt.kill_pod(Some(&p), &running, Some(5))
+            .await
+            .expect("killed");
+        assert!(events.has(reasons::KILLING_CONTAINER, "Stopping container app"));
+
+        // Another pod's container keeps exiting: the first restart is immediate, the next is
+        // inside the back-off window.
+        let db = pod("db");
+        for exit in [false, true, true] {
+            if exit {
+                assert!(rt.exit_container(&db.uid(), "app", 1));
+            }
+            let status = rt
+                .get_pod_status(&db.uid(), "db", "default")
+                .await
+                .expect("status");
+            rt.sync_pod(&db, &status, Arc::new(FakeRuntimeHelper), &backoff)
+                .await
+                .expect("sync");
+        }
+        let message = format!(
+            "Back-off restarting failed container app in pod db_default({})",
+            db.uid()
+        );
+        assert!(
+            events.has(reasons::BACK_OFF_START_CONTAINER, &message),
+            "{:?}",
+            events.reasons()
+        );
+        assert!(events.has(
+            reasons::PULLED_IMAGE,
+            "Container image \"busybox:1.36\" already present on machine"
+        ));
     }
 
     #[tokio::test(start_paused = true)]

@@ -4,6 +4,7 @@
 //! (`MockRuntime`, `MockVolumeManager`, `MockStatusManager`, `MockPleg`, `MockSyncHandler`,
 //! `MockPodSyncer`, `MockRuntimeHelper`) live next to their traits.
 
+mod events;
 mod fake_managers;
 mod fake_pleg;
 mod fake_runtime;
@@ -11,6 +12,7 @@ mod fake_service;
 mod fixtures;
 
 pub use crate::kuberuntime::actions::backoff_key;
+pub use events::{CollectingRecorder, RecordedEvent};
 pub use fake_managers::{FakeStatusManager, FakeVolumeManager};
 pub use fake_pleg::FakePleg;
 pub use fake_runtime::{Call, FakeRuntime};

@@ -395,3 +395,43 @@ async fn readiness_runs_at_once_when_status_asks_after_startup() {
         ProbeState::NoProbe
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn every_failed_probe_is_an_unhealthy_event_on_the_container() {
+    let runtime = FakeRuntime::new();
+    let cache = PodCache::new();
+    running(&cache, CID);
+    let (results, _updates) = Results::new();
+    let recorder = kubelet_core::testing::CollectingRecorder::default();
+    let manager = Manager::new(
+        Arc::new(runtime.clone()),
+        cache,
+        results,
+        CancellationToken::new(),
+    )
+    .with_event_recorder(Arc::new(recorder.clone()));
+    tokio::time::sleep(secs(60.0)).await;
+    runtime.set_exec_result(
+        CID,
+        ExecResult {
+            exit_code: 1,
+            stdout: b"not ok".to_vec(),
+            ..Default::default()
+        },
+    );
+    let t0 = Instant::now();
+    manager.add_pod(&pod(json!({"name": "app", "readinessProbe": exec("ready", json!({"periodSeconds": 10, "failureThreshold": 3}))})));
+    sleep_until(t0 + secs(20.5)).await;
+    let events = recorder.for_field("spec.containers{app}");
+    assert_eq!(events.len(), 3, "{events:?}");
+    for (reason, message) in &events {
+        assert_eq!(reason, "Unhealthy");
+        assert!(
+            message.starts_with("Readiness probe failed: ") && message.ends_with("not ok"),
+            "{message}"
+        );
+    }
+    let event = &recorder.events()[0];
+    assert_eq!(event.event_type, kubelet_core::events::EventType::Warning);
+    assert_eq!(event.object.uid.as_deref(), Some(UID));
+}
