@@ -208,6 +208,25 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     #[test]
+    fn static_and_mirror_pods_are_told_by_their_annotations() {
+        let mut p = crate::testing::pod("web");
+        assert!(!is_static_pod(&p) && !is_mirror_pod(&p));
+        let annotations = p.metadata.annotations.get_or_insert_with(Default::default);
+        annotations.insert(crate::config::CONFIG_SOURCE_ANNOTATION.into(), "api".into());
+        assert!(!is_static_pod(&p));
+        let annotations = p.metadata.annotations.get_or_insert_with(Default::default);
+        annotations.insert(
+            crate::config::CONFIG_SOURCE_ANNOTATION.into(),
+            "file".into(),
+        );
+        annotations.insert(
+            crate::config::CONFIG_MIRROR_ANNOTATION.into(),
+            "hash".into(),
+        );
+        assert!(is_static_pod(&p) && is_mirror_pod(&p));
+    }
+
+    #[test]
     fn full_name_defaults_namespace() {
         let pod = Pod {
             metadata: ObjectMeta {

@@ -644,6 +644,17 @@ impl PodWorkers {
     }
 }
 
+impl crate::status::PodDeletionSafety for PodWorkers {
+    /// Upstream `podWorkers.CouldHaveRunningContainers`: a pod whose worker has not finished
+    /// terminating it may still have running containers.
+    fn pod_could_have_running_containers(&self, uid: &PodUid) -> bool {
+        matches!(
+            self.phase(uid),
+            Some(WorkerPhase::Syncing | WorkerPhase::Terminating)
+        )
+    }
+}
+
 fn phase_rank(p: WorkerPhase) -> u8 {
     match p {
         WorkerPhase::Syncing => 0,

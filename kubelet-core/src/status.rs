@@ -51,6 +51,36 @@ pub trait StatusManager: Send + Sync + 'static {
 
     /// Forgets statuses of pods not in `keep` (upstream `RemoveOrphanedStatuses`).
     fn remove_orphaned_statuses(&self, keep: &HashSet<PodUid>);
+
+    /// Called last when the pod workers have released everything of a terminated pod
+    /// (volumes, cgroups): the pod's API object may now be deleted (upstream marks the status
+    /// `podIsFinished` at the end of `SyncTerminatedPod` and checks
+    /// `PodResourcesAreReclaimed` before the final delete). The default does nothing: a node
+    /// without an API server deletes nothing.
+    #[doc(alias = "PodResourcesAreReclaimed")]
+    fn pod_resources_reclaimed(&self, pod: &Pod) {
+        let _ = pod;
+    }
+}
+
+/// Tells the status syncer whether a pod's containers may still run, so that it neither
+/// reports a terminal phase nor deletes the API object too early (upstream
+/// `PodDeletionSafetyProvider`; the pod workers implement it).
+#[doc(alias = "PodDeletionSafetyProvider")]
+#[doc(alias = "ShouldDelayTransitioningPodToTerminal")]
+pub trait PodDeletionSafety: Send + Sync + 'static {
+    /// `true` while the pod's containers may still be running: its worker has not finished
+    /// terminating it (upstream `PodCouldHaveRunningContainers`). An unknown pod has none.
+    fn pod_could_have_running_containers(&self, uid: &PodUid) -> bool;
+}
+
+impl<F> PodDeletionSafety for F
+where
+    F: Fn(&PodUid) -> bool + Send + Sync + 'static,
+{
+    fn pod_could_have_running_containers(&self, uid: &PodUid) -> bool {
+        self(uid)
+    }
 }
 
 /// `true` for `Succeeded` and `Failed`.

@@ -10,6 +10,8 @@
 //! * [`manager::LocalStatusManager`] implements [`kubelet_core::status::StatusManager`]: one
 //!   versioned status per pod, terminal phases are final, and a [`tokio::sync::watch`] of
 //!   changes for an API status syncer.
+//! * [`api::ApiStatusSyncer`] writes those statuses to the API server and deletes pods whose
+//!   termination is complete.
 //!
 //! ```no_run
 //! use kubelet_core::runtime::PodStatus;
@@ -26,6 +28,7 @@
 //! # }
 //! ```
 
+pub mod api;
 pub mod conditions;
 mod containers;
 pub mod generate;

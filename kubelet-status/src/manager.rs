@@ -52,8 +52,11 @@ pub struct VersionedStatus {
     /// Pod namespace, for the API syncer.
     pub pod_namespace: String,
     /// `true` once [`StatusManager::terminate_pod`] ran: the pod's containers are stopped for
-    /// good and the API object may be deleted.
+    /// good.
     pub pod_is_finished: bool,
+    /// `true` once [`StatusManager::pod_resources_reclaimed`] ran for this run: volumes and
+    /// cgroups are released too, and the API object may be deleted.
+    pub pod_resources_reclaimed: bool,
 }
 
 /// One stored change, as sent to [`LocalStatusManager::subscribe`]rs.
@@ -222,6 +225,10 @@ impl LocalStatusManager {
             return;
         }
         let version = previous_version + 1;
+        let pod_resources_reclaimed = finished
+            && statuses
+                .get(&uid)
+                .is_some_and(|c| c.pod_resources_reclaimed);
         statuses.insert(
             uid.clone(),
             VersionedStatus {
@@ -230,6 +237,7 @@ impl LocalStatusManager {
                 pod_name: pod.name_or_empty().to_owned(),
                 pod_namespace: pod.namespace_or_default().to_owned(),
                 pod_is_finished: finished,
+                pod_resources_reclaimed,
             },
         );
         self.changes
@@ -299,6 +307,25 @@ impl StatusManager for LocalStatusManager {
 
     fn remove_orphaned_statuses(&self, keep: &HashSet<PodUid>) {
         self.lock().retain(|uid, _| keep.contains(uid));
+    }
+
+    /// Marks the stored status reclaimed under a new version, so that an API syncer looks at
+    /// the pod again and may delete its API object.
+    fn pod_resources_reclaimed(&self, pod: &Pod) {
+        let uid = pod.uid();
+        let mut statuses = self.lock();
+        let Some(entry) = statuses.get_mut(&uid) else {
+            return;
+        };
+        if entry.pod_resources_reclaimed {
+            return;
+        }
+        entry.pod_resources_reclaimed = true;
+        entry.version += 1;
+        let version = entry.version;
+        drop(statuses);
+        self.changes
+            .send_replace(Some(StatusChange { uid, version }));
     }
 }
 

@@ -391,6 +391,8 @@ impl PodSyncer for KubeletPodSyncer {
             .cgroups
             .destroy(&uid)
             .map_err(|e| Error::Other(format!("removing the pod cgroup: {e}")))?;
+        // Everything of the pod is released: its API object may go.
+        self.managers.status.pod_resources_reclaimed(pod);
         Ok(())
     }
 }
