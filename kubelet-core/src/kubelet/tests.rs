@@ -338,6 +338,41 @@ async fn removed_pod_is_killed_removed_and_unmounted() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn deleted_pod_is_killed_with_its_deletion_grace_and_reclaimed_last() {
+    let n = node().await;
+    let p = pod("deleted");
+    n.send(Operation::Add, vec![p.clone()]).await;
+    eventually(Duration::from_secs(30), "running", || {
+        running(&n.runtime, &p.uid(), "app").is_some()
+    })
+    .await;
+    let mut deleted = p.clone();
+    deleted.metadata.deletion_timestamp = Some(
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(crate::time::now()),
+    );
+    deleted.metadata.deletion_grace_period_seconds = Some(5);
+    n.send(Operation::Delete, vec![deleted]).await;
+    eventually(Duration::from_secs(30), "resources reclaimed", || {
+        n.status.reclaimed().contains(&p.uid())
+    })
+    .await;
+    // Killed with the deletion's grace period; volumes went before the reclaim was told.
+    let stops: Vec<i64> = n
+        .runtime
+        .calls()
+        .into_iter()
+        .filter_map(|c| match c {
+            crate::testing::Call::StopContainer(_, grace) => Some(grace),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(stops, [5]);
+    assert!(n.volumes.unmounted().contains(&p.uid()));
+    assert_eq!(n.status.reclaimed(), [p.uid()]);
+    n.token.cancel();
+}
+
+#[tokio::test(start_paused = true)]
 async fn exited_container_is_restarted_on_pleg_event() {
     let n = node().await;
     let p = pod("crash");

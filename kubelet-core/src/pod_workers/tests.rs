@@ -271,6 +271,35 @@ async fn deletion_grace_period_is_used_for_a_pod_being_deleted() {
     assert_eq!(next(&mut rx).await, Seen::Terminated);
 }
 
+#[tokio::test]
+async fn containers_may_run_until_the_worker_has_terminated_the_pod() {
+    use crate::status::PodDeletionSafety;
+    let (syncer, mut rx) = RecordingSyncer::new();
+    let w = workers(syncer);
+    let p = pod("safety");
+    assert!(
+        !w.pod_could_have_running_containers(&p.uid()),
+        "unknown pod"
+    );
+    w.update_pod(create(p.clone()));
+    assert!(w.pod_could_have_running_containers(&p.uid()));
+    assert!(matches!(next(&mut rx).await, Seen::Sync(..)));
+    w.update_pod(UpdatePodOptions {
+        kind: SyncPodType::Kill,
+        ..create(p.clone())
+    });
+    assert!(w.pod_could_have_running_containers(&p.uid()), "terminating");
+    assert!(matches!(next(&mut rx).await, Seen::Terminating(_)));
+    assert_eq!(next(&mut rx).await, Seen::Terminated);
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while w.pod_could_have_running_containers(&p.uid()) {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("terminated pods have no running containers");
+}
+
 #[tokio::test(start_paused = true)]
 async fn failed_sync_is_due_after_backoff_and_success_after_resync() {
     let (syncer, mut rx) = RecordingSyncer::new();

@@ -18,6 +18,7 @@ use crate::volume::{MountedVolume, Result as VolumeResult, VolumeManager};
 #[derive(Clone, Debug, Default)]
 pub struct FakeStatusManager {
     statuses: Arc<Mutex<HashMap<PodUid, ApiPodStatus>>>,
+    reclaimed: Arc<Mutex<Vec<PodUid>>>,
 }
 
 impl FakeStatusManager {
@@ -40,6 +41,14 @@ impl FakeStatusManager {
     /// The stored phase of a pod.
     pub fn phase(&self, uid: &PodUid) -> Option<String> {
         self.lock().get(uid).and_then(|s| s.phase.clone())
+    }
+
+    /// The pods [`StatusManager::pod_resources_reclaimed`] was called for, in order.
+    pub fn reclaimed(&self) -> Vec<PodUid> {
+        self.reclaimed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 }
 
@@ -111,6 +120,13 @@ impl StatusManager for FakeStatusManager {
 
     fn remove_orphaned_statuses(&self, keep: &HashSet<PodUid>) {
         self.lock().retain(|uid, _| keep.contains(uid));
+    }
+
+    fn pod_resources_reclaimed(&self, pod: &Pod) {
+        self.reclaimed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(pod.uid());
     }
 }
 
