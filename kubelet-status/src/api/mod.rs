@@ -22,13 +22,9 @@
 //! # fn demo(client: kube::Client, statuses: Arc<LocalStatusManager>, pods: PodManager,
 //! #         workers: PodWorkers, tracker: tokio_util::task::TaskTracker,
 //! #         token: tokio_util::sync::CancellationToken) {
-//! let mirrors = pods.clone();
-//! let lookup = move |static_pod: &k8s_openapi::api::core::v1::Pod| {
-//!     // The pod manager's mirror pod of the static pod, once it tracks them.
-//!     # let _ = (&mirrors, static_pod);
-//!     None
-//! };
-//! let syncer = ApiStatusSyncer::new(client, statuses, pods, Arc::new(lookup), Arc::new(workers));
+//! // The pod manager finds mirror pods; the pod workers say whether containers may run.
+//! let mirrors = Arc::new(pods.clone());
+//! let syncer = ApiStatusSyncer::new(client, statuses, pods, mirrors, Arc::new(workers));
 //! tracker.spawn(syncer.run(token));
 //! # }
 //! ```
