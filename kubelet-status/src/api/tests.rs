@@ -261,7 +261,6 @@ struct Harness {
     statuses: Arc<LocalStatusManager>,
     pods: PodManager,
     may_run: Arc<Mutex<HashSet<PodUid>>>,
-    mirrors: Arc<Mutex<Option<Pod>>>,
 }
 
 impl Harness {
@@ -271,7 +270,6 @@ impl Harness {
             statuses: Arc::new(LocalStatusManager::new()),
             pods: PodManager::new(),
             may_run: Arc::default(),
-            mirrors: Arc::default(),
         }
     }
 
@@ -290,13 +288,11 @@ impl Harness {
                 .unwrap_or_else(|e| e.into_inner())
                 .contains(uid)
         };
-        let mirrors = self.mirrors.clone();
-        let lookup = move |_: &Pod| mirrors.lock().unwrap_or_else(|e| e.into_inner()).clone();
         ApiStatusSyncer::with_api(
             self.api.clone(),
             self.statuses.clone(),
             self.pods.clone(),
-            Arc::new(lookup),
+            Arc::new(self.pods.clone()),
             Arc::new(safety),
         )
     }
@@ -420,8 +416,8 @@ async fn a_static_pod_writes_its_mirror_pod_once_there_is_one() {
             .into_iter()
             .collect(),
     );
-    let mirror = h.api.put(mirror);
-    *h.mirrors.lock().expect("lock") = Some(mirror);
+    // The API watch delivers the mirror pod to the pod manager.
+    h.add(mirror);
     syncer.sync_batch(true).await;
     let calls = h.api.calls();
     assert_eq!(calls.len(), 1, "{calls:#?}");
