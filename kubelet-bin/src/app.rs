@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use anyhow::Context;
+use kubelet::cluster::node_status::NodeStatusOptions;
 use kubelet::{NodeBuilder, RuntimeContext};
 use tracing::{info, warn};
 
@@ -43,7 +44,9 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
                 .await
                 .context("--kubeconfig")?;
             info!(server = %config.cluster_url, "joining the cluster");
-            builder = builder.cluster(settings.cluster.options(config));
+            let mut node_status = NodeStatusOptions::new(settings.node_name.clone());
+            settings.node_status.apply(&mut node_status);
+            builder = builder.cluster(settings.cluster.options(config).node_status(node_status));
         }
         None => info!("no --kubeconfig: running standalone"),
     }

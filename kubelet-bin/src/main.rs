@@ -6,6 +6,7 @@
 
 mod app;
 mod cluster_settings;
+mod node_status_flags;
 use kubelet::duration;
 mod pod_runtime;
 mod settings;

@@ -389,7 +389,10 @@ impl NodeBuilder {
         let cluster = self
             .cluster
             .take()
-            .map(|options| Cluster::new(options, self.node_name.clone()))
+            .map(|mut options| {
+                options.fill_node_status(&self.node_name, &self.node_ips, &self.root_dir);
+                Cluster::new(options, self.node_name.clone())
+            })
             .transpose()?;
         let token = CancellationToken::new();
         let tracker = TaskTracker::new();

@@ -91,6 +91,9 @@ pub struct Flags {
     /// Cluster mode flags (`--kubeconfig`, the API client's limits).
     #[command(flatten)]
     pub cluster: crate::cluster_settings::Flags,
+    /// Node registration and node status flags (labels, taints, reservations, …).
+    #[command(flatten)]
+    pub node_status: crate::node_status_flags::Flags,
 }
 
 /// The subset of `KubeletConfiguration` this kubelet reads (same field names).
@@ -113,6 +116,8 @@ struct ConfigFile {
     pod_runtime: crate::pod_runtime::ConfigFile,
     #[serde(flatten)]
     cluster: crate::cluster_settings::ConfigFile,
+    #[serde(flatten)]
+    node_status: crate::node_status_flags::ConfigFile,
     #[serde(flatten)]
     other: std::collections::BTreeMap<String, serde_json::Value>,
 }
@@ -170,6 +175,8 @@ pub struct Settings {
     pub pod_runtime: crate::pod_runtime::Settings,
     /// Cluster mode settings (standalone without a kubeconfig).
     pub cluster: crate::cluster_settings::Settings,
+    /// Node registration and node status settings (used in cluster mode).
+    pub node_status: crate::node_status_flags::Settings,
 }
 
 /// A bad flag or config value; the binary exits with [`EXIT_USAGE`].
@@ -381,6 +388,10 @@ impl Settings {
             ignored_config_fields: file.other.into_keys().collect(),
             pod_runtime: crate::pod_runtime::Settings::merge(flags.pod_runtime, file.pod_runtime)?,
             cluster: crate::cluster_settings::Settings::merge(flags.cluster, file.cluster)?,
+            node_status: crate::node_status_flags::Settings::merge(
+                flags.node_status,
+                file.node_status,
+            )?,
         })
     }
 }
@@ -423,7 +434,7 @@ mod tests {
         let cfg = dir.path().join("config.yaml");
         std::fs::write(
             &cfg,
-            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nstaticPodPath: /etc/kubernetes/manifests\nsyncFrequency: 30s\nfileCheckFrequency: 5s\nreadOnlyPort: 0\nhealthzPort: 11248\nmaxPods: 50\n",
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nstaticPodPath: /etc/kubernetes/manifests\nsyncFrequency: 30s\nfileCheckFrequency: 5s\nreadOnlyPort: 0\nhealthzPort: 11248\nmaxPods: 50\nimageGCHighThresholdPercent: 85\n",
         )
         .expect("write");
         let s = parse(&[
@@ -441,7 +452,11 @@ mod tests {
             s.pod_manifest_path,
             Some(PathBuf::from("/etc/kubernetes/manifests"))
         );
-        assert_eq!(s.ignored_config_fields, vec!["maxPods".to_owned()]);
+        assert_eq!(s.node_status.max_pods, 50);
+        assert_eq!(
+            s.ignored_config_fields,
+            vec!["imageGCHighThresholdPercent".to_owned()]
+        );
     }
 
     #[test]

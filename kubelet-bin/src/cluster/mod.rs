@@ -14,7 +14,7 @@ pub mod rate_limit;
 #[cfg(test)]
 mod test_api;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
@@ -61,6 +61,9 @@ pub struct ClusterOptions {
     /// How often the node status is computed (`nodeStatusUpdateFrequency`, 10 s); also the
     /// heartbeat client's timeout when shorter than the lease.
     pub node_status_update_frequency: Duration,
+    /// Node registration and node status (default: upstream's for this node); the builder
+    /// fills in the node's name, IPs, root directory and the update frequency above.
+    pub node_status: Option<node_status::NodeStatusOptions>,
 }
 
 #[derive(Clone, Debug)]
@@ -88,6 +91,7 @@ impl ClusterOptions {
             api_limits: Limits::default(),
             node_lease_duration: DEFAULT_NODE_LEASE_DURATION,
             node_status_update_frequency: DEFAULT_NODE_STATUS_UPDATE_FREQUENCY,
+            node_status: None,
         }
     }
 
@@ -112,6 +116,31 @@ impl ClusterOptions {
         self
     }
 
+    /// Sets the node registration and node status options.
+    #[must_use]
+    pub fn node_status(mut self, options: node_status::NodeStatusOptions) -> Self {
+        self.node_status = Some(options);
+        self
+    }
+
+    /// Completes the node status options with what the node builder knows.
+    pub(crate) fn fill_node_status(
+        &mut self,
+        node_name: &str,
+        node_ips: &[String],
+        root_dir: &Path,
+    ) {
+        let opts = self
+            .node_status
+            .get_or_insert_with(|| node_status::NodeStatusOptions::new(node_name));
+        node_name.clone_into(&mut opts.node_name);
+        if opts.node_ips.is_empty() {
+            opts.node_ips = node_ips.iter().filter_map(|ip| ip.parse().ok()).collect();
+        }
+        root_dir.clone_into(&mut opts.root_dir);
+        opts.update_frequency = self.node_status_update_frequency;
+    }
+
     /// The heartbeat client's timeout (upstream: the smaller of the node status update
     /// frequency and the lease duration).
     pub fn heartbeat_timeout(&self) -> Duration {
@@ -129,6 +158,7 @@ pub struct Cluster {
     pub options: ClusterOptions,
     node_name: String,
     started: bool,
+    node_status: Option<node_status::NodeStatusHandle>,
 }
 
 impl Cluster {
@@ -147,6 +177,7 @@ impl Cluster {
             options,
             node_name: node_name.into(),
             started: false,
+            node_status: None,
         })
     }
 
@@ -160,8 +191,39 @@ impl Cluster {
         ApiPodSource::new(self.clients.client.clone(), self.node_name.clone())
     }
 
-    /// Starts the cluster tasks on `tracker`, each stopping with `token`. Calling it again
-    /// does nothing.
+    /// The node status loop, once spawned (the Node as last read or written).
+    pub fn node_status(&self) -> Option<&node_status::NodeStatusHandle> {
+        self.node_status.as_ref()
+    }
+
+    /// Starts the cluster tasks on `tracker`, each stopping with `token`; node status reads
+    /// `inputs`. Calling it again does nothing.
+    pub fn spawn_with(
+        &mut self,
+        tracker: &TaskTracker,
+        token: &CancellationToken,
+        inputs: node_status::NodeStatusInputs,
+    ) {
+        if self.started {
+            return;
+        }
+        let opts = self
+            .options
+            .node_status
+            .clone()
+            .unwrap_or_else(|| node_status::NodeStatusOptions::new(self.node_name.clone()));
+        self.node_status = Some(node_status::spawn(
+            self.clients.heartbeat.clone(),
+            opts,
+            inputs,
+            tracker,
+            token.child_token(),
+        ));
+        self.spawn(tracker, token);
+    }
+
+    /// Starts the cluster tasks but node status on `tracker`, each stopping with `token`.
+    /// Calling it again does nothing.
     pub fn spawn(&mut self, tracker: &TaskTracker, token: &CancellationToken) {
         if std::mem::replace(&mut self.started, true) {
             return;

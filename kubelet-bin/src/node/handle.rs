@@ -75,7 +75,11 @@ impl Node {
             tracker.spawn(pleg);
         }
         if let Some(cluster) = &mut self.cluster {
-            cluster.spawn(&tracker, &token);
+            let inputs = crate::cluster::node_status::NodeStatusInputs::new(
+                self.runtime.clone(),
+                self.service.runtime_state().clone(),
+            );
+            cluster.spawn_with(&tracker, &token, inputs);
         }
         for server in &mut self.servers {
             let Some((listener, router)) = server.listener.take() else {

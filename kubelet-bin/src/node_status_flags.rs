@@ -1,0 +1,238 @@
+//! Flags and `KubeletConfiguration` fields of node registration and node status (upstream
+//! `--node-labels`, `--register-node`, `--register-with-taints`, `--max-pods`,
+//! `--kube-reserved`, `--system-reserved`, `--eviction-hard`,
+//! `--node-status-report-frequency`, `--node-status-max-images`, `--port`, and the fields
+//! `registerNode`, `registerWithTaints`, `maxPods`, `kubeReserved`, `systemReserved`,
+//! `evictionHard`, `nodeStatusReportFrequency`, `nodeStatusMaxImages`, `port`), merged as the
+//! other settings: defaults < file < flags. `--node-status-update-frequency` is in
+//! `cluster_settings`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Taint;
+use kubelet::cluster::node_status::{self, EvictionHard, NodeStatusOptions, Reserved, initial};
+use serde::Deserialize;
+
+use crate::duration;
+use crate::settings::UsageError;
+
+/// The flags of this module.
+#[derive(Debug, Default, clap::Args)]
+#[group(id = "node-status")]
+pub struct Flags {
+    /// Labels of the registered Node (`key=value,…`).
+    #[arg(long)]
+    pub node_labels: Option<String>,
+    /// Create the Node in the API server (default true).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub register_node: Option<bool>,
+    /// Taints of the registered Node (`key=value:Effect,…`).
+    #[arg(long)]
+    pub register_with_taints: Option<String>,
+    /// The node's pod capacity (default 110).
+    #[arg(long)]
+    pub max_pods: Option<u32>,
+    /// Resources held back for Kubernetes daemons (`cpu=100m,memory=256Mi,…`).
+    #[arg(long)]
+    pub kube_reserved: Option<String>,
+    /// Resources held back for the system (`cpu=100m,memory=256Mi,…`).
+    #[arg(long)]
+    pub system_reserved: Option<String>,
+    /// Hard eviction thresholds, also held back from allocatable (default
+    /// `memory.available<100Mi,nodefs.available<10%,imagefs.available<15%,nodefs.inodesFree<5%`).
+    #[arg(long)]
+    pub eviction_hard: Option<String>,
+    /// How often an unchanged node status is still posted (default 5m).
+    #[arg(long, value_parser = duration::parse)]
+    pub node_status_report_frequency: Option<Duration>,
+    /// At most this many images in the node status (default 50; -1: all).
+    #[arg(long, allow_negative_numbers = true)]
+    pub node_status_max_images: Option<i32>,
+    /// The kubelet's port, reported as the node's daemon endpoint (default 10250).
+    #[arg(long)]
+    pub port: Option<u16>,
+}
+
+/// The `KubeletConfiguration` fields of this module.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigFile {
+    register_node: Option<bool>,
+    register_with_taints: Option<Vec<Taint>>,
+    max_pods: Option<u32>,
+    kube_reserved: Option<BTreeMap<String, String>>,
+    system_reserved: Option<BTreeMap<String, String>>,
+    eviction_hard: Option<BTreeMap<String, String>>,
+    node_status_report_frequency: Option<String>,
+    node_status_max_images: Option<i32>,
+    port: Option<u16>,
+}
+
+/// Merged node status settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Settings {
+    /// `--node-labels`.
+    pub node_labels: BTreeMap<String, String>,
+    /// `registerNode`.
+    pub register_node: bool,
+    /// `registerWithTaints`.
+    pub register_with_taints: Vec<Taint>,
+    /// `maxPods`.
+    pub max_pods: u32,
+    /// `kubeReserved`.
+    pub kube_reserved: Reserved,
+    /// `systemReserved`.
+    pub system_reserved: Reserved,
+    /// `evictionHard`.
+    pub eviction_hard: EvictionHard,
+    /// `nodeStatusReportFrequency`.
+    pub report_frequency: Duration,
+    /// `nodeStatusMaxImages`.
+    pub max_images: i32,
+    /// `port`.
+    pub port: u16,
+}
+
+fn usage(what: &str) -> impl Fn(node_status::Error) -> UsageError + '_ {
+    move |e| UsageError(format!("{what}: {e}"))
+}
+
+fn reserved(
+    flag: Option<String>,
+    file: Option<BTreeMap<String, String>>,
+    name: &str,
+) -> Result<Reserved, UsageError> {
+    match (flag, file) {
+        (Some(s), _) => s.parse().map_err(usage(name)),
+        (None, Some(map)) => {
+            let joined: Vec<String> = map.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            joined.join(",").parse().map_err(usage(name))
+        }
+        (None, None) => Ok(Reserved::default()),
+    }
+}
+
+impl Settings {
+    /// Merges `flags` over `file`; errors name the flag or field.
+    pub fn merge(flags: Flags, file: ConfigFile) -> Result<Self, UsageError> {
+        let node_labels = match flags.node_labels.as_deref() {
+            Some(s) => initial::parse_labels(s).map_err(usage("--node-labels"))?,
+            None => BTreeMap::new(),
+        };
+        let register_with_taints = match flags.register_with_taints.as_deref() {
+            Some(s) => initial::parse_taints(s).map_err(usage("--register-with-taints"))?,
+            None => file.register_with_taints.unwrap_or_default(),
+        };
+        let eviction_hard = match (flags.eviction_hard, file.eviction_hard) {
+            (Some(s), _) => s.parse().map_err(usage("--eviction-hard"))?,
+            (None, Some(map)) => EvictionHard::from_map(&map).map_err(usage("evictionHard"))?,
+            (None, None) => EvictionHard::default(),
+        };
+        let report_frequency = match flags.node_status_report_frequency {
+            Some(d) => d,
+            None => match file.node_status_report_frequency.as_deref() {
+                Some(v) => duration::parse(v)
+                    .map_err(|e| UsageError(format!("nodeStatusReportFrequency: {e}")))?,
+                None => node_status::DEFAULT_REPORT_FREQUENCY,
+            },
+        };
+        Ok(Self {
+            node_labels,
+            register_node: flags.register_node.or(file.register_node).unwrap_or(true),
+            register_with_taints,
+            max_pods: flags.max_pods.or(file.max_pods).unwrap_or(110),
+            kube_reserved: reserved(flags.kube_reserved, file.kube_reserved, "kubeReserved")?,
+            system_reserved: reserved(
+                flags.system_reserved,
+                file.system_reserved,
+                "systemReserved",
+            )?,
+            eviction_hard,
+            report_frequency,
+            max_images: flags
+                .node_status_max_images
+                .or(file.node_status_max_images)
+                .unwrap_or(50),
+            port: flags.port.or(file.port).unwrap_or(10250),
+        })
+    }
+
+    /// Sets these settings on `opts`.
+    pub fn apply(&self, opts: &mut NodeStatusOptions) {
+        opts.node_labels.clone_from(&self.node_labels);
+        opts.register_node = self.register_node;
+        opts.register_with_taints
+            .clone_from(&self.register_with_taints);
+        opts.max_pods = self.max_pods;
+        opts.kube_reserved = self.kube_reserved.clone();
+        opts.system_reserved = self.system_reserved.clone();
+        opts.eviction_hard = self.eviction_hard.clone();
+        opts.report_frequency = self.report_frequency;
+        opts.max_images = self.max_images;
+        opts.port = self.port;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(yaml: &str) -> ConfigFile {
+        serde_saphyr::from_str(yaml).expect("valid yaml")
+    }
+
+    #[test]
+    fn defaults_are_upstreams() {
+        let s = Settings::merge(Flags::default(), ConfigFile::default()).expect("valid");
+        assert!(s.register_node);
+        assert_eq!(s.max_pods, 110);
+        assert_eq!(s.port, 10250);
+        assert_eq!(s.max_images, 50);
+        assert_eq!(s.report_frequency, Duration::from_secs(300));
+        assert_eq!(s.eviction_hard, EvictionHard::default());
+        assert_eq!(s.kube_reserved, Reserved::default());
+    }
+
+    #[test]
+    fn config_fields_with_flags_on_top() {
+        let cfg = file(
+            "registerNode: false\nmaxPods: 50\nkubeReserved:\n  cpu: 100m\n  memory: 1Gi\n\
+             evictionHard:\n  memory.available: 200Mi\nregisterWithTaints:\n- key: a\n  value: b\n  effect: NoSchedule\n\
+             nodeStatusReportFrequency: 1m\nport: 10251\n",
+        );
+        let flags = Flags {
+            max_pods: Some(30),
+            system_reserved: Some("cpu=200m".into()),
+            node_labels: Some("role=edge".into()),
+            ..Flags::default()
+        };
+        let s = Settings::merge(flags, cfg).expect("valid");
+        assert!(!s.register_node);
+        assert_eq!(s.max_pods, 30);
+        assert_eq!(s.kube_reserved.0.len(), 2);
+        assert_eq!(s.system_reserved.0["cpu"], 200_000_000);
+        assert_eq!(s.eviction_hard.0.len(), 1);
+        assert_eq!(s.register_with_taints[0].key, "a");
+        assert_eq!(s.node_labels["role"], "edge");
+        assert_eq!(s.report_frequency, Duration::from_secs(60));
+        assert_eq!(s.port, 10251);
+        let mut opts = NodeStatusOptions::new("n");
+        s.apply(&mut opts);
+        assert_eq!(opts.max_pods, 30);
+        assert_eq!(opts.port, 10251);
+    }
+
+    #[test]
+    fn bad_values_name_the_flag() {
+        let flags = Flags {
+            eviction_hard: Some("memory.available>1Gi".into()),
+            ..Flags::default()
+        };
+        let err = Settings::merge(flags, ConfigFile::default()).expect_err("bad");
+        assert!(err.0.contains("--eviction-hard"), "{}", err.0);
+        let err = Settings::merge(Flags::default(), file("kubeReserved:\n  cpu: lots\n"))
+            .expect_err("bad");
+        assert!(err.0.contains("kubeReserved"), "{}", err.0);
+    }
+}
