@@ -11,7 +11,8 @@
 //! Add `xtask = { path = "../xtask" }` to the crate's `[dev-dependencies]`. [`ClusterBuilder::start`]
 //! blocks (a few seconds; 7–12 s on a loaded machine): from an async test call it through
 //! `tokio::task::spawn_blocking`. Dropping the [`Cluster`] kills both processes and deletes its
-//! directory.
+//! directory; if the test process dies without dropping it (SIGKILL), the next start anywhere
+//! on the machine reaps them (the directory names its owner process).
 //!
 //! ```no_run
 //! use xtask::apiserver::Cluster;
@@ -47,6 +48,7 @@ mod cluster;
 mod curl;
 mod files;
 mod process;
+mod reap;
 
 use std::{env, path::PathBuf};
 

@@ -2,7 +2,14 @@
 //! node's token authenticates as `system:node:<name>`, and drop kills both processes and removes
 //! the directory. Skipped when the binary is not built (unless KUBELET_REQUIRE_APISERVER is set).
 
-use std::{fs, process::Command};
+use std::{
+    env, fs,
+    io::{BufRead, BufReader},
+    path::PathBuf,
+    process::{Command, Stdio},
+    thread,
+    time::Duration,
+};
 
 use anyhow::{Context, Result, ensure};
 use serde_json::json;
@@ -37,22 +44,10 @@ fn cluster_starts_with_admin_and_node_identities() -> Result<()> {
         return Ok(());
     };
     eprintln!("apiserver fixture started in {:.1?}", cluster.started_in());
-    let log = || cluster.log_tail();
 
     // The admin kubeconfig works for kubectl.
-    let out = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(cluster.admin_kubeconfig())
-        .args(["get", "nodes", "-o", "json"])
-        .output()
-        .context("cannot run kubectl")?;
-    ensure!(
-        out.status.success(),
-        "kubectl get nodes failed: {}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        log()
-    );
-    let nodes: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    let nodes: serde_json::Value =
+        serde_json::from_str(&cluster.kubectl(&["get", "nodes", "-o", "json"])?)?;
     ensure!(
         nodes["items"] == json!([]),
         "a fresh cluster has no nodes: {nodes}"
@@ -171,5 +166,62 @@ fn bind_node_group_lets_nodes_read_every_secret() -> Result<()> {
         status == 200,
         "node-a listing Secrets with the binding: {status} {body}"
     );
+    Ok(())
+}
+
+/// Set in the child process of [`a_cluster_whose_test_process_died_is_reaped`].
+const HOLD_ENV: &str = "XTASK_APISERVER_HOLD";
+
+#[test]
+#[ignore = "a helper: a_cluster_whose_test_process_died_is_reaped runs it in a child process"]
+fn hold_a_cluster_until_killed() -> Result<()> {
+    if env::var_os(HOLD_ENV).is_none() {
+        return Ok(());
+    }
+    let cluster = Cluster::builder().start()?;
+    println!("DIR {}", cluster.dir().display());
+    loop {
+        thread::sleep(Duration::from_secs(3600));
+    }
+}
+
+#[test]
+fn a_cluster_whose_test_process_died_is_reaped() -> Result<()> {
+    if xtask::apiserver::cached_binary().is_none() {
+        // Let the fixture say why (or fail under KUBELET_REQUIRE_APISERVER).
+        ensure!(Cluster::builder().start_or_skip()?.is_none());
+        return Ok(());
+    }
+    let mut child = Command::new(env::current_exe()?)
+        .args([
+            "--ignored",
+            "--exact",
+            "hold_a_cluster_until_killed",
+            "--nocapture",
+        ])
+        .env(HOLD_ENV, "1")
+        .stdout(Stdio::piped())
+        .spawn()?;
+    let stdout = child.stdout.take().context("no stdout")?;
+    let dir = BufReader::new(stdout)
+        .lines()
+        .map_while(Result::ok)
+        .find_map(|line| line.strip_prefix("DIR ").map(PathBuf::from));
+    child.kill()?; // SIGKILL: no drop runs
+    child.wait()?;
+    let dir = dir.context("the child printed no cluster directory")?;
+    let pids = pids_mentioning(&format!("{}/", dir.display()));
+    ensure!(
+        pids.len() == 2,
+        "the orphan's etcd and kube-apiserver: {pids:?}"
+    );
+
+    let cluster = Cluster::builder().start()?;
+    ensure!(
+        pids.iter().all(|pid| !alive(*pid)),
+        "orphans left: {pids:?}"
+    );
+    ensure!(!dir.exists(), "{} is left", dir.display());
+    drop(cluster);
     Ok(())
 }

@@ -5,6 +5,7 @@ use std::{
     collections::BTreeMap,
     fs,
     path::{Path, PathBuf},
+    process::Command,
     thread,
     time::{Duration, Instant},
 };
@@ -17,6 +18,7 @@ use super::{
     curl::curl,
     files::{self, ADMIN_USER, TokenEntry},
     process::{self, POLL, Processes, READY_TIMEOUT, TAIL_LINES},
+    reap,
 };
 use crate::util;
 
@@ -134,11 +136,13 @@ impl Cluster {
 
     fn start(opts: &ClusterBuilder, binary: &Path, etcd: &Path) -> Result<Cluster> {
         let started = Instant::now();
+        reap::reap_orphans();
         let dir = tempfile::Builder::new()
-            .prefix("kube-apiserver-")
+            .prefix(reap::DIR_PREFIX)
             .tempdir()
             .context("cannot create a temporary directory")?;
         let path = dir.path();
+        reap::write_owner(path)?;
         let admin_token = files::random_token()?;
         let mut nodes = BTreeMap::new();
         for name in &opts.nodes {
@@ -246,6 +250,18 @@ impl Cluster {
     /// How long [`ClusterBuilder::start`] took, defaults created.
     pub fn started_in(&self) -> Duration {
         self.started_in
+    }
+
+    /// Runs `kubectl --kubeconfig <admin kubeconfig> <args>` and returns its stdout; the error
+    /// quotes its stderr. (The machine's kubectl may be newer than the server: fine for `get`,
+    /// `apply`, `delete` and `-w`.)
+    pub fn kubectl(&self, args: &[&str]) -> Result<String> {
+        util::output(
+            Command::new("kubectl")
+                .arg("--kubeconfig")
+                .arg(&self.admin_kubeconfig)
+                .args(args),
+        )
     }
 
     /// An API request as the admin; see [`request`](Self::request).

@@ -130,8 +130,6 @@ fn start_once(spec: &Spec<'_>, files: &Files) -> Result<Processes, Failure> {
     cmd.arg(format!("--etcd-servers={etcd_url}"))
         .args(["--bind-address=127.0.0.1", "--advertise-address=127.0.0.1"])
         .arg(format!("--secure-port={secure}"))
-        // 1.20 still serves plain HTTP on 8080 by default: two clusters would collide.
-        .arg("--insecure-port=0")
         .arg(format!("--cert-dir={}", files.cert_dir.display()))
         .arg(format!("--token-auth-file={}", files.tokens.display()))
         .arg("--authorization-mode=Node,RBAC")
