@@ -7,6 +7,7 @@
 //! and starts the cluster tasks when the node is spawned. Without it the node is standalone.
 
 pub mod client;
+pub mod events;
 pub mod lease;
 pub mod node_status;
 pub mod pod_source;
