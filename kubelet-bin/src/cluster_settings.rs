@@ -29,7 +29,7 @@ pub struct Flags {
     #[arg(long, allow_negative_numbers = true)]
     pub kube_api_qps: Option<i32>,
     /// Requests at once to the API server (default 100).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub kube_api_burst: Option<i32>,
     /// How often the node status is computed and posted when changed (default 10s).
     #[arg(long, value_parser = duration::parse)]

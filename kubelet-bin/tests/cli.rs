@@ -31,6 +31,11 @@ fn bad_flags_exit_64_with_a_clear_message() {
             "/does/not/exist.yaml",
         ),
         (&["--file-check-frequency", "0s"], "file-check-frequency"),
+        (&["--kube-api-burst", "-1"], "kube-api-burst"),
+        (
+            &["--node-status-update-frequency", "0s"],
+            "node-status-update-frequency",
+        ),
     ];
     for (args, needle) in cases {
         let (code, text) = kubelet(args);
@@ -69,8 +74,33 @@ fn help_lists_upstream_flag_names() {
         "--sync-frequency",
         "--file-check-frequency",
         "--config",
+        "--kubeconfig",
+        "--kube-api-qps",
+        "--kube-api-burst",
+        "--node-status-update-frequency",
         "-v",
     ] {
         assert!(text.contains(flag), "--help lacks {flag}");
     }
+}
+
+#[test]
+fn an_unreadable_kubeconfig_fails_before_touching_the_runtime() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let missing = dir.path().join("kubeconfig");
+    let (code, text) = kubelet(&[
+        "--kubeconfig",
+        missing.to_str().expect("utf8"),
+        "--root-dir",
+        dir.path().join("root").to_str().expect("utf8"),
+        "--container-runtime-endpoint",
+        "unix:///does/not/exist.sock",
+        "--read-only-port",
+        "0",
+        "--healthz-port",
+        "0",
+    ]);
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("--kubeconfig"), "{text}");
+    assert!(text.contains(missing.to_str().expect("utf8")), "{text}");
 }

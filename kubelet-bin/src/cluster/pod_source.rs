@@ -51,12 +51,15 @@ impl ApiPodSource {
         }
     }
 
-    /// The watcher's config: this node's pods, the first list from the watch cache
-    /// (upstream's reflector lists at resourceVersion 0).
+    /// The watcher's config: this node's pods, lists served from the API server's watch
+    /// cache (upstream's reflector lists at resourceVersion 0, where the server ignores the
+    /// page size; kube drops `resourceVersion=0` from paged lists, so lists are not paged).
     pub fn watcher_config(&self) -> watcher::Config {
-        watcher::Config::default()
+        let mut config = watcher::Config::default()
             .fields(&format!("spec.nodeName={}", self.node_name))
-            .any_semantic()
+            .any_semantic();
+        config.page_size = None;
+        config
     }
 }
 
