@@ -28,6 +28,8 @@ type Body = Either<
 struct State {
     requests: Vec<(Method, String)>,
     lease: Option<Value>,
+    /// Notified on every Lease write.
+    lease_written: Arc<tokio::sync::Notify>,
     watch: Option<fmpsc::UnboundedSender<Result<Frame<Bytes>, std::convert::Infallible>>>,
 }
 
@@ -89,6 +91,7 @@ async fn handle(state: Arc<Mutex<State>>, req: Request<kube::client::Body>) -> R
             let mut lease = body;
             lease["metadata"]["resourceVersion"] = json!("7");
             st.lease = Some(lease.clone());
+            st.lease_written.notify_one();
             json_response(StatusCode::OK, &lease)
         }
         _ => json_response(StatusCode::NOT_FOUND, &not_found),
@@ -170,30 +173,39 @@ async fn api_pods_run_and_the_lease_is_kept() {
             );
         }
     }
-    let st = state.lock().unwrap_or_else(PoisonError::into_inner);
-    let pod_requests: Vec<&String> = st
-        .requests
-        .iter()
-        .filter(|(_, p)| p.starts_with("/api/v1/pods"))
-        .map(|(_, p)| p)
-        .collect();
-    assert!(!pod_requests.is_empty());
-    for p in &pod_requests {
-        assert!(p.contains("fieldSelector=spec.nodeName%3Dnode-a"), "{p}");
+    let lease_written = state
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .lease_written
+        .clone();
+    tokio::time::timeout(Duration::from_secs(30), lease_written.notified())
+        .await
+        .expect("a Lease write within 30 s");
+    {
+        let st = state.lock().unwrap_or_else(PoisonError::into_inner);
+        let pod_requests: Vec<&String> = st
+            .requests
+            .iter()
+            .filter(|(_, p)| p.starts_with("/api/v1/pods"))
+            .map(|(_, p)| p)
+            .collect();
+        assert!(!pod_requests.is_empty());
+        for p in &pod_requests {
+            assert!(p.contains("fieldSelector=spec.nodeName%3Dnode-a"), "{p}");
+        }
+        assert!(
+            pod_requests[0].contains("resourceVersion=0"),
+            "the first list is served from the watch cache: {}",
+            pod_requests[0]
+        );
+        assert_eq!(
+            pod_requests.len(),
+            2,
+            "one list, one watch: {pod_requests:?}"
+        );
+        let lease = st.lease.clone().expect("the lease was created");
+        assert_eq!(lease["spec"]["holderIdentity"], NODE);
+        assert_eq!(lease["metadata"]["ownerReferences"][0]["uid"], "node-uid");
     }
-    assert!(
-        pod_requests[0].contains("resourceVersion=0"),
-        "the first list is served from the watch cache: {}",
-        pod_requests[0]
-    );
-    assert_eq!(
-        pod_requests.len(),
-        2,
-        "one list, one watch: {pod_requests:?}"
-    );
-    let lease = st.lease.clone().expect("the lease was created");
-    assert_eq!(lease["spec"]["holderIdentity"], NODE);
-    assert_eq!(lease["metadata"]["ownerReferences"][0]["uid"], "node-uid");
-    drop(st);
     assert!(node.stop().await, "every task stops");
 }
