@@ -1,0 +1,184 @@
+//! Node registration and node status against the real kube-apiserver, as `system:node:node-a`
+//! (the Node authorizer and NodeRestriction judge every write). Skipped when the binary is not
+//! built, unless KUBELET_REQUIRE_APISERVER is set.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail, ensure};
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Patch, PatchParams};
+use kube::config::{Config, KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client};
+use kubelet::cluster::node_status::{self, NodeStatusInputs, NodeStatusOptions, initial};
+use kubelet_core::cache::PodCache;
+use kubelet_core::kubelet::RuntimeState;
+use kubelet_core::testing::{FakePleg, FakeRuntime};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use xtask::apiserver::Cluster;
+
+async fn client(kubeconfig: &std::path::Path) -> Result<Client> {
+    let kubeconfig = Kubeconfig::read_from(kubeconfig)?;
+    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
+    Ok(Client::try_from(config)?)
+}
+
+/// Polls the Node (as the admin) until `check` passes; fails after 20 s with the last Node.
+async fn eventually(nodes: &Api<Node>, check: impl Fn(&Node) -> bool) -> Result<Node> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let node = nodes.get_opt("node-a").await?;
+        if let Some(n) = &node
+            && check(n)
+        {
+            return Ok(n.clone());
+        }
+        if tokio::time::Instant::now() > deadline {
+            bail!("node never matched: {node:#?}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn condition(node: &Node, type_: &str) -> Option<(String, String)> {
+    node.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| (c.status.clone(), c.message.clone().unwrap_or_default()))
+}
+
+fn options() -> Result<NodeStatusOptions> {
+    let mut opts = NodeStatusOptions::new("node-a");
+    opts.node_ips = vec!["10.0.0.5".parse()?];
+    opts.node_labels = initial::parse_labels("role=edge")?;
+    opts.register_with_taints = initial::parse_taints("dedicated=edge:NoSchedule")?;
+    opts.kube_reserved = "cpu=100m,memory=100Mi".parse()?;
+    opts.update_frequency = Duration::from_secs(1);
+    opts.root_dir = std::env::temp_dir();
+    Ok(opts)
+}
+
+#[tokio::test]
+async fn registers_reports_and_adopts_as_a_node() -> Result<()> {
+    let started =
+        tokio::task::spawn_blocking(|| Cluster::builder().node("node-a").start_or_skip()).await??;
+    let Some(cluster) = started else {
+        return Ok(());
+    };
+    let admin: Api<Node> = Api::all(client(cluster.admin_kubeconfig()).await?);
+    let node_client = client(cluster.node_kubeconfig("node-a")?).await?;
+
+    let runtime = Arc::new(FakeRuntime::new());
+    let state = RuntimeState::new(Arc::new(FakePleg::new(runtime.clone(), PodCache::new())));
+    state.update(runtime.as_ref()).await;
+    let tracker = TaskTracker::new();
+    let token = CancellationToken::new();
+    let inputs = NodeStatusInputs::new(runtime.clone(), state.clone());
+    node_status::spawn(
+        node_client.clone(),
+        options()?,
+        inputs.clone(),
+        &tracker,
+        token.clone(),
+    );
+
+    let node = eventually(&admin, |n| {
+        condition(n, "Ready").is_some_and(|(s, _)| s == "True")
+    })
+    .await
+    .with_context(|| cluster.log_tail())?;
+    let labels = node.metadata.labels.clone().unwrap_or_default();
+    ensure!(labels.get("kubernetes.io/hostname").map(String::as_str) == Some("node-a"));
+    ensure!(labels.get("kubernetes.io/os").map(String::as_str) == Some("linux"));
+    ensure!(labels.get("role").map(String::as_str) == Some("edge"));
+    let taints = node.spec.clone().and_then(|s| s.taints).unwrap_or_default();
+    ensure!(
+        taints
+            .iter()
+            .any(|t| t.key == "dedicated" && t.effect == "NoSchedule")
+    );
+    let status = node.status.clone().unwrap_or_default();
+    let capacity = status.capacity.clone().unwrap_or_default();
+    for resource in ["cpu", "memory", "pods", "ephemeral-storage"] {
+        ensure!(
+            capacity.contains_key(resource),
+            "capacity lacks {resource}: {capacity:?}"
+        );
+    }
+    ensure!(capacity["pods"].0 == "110");
+    let allocatable = status.allocatable.clone().unwrap_or_default();
+    ensure!(allocatable.contains_key("memory"), "{allocatable:?}");
+    let info = status.node_info.clone().unwrap_or_default();
+    ensure!(info.container_runtime_version == "fake://0.1.0", "{info:?}");
+    ensure!(info.kubelet_version == "v0.1.0");
+    let addresses: Vec<_> = status
+        .addresses
+        .unwrap_or_default()
+        .into_iter()
+        .map(|a| (a.type_, a.address))
+        .collect();
+    ensure!(
+        addresses
+            == [
+                ("InternalIP".to_owned(), "10.0.0.5".to_owned()),
+                ("Hostname".to_owned(), "node-a".to_owned())
+            ],
+        "{addresses:?}"
+    );
+    for c in ["MemoryPressure", "DiskPressure", "PIDPressure"] {
+        ensure!(
+            condition(&node, c).is_some_and(|(s, _)| s == "False"),
+            "{c}"
+        );
+    }
+
+    // A restarted kubelet adopts the Node: its hostname label is put back, a label and a
+    // condition owned by others stay.
+    token.cancel();
+    tracker.close();
+    tracker.wait().await;
+    admin
+        .patch(
+            "node-a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {
+                "kubernetes.io/hostname": "old", "team": "ops"}}})),
+        )
+        .await?;
+    admin
+        .patch_status(
+            "node-a",
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"status": {"conditions": [
+                {"type": "NetworkUnavailable", "status": "False", "reason": "RouteCreated"}]}})),
+        )
+        .await?;
+    runtime.set_down(true);
+    state.update(runtime.as_ref()).await;
+    let token = CancellationToken::new();
+    let tracker = TaskTracker::new();
+    node_status::spawn(node_client, options()?, inputs, &tracker, token.clone());
+    let node = eventually(&admin, |n| {
+        condition(n, "Ready").is_some_and(|(s, _)| s == "False")
+    })
+    .await?;
+    let labels = node.metadata.labels.clone().unwrap_or_default();
+    ensure!(labels.get("kubernetes.io/hostname").map(String::as_str) == Some("node-a"));
+    ensure!(labels.get("team").map(String::as_str) == Some("ops"));
+    ensure!(
+        condition(&node, "NetworkUnavailable").is_some(),
+        "{node:#?}"
+    );
+    let (_, message) = condition(&node, "Ready").unwrap_or_default();
+    ensure!(
+        message.contains("container runtime status check failed"),
+        "{message}"
+    );
+    token.cancel();
+    Ok(())
+}
