@@ -67,6 +67,10 @@ pub enum Error {
     /// A resource quantity is invalid.
     #[error(transparent)]
     Resource(#[from] crate::resources::Error),
+    /// The fake API server could not start or serve (tests only).
+    #[cfg(feature = "test-util")]
+    #[error(transparent)]
+    FakeApiServer(#[from] crate::testing::apiserver::Error),
 }
 
 /// `Result` with this crate's [`Error`].

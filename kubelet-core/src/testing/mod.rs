@@ -2,8 +2,11 @@
 //! engine over the scriptable backend [`FakeRuntimeService`]), a [`FakeRuntimeHelper`] and
 //! pod fixtures. The mockall mocks of every manager trait
 //! (`MockRuntime`, `MockVolumeManager`, `MockStatusManager`, `MockPleg`, `MockSyncHandler`,
-//! `MockPodSyncer`, `MockRuntimeHelper`) live next to their traits.
+//! `MockPodSyncer`, `MockRuntimeHelper`) live next to their traits. [`apiserver`] is an
+//! in-process fake Kubernetes API server reached by a real `kube::Client`.
 
+#[cfg(feature = "test-util")]
+pub mod apiserver;
 mod events;
 mod fake_managers;
 mod fake_pleg;

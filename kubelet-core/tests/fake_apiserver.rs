@@ -1,0 +1,1 @@
+//! Integration tests of the in-process fake API server.
