@@ -271,15 +271,18 @@ mod tests {
         let auth = Auth::default();
         auth.add_token("t-node", UserInfo::node("n1"));
         auth.allow("system:nodes", "get", "pods");
-        assert_eq!(auth.authenticate(Some("nope")).unwrap(), None);
+        assert_eq!(auth.authenticate(Some("nope")).expect("ok"), None);
         auth.enforce(true);
-        assert_eq!(auth.authenticate(Some("nope")).unwrap_err().code, 401);
-        let node = auth.authenticate(Some("t-node")).unwrap();
+        assert_eq!(
+            auth.authenticate(Some("nope")).expect_err("fails").code,
+            401
+        );
+        let node = auth.authenticate(Some("t-node")).expect("ok");
         assert_eq!(node.as_ref().and_then(|u| u.node_name()), Some("n1"));
         assert!(auth.authorize(node.as_ref(), "get", "pods").is_ok());
         assert_eq!(
             auth.authorize(node.as_ref(), "delete", "pods")
-                .unwrap_err()
+                .expect_err("fails")
                 .code,
             403
         );
@@ -287,7 +290,7 @@ mod tests {
             "groups": ["system:nodes"], "resourceAttributes": {"verb": "get", "resource": "pods"}}}));
         assert_eq!(sar["status"]["allowed"], true);
         let tr = auth.issue_token("ns", "sa", json!({"spec": {"audiences": ["api"]}}));
-        let token = tr["status"]["token"].as_str().unwrap().to_owned();
+        let token = tr["status"]["token"].as_str().expect("ok").to_owned();
         let review = auth.token_review(json!({"spec": {"token": token}}));
         assert_eq!(
             review["status"]["user"]["username"],

@@ -360,7 +360,7 @@ mod tests {
 
     #[test]
     fn paths_and_queries_parse_like_the_api_server() {
-        let (g, ns, n, s) = parse_path("/api/v1/namespaces/default/pods/p1/status").unwrap();
+        let (g, ns, n, s) = parse_path("/api/v1/namespaces/default/pods/p1/status").expect("ok");
         assert_eq!(
             (
                 g.resource.as_str(),
@@ -371,12 +371,13 @@ mod tests {
             ("pods", Some("default"), Some("p1"), Some("status"))
         );
         let (g, ns, n, _) =
-            parse_path("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases").unwrap();
+            parse_path("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases")
+                .expect("ok");
         assert_eq!(
             (g.group.as_str(), ns.as_deref(), n),
             ("coordination.k8s.io", Some("kube-node-lease"), None)
         );
-        let (g, ns, n, _) = parse_path("/api/v1/namespaces/default").unwrap();
+        let (g, ns, n, _) = parse_path("/api/v1/namespaces/default").expect("ok");
         assert_eq!(
             (g.resource.as_str(), ns, n.as_deref()),
             ("namespaces", None, Some("default"))

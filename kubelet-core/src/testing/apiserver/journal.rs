@@ -176,7 +176,7 @@ mod tests {
         });
         tokio::task::yield_now().await;
         j.record(entry("patch", "pods/status"));
-        let got = waiter.await.unwrap();
+        let got = waiter.await.expect("ok");
         assert_eq!(got.resource, "pods/status");
         assert_eq!(j.count("patch", "pods"), 1);
         assert_eq!(j.count("patch", "pods/status"), 1);

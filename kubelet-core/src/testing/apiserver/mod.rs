@@ -320,7 +320,8 @@ impl FakeApiServer {
     }
 
     /// Simulates a restart that lost the watch history: open watches end, and watching (or
-    /// continuing a list) from an older resourceVersion is `410 Gone`. Objects are kept.
+    /// continuing a list) from any resourceVersion handed out before is `410 Gone`. Objects
+    /// are kept.
     pub fn restart(&self) {
         self.shared.restart();
     }

@@ -173,7 +173,7 @@ fn merge_list(orig: &[Value], patch: &[Value], key: &str) -> Result<Vec<Value>, 
 }
 
 /// Orders `list` as `order` says (items named there first, in that order; the rest after).
-fn reorder(list: &mut Vec<Value>, order: &[Value], key: Option<&str>) {
+fn reorder(list: &mut [Value], order: &[Value], key: Option<&str>) {
     let id = |v: &Value| match key {
         Some(k) => v.get(k).cloned(),
         None => Some(v.clone()),
@@ -200,7 +200,7 @@ mod tests {
         let patch = json!({"status": {
             "$setElementOrder/conditions": [{"type": "Initialized"}, {"type": "Ready"}, {"type": "PodScheduled"}],
             "conditions": [{"type": "Ready", "status": "True"}, {"type": "PodScheduled", "status": "True"}]}});
-        let out = apply(&doc, &patch, PatchType::Strategic).unwrap();
+        let out = apply(&doc, &patch, PatchType::Strategic).expect("ok");
         assert_eq!(out["status"]["phase"], "Pending");
         assert_eq!(
             out["status"]["conditions"],
@@ -218,7 +218,7 @@ mod tests {
             "metadata": {"finalizers": ["a"]}});
         let patch = json!({"status": {"addresses": [{"type": "Hostname", "$patch": "delete"}],
             "images": [{"names": ["b"]}], "x": null}, "metadata": {"finalizers": ["b"]}});
-        let out = apply(&doc, &patch, PatchType::Strategic).unwrap();
+        let out = apply(&doc, &patch, PatchType::Strategic).expect("ok");
         assert_eq!(
             out["status"]["addresses"],
             json!([{"type": "InternalIP", "address": "1"}])
@@ -231,16 +231,18 @@ mod tests {
     #[test]
     fn merge_replaces_lists_and_json_patch_tests_values() {
         let doc = json!({"a": [1, 2], "b": {"c": 1}});
-        let out = apply(&doc, &json!({"a": [3], "b": {"d": 2}}), PatchType::Merge).unwrap();
+        let out = apply(&doc, &json!({"a": [3], "b": {"d": 2}}), PatchType::Merge).expect("ok");
         assert_eq!(out, json!({"a": [3], "b": {"c": 1, "d": 2}}));
         let ops = json!([{"op": "test", "path": "/b/c", "value": 1}, {"op": "add", "path": "/a/-", "value": 9}]);
         assert_eq!(
-            apply(&doc, &ops, PatchType::Json).unwrap()["a"],
+            apply(&doc, &ops, PatchType::Json).expect("ok")["a"],
             json!([1, 2, 9])
         );
         let failing = json!([{"op": "test", "path": "/b/c", "value": 2}]);
         assert_eq!(
-            apply(&doc, &failing, PatchType::Json).unwrap_err().code,
+            apply(&doc, &failing, PatchType::Json)
+                .expect_err("fails")
+                .code,
             422
         );
     }

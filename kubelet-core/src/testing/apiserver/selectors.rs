@@ -171,22 +171,22 @@ mod tests {
         let p = pod();
         assert!(
             FieldSelector::parse("spec.nodeName=n1,status.phase==Running")
-                .unwrap()
+                .expect("ok")
                 .matches(&p)
         );
         assert!(
             !FieldSelector::parse("spec.nodeName=n2")
-                .unwrap()
+                .expect("ok")
                 .matches(&p)
         );
         assert!(
             FieldSelector::parse("spec.nodeName!=n2")
-                .unwrap()
+                .expect("ok")
                 .matches(&p)
         );
         assert!(
             FieldSelector::parse("metadata.namespace=")
-                .unwrap()
+                .expect("ok")
                 .matches(&p)
         );
         assert!(FieldSelector::parse("bogus").is_err());
@@ -195,7 +195,7 @@ mod tests {
     #[test]
     fn label_selectors_support_equality_sets_and_existence() {
         let p = pod();
-        let m = |s: &str| LabelSelector::parse(s).unwrap().matches(&p);
+        let m = |s: &str| LabelSelector::parse(s).expect("ok").matches(&p);
         assert!(m("app=web,tier in (fe, be)"));
         assert!(!m("app in (db)"));
         assert!(m("app notin (db),!missing,tier"));

@@ -121,9 +121,11 @@ impl Store {
         self.floor
     }
 
-    /// Forgets the history, as a restarted (compacted) server does: watches and lists from an
-    /// older resourceVersion get 410 Gone.
+    /// Forgets the history, as a restarted server does (its watch cache starts over, and the
+    /// writes a starting server makes move the revision on): watches and list continuations
+    /// from any resourceVersion handed out before get 410 Gone.
     pub(crate) fn compact(&mut self) {
+        self.rv += 1;
         self.floor = self.rv;
         self.history.clear();
         self.epoch += 1;
@@ -496,10 +498,10 @@ mod tests {
         let mut s = Store::default();
         let a = s
             .create(&pods(), "ns", json!({"metadata": {"name": "a"}}))
-            .unwrap();
+            .expect("ok");
         let b = s
             .create(&pods(), "ns", json!({"metadata": {"generateName": "b-"}}))
-            .unwrap();
+            .expect("ok");
         assert!(rv(&b) > rv(&a));
         assert_eq!(a["kind"], "Pod");
         assert_eq!(a["metadata"]["namespace"], "ns");
@@ -508,7 +510,7 @@ mod tests {
         assert!(meta_str(&b, "name").is_some_and(|n| n.starts_with("b-") && n.len() == 7));
         let dup = s
             .create(&pods(), "ns", json!({"metadata": {"name": "a"}}))
-            .unwrap_err();
+            .expect_err("fails");
         assert_eq!((dup.code, dup.reason), (409, "AlreadyExists"));
     }
 
@@ -521,22 +523,26 @@ mod tests {
                 "ns",
                 json!({"metadata": {"name": "a"}, "spec": {"x": 1}}),
             )
-            .unwrap();
+            .expect("ok");
         let mut st = a.clone();
         st["status"] = json!({"phase": "Running"});
-        let st = s.update(&pods(), "ns", "a", st, Some("status")).unwrap();
+        let st = s
+            .update(&pods(), "ns", "a", st, Some("status"))
+            .expect("ok");
         assert_eq!(st["status"]["phase"], "Running");
         assert_eq!(st["metadata"]["generation"], 1);
         let mut stale = a.clone();
         stale["spec"]["x"] = json!(2);
         assert_eq!(
-            s.update(&pods(), "ns", "a", stale, None).unwrap_err().code,
+            s.update(&pods(), "ns", "a", stale, None)
+                .expect_err("fails")
+                .code,
             409
         );
         let mut fresh = st.clone();
         fresh["spec"]["x"] = json!(2);
         fresh["status"] = json!({"phase": "Failed"});
-        let out = s.update(&pods(), "ns", "a", fresh, None).unwrap();
+        let out = s.update(&pods(), "ns", "a", fresh, None).expect("ok");
         assert_eq!(out["status"]["phase"], "Running");
         assert_eq!(out["metadata"]["generation"], 2);
     }
@@ -550,16 +556,21 @@ mod tests {
                 "ns",
                 json!({"metadata": {"name": "a"}, "spec": {"nodeName": "n"}}),
             )
-            .unwrap();
-        let uid = meta_str(&p, "uid").unwrap().to_owned();
+            .expect("ok");
+        let uid = meta_str(&p, "uid").expect("ok").to_owned();
         let wrong = DeleteOptions {
             uid: Some("x".into()),
             ..Default::default()
         };
-        assert_eq!(s.delete(&pods(), "ns", "a", &wrong).unwrap_err().code, 409);
+        assert_eq!(
+            s.delete(&pods(), "ns", "a", &wrong)
+                .expect_err("fails")
+                .code,
+            409
+        );
         let d = s
             .delete(&pods(), "ns", "a", &DeleteOptions::default())
-            .unwrap();
+            .expect("ok");
         assert_eq!(d["metadata"]["deletionGracePeriodSeconds"], 30);
         assert!(s.get(&pods(), "ns", "a").is_ok());
         let now = DeleteOptions {
@@ -567,11 +578,11 @@ mod tests {
             uid: Some(uid),
             ..Default::default()
         };
-        s.delete(&pods(), "ns", "a", &now).unwrap();
-        assert_eq!(s.get(&pods(), "ns", "a").unwrap_err().code, 404);
-        assert_eq!(s.changes_since(0).unwrap().len(), 3);
+        s.delete(&pods(), "ns", "a", &now).expect("ok");
+        assert_eq!(s.get(&pods(), "ns", "a").expect_err("fails").code, 404);
+        assert_eq!(s.changes_since(0).expect("ok").len(), 3);
         s.compact();
-        assert_eq!(s.changes_since(1).unwrap_err().code, 410);
-        assert!(s.changes_since(s.rv()).unwrap().is_empty());
+        assert_eq!(s.changes_since(1).expect_err("fails").code, 410);
+        assert!(s.changes_since(s.rv()).expect("ok").is_empty());
     }
 }

@@ -203,7 +203,7 @@ mod tests {
     #[test]
     fn objects_entering_and_leaving_the_selection_are_added_and_deleted() {
         let sel = Selectors {
-            fields: super::super::selectors::FieldSelector::parse("spec.nodeName=n1").unwrap(),
+            fields: super::super::selectors::FieldSelector::parse("spec.nodeName=n1").expect("ok"),
             ..Default::default()
         };
         let see = |c: Change| through_selectors(&c, &sel);
