@@ -130,6 +130,35 @@ fn cluster_starts_with_admin_and_node_identities() -> Result<()> {
             .is_some_and(|ca| ca.contains("BEGIN CERTIFICATE")),
         "{cm}"
     );
+    // The service-account keys sign tokens (TokenRequest as the admin).
+    let request = json!({
+        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+        "spec": {"audiences": [], "expirationSeconds": 600},
+    });
+    let (status, token) = cluster.admin_request(
+        "POST",
+        "/api/v1/namespaces/default/serviceaccounts/default/token",
+        Some(&request),
+    )?;
+    ensure!(status == 201, "TokenRequest: {status} {token}");
+    let sa_token = token["status"]["token"].as_str().unwrap_or_default();
+    let review = json!({
+        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+        "spec": {"token": sa_token},
+    });
+    let (status, review) = cluster.admin_request(
+        "POST",
+        "/apis/authentication.k8s.io/v1/tokenreviews",
+        Some(&review),
+    )?;
+    ensure!(
+        status == 201,
+        "TokenReview of the SA token: {status} {review}"
+    );
+    ensure!(
+        review["status"]["user"]["username"] == "system:serviceaccount:default:default",
+        "{review}"
+    );
     ensure!(
         cluster.node_token("node-b").is_err(),
         "an unknown node has no token"
