@@ -9,8 +9,10 @@
 //! * Every 10 s (`syncPeriod`) all statuses are checked: a version not yet written, a pod
 //!   ready for deletion, or an API status that differs from the kubelet's
 //!   ([`is_pod_status_by_kubelet_equal`]) is written again.
-//! * A failed batch is retried after a backoff of 1 s doubling to 5 s; until then status
-//!   changes wait for the retry rather than hammering a failing server.
+//! * A pod whose write failed is retried after a backoff of 1 s doubling to 5 s, and not
+//!   before: its further changes wait for the retry rather than hammering a failing server.
+//!   Other pods are not held back by it (a pod the server refuses, e.g. with 403, does not
+//!   delay the statuses of the rest).
 //! * Upstream GETs the pod before each PATCH. Here the base of the patch is the newest copy
 //!   the kubelet already has (the pod manager's, fed by the API watch, or the answer to the
 //!   last PATCH), so a write costs one request; the pod is read from the API only when there
@@ -62,9 +64,9 @@ const KNOWN_FIELDS: [&str; 13] = [
 pub struct Config {
     /// How often every status is checked against the API (upstream `syncPeriod`, 10 s).
     pub resync_interval: Duration,
-    /// The first wait after a failed batch (1 s).
+    /// The first wait after a pod's write failed (1 s).
     pub initial_backoff: Duration,
-    /// The longest wait after failed batches (5 s).
+    /// The longest wait after a pod's writes failed again and again (5 s).
     pub max_backoff: Duration,
 }
 
@@ -83,8 +85,21 @@ impl Default for Config {
 pub struct BatchOutcome {
     /// Pods whose status was synced (written, found up to date, or found gone).
     pub synced: usize,
-    /// Pods whose sync failed; they are retried.
+    /// Pods whose sync failed; they are retried after their backoff.
     pub failed: usize,
+    /// Pods left out because their backoff has not ended.
+    pub backing_off: usize,
+    /// When the earliest backoff ends.
+    pub next_retry: Option<Instant>,
+}
+
+/// A pod's backoff after failed writes.
+#[derive(Clone, Copy, Debug)]
+struct Retry {
+    /// Not before this.
+    at: Instant,
+    /// The wait after the next failure.
+    next: Duration,
 }
 
 /// The pod the status of a local pod is written to.
@@ -110,6 +125,8 @@ struct State {
     deleted: HashSet<PodUid>,
     /// Status fields the API server drops.
     dropped_fields: BTreeSet<String>,
+    /// Pods backing off after failed writes, by API UID.
+    retries: HashMap<PodUid, Retry>,
 }
 
 /// Writes pod statuses to the API server and deletes terminated pods (the API half of
@@ -202,7 +219,6 @@ impl ApiStatusSyncer {
         let period = self.config.resync_interval;
         let mut resync = tokio::time::interval_at(Instant::now() + period, period);
         resync.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        let mut backoff = self.config.initial_backoff;
         let mut all = false;
         loop {
             changes.mark_unchanged();
@@ -211,35 +227,18 @@ impl ApiStatusSyncer {
                 _ = token.cancelled() => return,
                 outcome = self.sync_batch(all) => outcome,
             };
-            let retry_at = if outcome.failed > 0 {
-                debug!(
-                    failed = outcome.failed,
-                    ?backoff,
-                    "status sync failed; retrying after backoff"
-                );
-                let at = Instant::now() + backoff;
-                backoff = (backoff * 2).min(self.config.max_backoff);
-                Some(at)
-            } else {
-                backoff = self.config.initial_backoff;
-                None
-            };
-            all = loop {
-                tokio::select! {
-                    biased;
-                    _ = token.cancelled() => return,
-                    _ = tokio::time::sleep_until(retry_at.unwrap_or_else(Instant::now)), if retry_at.is_some() => break false,
-                    changed = changes.changed() => {
-                        if changed.is_err() {
-                            return;
-                        }
-                        // While backing off, changes wait for the retry.
-                        if retry_at.is_none() {
-                            break false;
-                        }
+            let retry_at = outcome.next_retry;
+            all = tokio::select! {
+                biased;
+                _ = token.cancelled() => return,
+                _ = tokio::time::sleep_until(retry_at.unwrap_or_else(Instant::now)), if retry_at.is_some() => false,
+                changed = changes.changed() => {
+                    if changed.is_err() {
+                        return;
                     }
-                    _ = resync.tick() => break true,
+                    false
                 }
+                _ = resync.tick() => true,
             };
         }
     }
@@ -248,6 +247,8 @@ impl ApiStatusSyncer {
     /// new, deletable or differs from the API; otherwise only new versions.
     pub async fn sync_batch(&mut self, all: bool) -> BatchOutcome {
         let statuses = self.statuses.all_statuses();
+        let now = Instant::now();
+        let mut outcome = BatchOutcome::default();
         let mut work = Vec::new();
         let mut live = HashSet::new();
         for (uid, status) in &statuses {
@@ -259,6 +260,12 @@ impl ApiStatusSyncer {
                 continue;
             };
             live.insert(target.api_uid.clone());
+            if let Some(retry) = self.state.retries.get(&target.api_uid)
+                && retry.at > now
+            {
+                outcome.backing_off += 1;
+                continue;
+            }
             let written = self.state.api_versions.get(&target.api_uid).copied();
             let due = if !all {
                 written.is_none_or(|v| v < status.version)
@@ -280,18 +287,36 @@ impl ApiStatusSyncer {
             self.state.api_pods.retain(|uid, _| live.contains(uid));
             self.state.stale.retain(|uid| live.contains(uid));
             self.state.deleted.retain(|uid| statuses.contains_key(uid));
+            self.state.retries.retain(|uid, _| live.contains(uid));
         }
-        let mut outcome = BatchOutcome::default();
         for (uid, status, target) in work {
             let pod = format!("{}/{}", target.namespace, target.name);
+            let api_uid = target.api_uid.clone();
             match self.sync_pod(&uid, &status, target).await {
-                Ok(()) => outcome.synced += 1,
+                Ok(()) => {
+                    self.state.retries.remove(&api_uid);
+                    outcome.synced += 1;
+                }
                 Err(e) => {
-                    warn!(%pod, error = %e, "failed to update status for pod");
+                    let wait = self
+                        .state
+                        .retries
+                        .get(&api_uid)
+                        .map_or(self.config.initial_backoff, |r| r.next);
+                    warn!(%pod, error = %e, retry_in = ?wait, "failed to update status for pod");
+                    let next = (wait * 2).min(self.config.max_backoff);
+                    self.state.retries.insert(
+                        api_uid,
+                        Retry {
+                            at: Instant::now() + wait,
+                            next,
+                        },
+                    );
                     outcome.failed += 1;
                 }
             }
         }
+        outcome.next_retry = self.state.retries.values().map(|r| r.at).min();
         outcome
     }
 

@@ -35,6 +35,7 @@ struct FakeState {
     resource_version: u64,
     calls: Vec<Call>,
     down: bool,
+    refused: BTreeSet<String>,
     dropped: BTreeSet<String>,
 }
 
@@ -75,6 +76,10 @@ impl FakeApi {
         self.lock().down = down;
     }
 
+    fn refuse(&self, name: &str) {
+        self.lock().refused.insert(name.to_owned());
+    }
+
     fn drop_field(&self, field: &str) {
         self.lock().dropped.insert(field.to_owned());
     }
@@ -98,7 +103,7 @@ impl FakeApi {
             body,
         });
         self.called.notify_waiters();
-        if s.down {
+        if s.down || s.refused.contains(name) {
             let status =
                 kube::core::Status::failure("unavailable", "ServiceUnavailable").with_code(503);
             return Err(Error::Api {
@@ -312,13 +317,7 @@ async fn a_pod_start_costs_two_patches_and_nothing_more() {
     let mut syncer = h.syncer();
 
     h.statuses.set_pod_status(&pod, pending());
-    assert_eq!(
-        syncer.sync_batch(false).await,
-        BatchOutcome {
-            synced: 1,
-            failed: 0
-        }
-    );
+    assert_eq!(syncer.sync_batch(false).await.synced, 1);
     h.statuses.set_pod_status(&pod, running());
     assert_eq!(syncer.sync_batch(false).await.synced, 1);
     // Nothing new; the resync finds the API up to date (its copy is the PATCH answer).
@@ -483,7 +482,7 @@ async fn a_pod_not_being_deleted_is_never_deleted() {
     assert_eq!(h.api_status("job").phase.as_deref(), Some("Succeeded"));
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_recreated_pod_gets_nothing_of_the_old_one() {
     let h = Harness::new();
     let old = api_pod("web", "uid-old");
@@ -492,14 +491,12 @@ async fn a_recreated_pod_gets_nothing_of_the_old_one() {
     h.statuses.set_pod_status(&old, running());
     let mut syncer = h.syncer();
     assert_eq!(syncer.sync_batch(false).await.failed, 1);
-    // The conflict makes the next try read the pod: another UID, so nothing is written.
-    assert_eq!(
-        syncer.sync_batch(false).await,
-        BatchOutcome {
-            synced: 1,
-            failed: 0
-        }
-    );
+    // The conflict makes the next try (after its backoff) read the pod: another UID, so
+    // nothing is written.
+    assert_eq!(syncer.sync_batch(false).await.backing_off, 1);
+    tokio::time::advance(Duration::from_secs(1)).await;
+    let outcome = syncer.sync_batch(false).await;
+    assert_eq!((outcome.synced, outcome.failed), (1, 0));
     syncer.sync_batch(false).await;
     let verbs: Vec<&str> = h.api.calls().iter().map(|c| c.verb).collect();
     assert_eq!(verbs, ["patch", "get"]);
@@ -565,7 +562,7 @@ async fn failures_back_off_from_one_to_five_seconds() {
     let task = tokio::spawn(h.syncer().config(test_config()).run(token.clone()));
     h.api.wait_for_calls(6).await;
     // A change while backing off waits for the retry.
-    h.statuses.set_pod_status(&pod, with_phase("Running"));
+    h.statuses.set_pod_status(&pod, pending());
     h.api.set_down(false);
     h.api.wait_for_calls(7).await;
     let offsets: Vec<u64> = h
@@ -575,7 +572,38 @@ async fn failures_back_off_from_one_to_five_seconds() {
         .map(|c| (c.at - start).as_secs())
         .collect();
     assert_eq!(offsets, [0, 1, 3, 7, 12, 17, 22]);
-    assert_eq!(h.api_status("web").phase.as_deref(), Some("Running"));
+    assert_eq!(h.api_status("web").phase.as_deref(), Some("Pending"));
+    token.cancel();
+    task.await.expect("syncer stops");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pod_the_server_refuses_does_not_hold_back_the_others() {
+    let h = Harness::new();
+    let bad = h.add(api_pod("bad", "uid-bad"));
+    let good = h.add(api_pod("good", "uid-good"));
+    h.api.refuse("bad");
+    h.statuses.set_pod_status(&bad, running());
+    let token = tokio_util::sync::CancellationToken::new();
+    let start = Instant::now();
+    let task = tokio::spawn(h.syncer().config(test_config()).run(token.clone()));
+    h.api.wait_for_calls(2).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    h.statuses.set_pod_status(&good, running());
+    h.api.wait_for_calls(4).await;
+    let calls: Vec<(String, u128)> = h
+        .api
+        .calls()
+        .iter()
+        .map(|c| (c.name.clone(), (c.at - start).as_millis()))
+        .collect();
+    let expected = [("bad", 0), ("bad", 1000), ("good", 2500), ("bad", 3000)];
+    let expected: Vec<(String, u128)> = expected
+        .iter()
+        .map(|(n, t)| ((*n).to_owned(), *t))
+        .collect();
+    assert_eq!(calls, expected);
+    assert_eq!(h.api_status("good").phase.as_deref(), Some("Running"));
     token.cancel();
     task.await.expect("syncer stops");
 }
