@@ -35,6 +35,7 @@ use kubelet_core::cm::PodContainerManager;
 use kubelet_core::config::{FileSource, PodSource};
 use kubelet_core::events::{self, EventRecorder, EventType};
 use kubelet_core::kubelet::env::EnvSource;
+use kubelet_core::kubelet::node;
 use kubelet_core::kubelet::{
     KubeletBuilder, KubeletRuntimeHelper, Managers, MirrorClient, NodeProvider, PodAdmitHandler,
     sync_loop,
@@ -386,7 +387,7 @@ impl NodeBuilder {
                 path: self.root_dir.clone(),
                 source,
             })?;
-        let cluster = self
+        let mut cluster = self
             .cluster
             .take()
             .map(|mut options| {
@@ -492,6 +493,20 @@ impl NodeBuilder {
             .event_recorder(self.events);
         if let Some((initial, max)) = self.crash_loop_backoff {
             kubelet = kubelet.crash_loop_backoff(initial, max);
+        }
+        if let Some(cluster) = &mut cluster {
+            // Cluster mode: the Node from the API server, and mirror pods in it.
+            if self.nodes.is_none() {
+                let fallback = node::standalone_node(
+                    &self.node_name,
+                    node::machine_capacity(&allocatable, node::DEFAULT_MAX_PODS),
+                    node::default_labels(&self.node_name),
+                );
+                self.nodes = Some(Arc::new(cluster.node_provider(fallback)));
+            }
+            if self.mirror.is_none() {
+                self.mirror = Some(Arc::new(cluster.mirror_client()));
+            }
         }
         if let Some(nodes) = self.nodes {
             kubelet = kubelet.node_provider(nodes);

@@ -9,6 +9,8 @@
 pub mod client;
 pub mod events;
 pub mod lease;
+pub mod mirror;
+pub mod node_cache;
 pub mod node_status;
 pub mod pod_source;
 pub mod rate_limit;
@@ -22,6 +24,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use client::ApiClients;
+pub use mirror::KubeMirrorClient;
+pub use node_cache::ApiNodeProvider;
 pub use pod_source::ApiPodSource;
 pub use rate_limit::Limits;
 
@@ -158,6 +162,7 @@ pub struct Cluster {
     /// The options it was built from.
     pub options: ClusterOptions,
     node_name: String,
+    node_watch: Option<ApiNodeProvider>,
     started: bool,
     node_status: Option<node_status::NodeStatusHandle>,
 }
@@ -177,6 +182,7 @@ impl Cluster {
             clients,
             options,
             node_name: node_name.into(),
+            node_watch: None,
             started: false,
             node_status: None,
         })
@@ -190,6 +196,19 @@ impl Cluster {
     /// The `api` pod source of this node, over the main client.
     pub fn pod_source(&self) -> ApiPodSource {
         ApiPodSource::new(self.clients.client.clone(), self.node_name.clone())
+    }
+
+    /// This node's Node as the API server has it, for admission and mirror pods: `fallback`
+    /// until the watch that [`spawn`](Self::spawn) starts has read it.
+    pub fn node_provider(&mut self, fallback: k8s_openapi::api::core::v1::Node) -> ApiNodeProvider {
+        let provider = ApiNodeProvider::new(fallback);
+        self.node_watch = Some(provider.clone());
+        provider
+    }
+
+    /// The mirror pods of this node's static pods, over the main client.
+    pub fn mirror_client(&self) -> KubeMirrorClient {
+        KubeMirrorClient::new(self.clients.client.clone())
     }
 
     /// The node status loop, once spawned (the Node as last read or written).
@@ -237,5 +256,12 @@ impl Cluster {
             )
             .run(token.child_token()),
         );
+        if let Some(provider) = self.node_watch.take() {
+            tracker.spawn(provider.run(
+                self.clients.client.clone(),
+                self.node_name.clone(),
+                token.child_token(),
+            ));
+        }
     }
 }
