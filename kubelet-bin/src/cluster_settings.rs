@@ -1,6 +1,7 @@
 //! Flags and `KubeletConfiguration` fields of cluster mode (upstream `--kubeconfig`,
 //! `--kube-api-qps`, `--kube-api-burst`, `--node-status-update-frequency`, and the fields
-//! `kubeAPIQPS`, `kubeAPIBurst`, `nodeLeaseDurationSeconds`, `nodeStatusUpdateFrequency`),
+//! `kubeAPIQPS`, `kubeAPIBurst`, `nodeLeaseDurationSeconds`, `nodeStatusUpdateFrequency`;
+//! `--event-qps`/`eventRecordQPS` and `--event-burst`/`eventBurst` for event writes),
 //! merged as the other settings: defaults < file < flags. Without `--kubeconfig` the kubelet
 //! is standalone.
 
@@ -34,6 +35,12 @@ pub struct Flags {
     /// How often the node status is computed and posted when changed (default 10s).
     #[arg(long, value_parser = duration::parse)]
     pub node_status_update_frequency: Option<Duration>,
+    /// Event creations per second (default 50; 0: client-go's 5; negative: no limit).
+    #[arg(long, allow_negative_numbers = true)]
+    pub event_qps: Option<i32>,
+    /// Event creations at once (default 100).
+    #[arg(long)]
+    pub event_burst: Option<i32>,
 }
 
 /// The `KubeletConfiguration` fields of this module.
@@ -46,6 +53,9 @@ pub struct ConfigFile {
     kube_api_burst: Option<i32>,
     node_lease_duration_seconds: Option<i32>,
     node_status_update_frequency: Option<String>,
+    #[serde(rename = "eventRecordQPS")]
+    event_record_qps: Option<i32>,
+    event_burst: Option<i32>,
 }
 
 /// Merged cluster settings.
@@ -59,6 +69,8 @@ pub struct Settings {
     pub node_lease_duration: Duration,
     /// `nodeStatusUpdateFrequency`.
     pub node_status_update_frequency: Duration,
+    /// The event writes' rate limit (`--event-qps`, `--event-burst`).
+    pub event_limits: Limits,
 }
 
 impl Settings {
@@ -66,7 +78,13 @@ impl Settings {
     pub fn merge(flags: Flags, file: ConfigFile) -> Result<Self, UsageError> {
         let qps = flags.kube_api_qps.or(file.kube_api_qps);
         let burst = flags.kube_api_burst.or(file.kube_api_burst);
-        let api_limits = limits(qps, burst)?;
+        let api_limits =
+            limits(qps, burst).map_err(|e| UsageError(format!("--kube-api-burst: {}", e.0)))?;
+        let event_limits = limits(
+            flags.event_qps.or(file.event_record_qps),
+            flags.event_burst.or(file.event_burst),
+        )
+        .map_err(|e| UsageError(format!("--event-burst: {}", e.0)))?;
         let lease_seconds = file
             .node_lease_duration_seconds
             .unwrap_or(cluster::DEFAULT_NODE_LEASE_DURATION.as_secs() as i32);
@@ -93,6 +111,7 @@ impl Settings {
             api_limits,
             node_lease_duration,
             node_status_update_frequency,
+            event_limits,
         })
     }
 
@@ -102,6 +121,7 @@ impl Settings {
             .api_limits(self.api_limits)
             .node_lease_duration(self.node_lease_duration)
             .node_status_update_frequency(self.node_status_update_frequency)
+            .event_limits(self.event_limits)
     }
 }
 
@@ -111,8 +131,9 @@ fn limits(qps: Option<i32>, burst: Option<i32>) -> Result<Limits, UsageError> {
     let burst = match burst {
         None => Limits::DEFAULT_BURST,
         Some(0) => CLIENT_GO_DEFAULT_BURST,
-        Some(b) => u32::try_from(b)
-            .map_err(|_| UsageError("--kube-api-burst must not be negative".into()))?,
+        Some(b) => {
+            u32::try_from(b).map_err(|_| UsageError("the burst must not be negative".into()))?
+        }
     };
     let qps = match qps {
         None => Limits::DEFAULT_QPS,
@@ -144,6 +165,31 @@ mod tests {
         );
         assert_eq!(s.node_lease_duration, Duration::from_secs(40));
         assert_eq!(s.node_status_update_frequency, Duration::from_secs(10));
+        assert_eq!(s.event_limits, Limits::default());
+    }
+
+    #[test]
+    fn event_limits_from_the_config_and_flags() {
+        let cfg = file("eventRecordQPS: 20\neventBurst: 30\n");
+        let flags = Flags {
+            event_burst: Some(40),
+            ..Flags::default()
+        };
+        let s = Settings::merge(flags, cfg).expect("valid");
+        assert_eq!(
+            s.event_limits,
+            Limits {
+                qps: 20.0,
+                burst: 40
+            }
+        );
+        assert_eq!(s.api_limits, Limits::default());
+        let flags = Flags {
+            event_burst: Some(-1),
+            ..Flags::default()
+        };
+        let err = Settings::merge(flags, ConfigFile::default()).expect_err("bad");
+        assert!(err.0.contains("--event-burst"), "{}", err.0);
     }
 
     #[test]

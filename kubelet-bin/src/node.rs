@@ -16,7 +16,7 @@
 //! | mirror pods | none | [`mirror_client`](NodeBuilder::mirror_client) |
 //! | cgroups | `cm::Noop` | [`cgroups`](NodeBuilder::cgroups) |
 //! | cluster mode | standalone | [`cluster`](NodeBuilder::cluster) |
-//! | events | `events::LogRecorder` (log lines) | [`event_recorder`](NodeBuilder::event_recorder) |
+//! | events | `events::LogRecorder` (log lines); in cluster mode the API server's ([`ApiEventRecorder`](crate::cluster::events::ApiEventRecorder)) | [`event_recorder`](NodeBuilder::event_recorder) |
 //! | endpoints | none | [`healthz_addr`](NodeBuilder::healthz_addr), [`read_only_addr`](NodeBuilder::read_only_addr) |
 //!
 //! The core wiring (pod config, pod workers, sync loop…) is
@@ -139,7 +139,7 @@ pub struct NodeBuilder {
     read_only_addr: Option<SocketAddr>,
     drain_timeout: Duration,
     cluster: Option<ClusterOptions>,
-    events: Arc<dyn EventRecorder>,
+    events: Option<Arc<dyn EventRecorder>>,
 }
 
 impl std::fmt::Debug for NodeBuilder {
@@ -214,7 +214,7 @@ impl NodeBuilder {
             read_only_addr: None,
             drain_timeout: Duration::from_secs(10),
             cluster: None,
-            events: Arc::new(events::LogRecorder),
+            events: None,
         }
     }
 
@@ -302,10 +302,11 @@ impl NodeBuilder {
         self
     }
 
-    /// Where the node's events go (default: `LogRecorder`, log lines); in cluster mode the
-    /// API server's recorder. The runtime gets it in [`RuntimeContext::event_recorder`].
+    /// Where the node's events go (default: `LogRecorder`, log lines; in cluster mode an
+    /// [`ApiEventRecorder`](crate::cluster::events::ApiEventRecorder) writing core/v1
+    /// Events). The runtime gets it in [`RuntimeContext::event_recorder`].
     pub fn event_recorder(mut self, recorder: Arc<dyn EventRecorder>) -> Self {
-        self.events = recorder;
+        self.events = Some(recorder);
         self
     }
 
@@ -397,6 +398,22 @@ impl NodeBuilder {
             .transpose()?;
         let token = CancellationToken::new();
         let tracker = TaskTracker::new();
+        let events: Arc<dyn EventRecorder> = match (self.events.take(), &cluster) {
+            (Some(recorder), _) => recorder,
+            (None, Some(cluster)) => {
+                // Upstream gives events a client of their own: the unlimited heartbeat
+                // client plus the writer's event rate limit.
+                let (recorder, writer) = crate::cluster::events::ApiEventRecorder::new(
+                    cluster.clients.heartbeat.clone(),
+                    self.node_name.clone(),
+                    crate::cluster::events::Settings::default()
+                        .with_limits(cluster.options.event_limits),
+                );
+                tracker.spawn(writer.run(token.child_token()));
+                Arc::new(recorder)
+            }
+            (None, None) => Arc::new(events::LogRecorder),
+        };
 
         let (probe_results, probe_updates) = probe::Results::new();
         let runtime = (self.runtime)(&RuntimeContext {
@@ -404,11 +421,11 @@ impl NodeBuilder {
             node_name: self.node_name.clone(),
             node_ips: self.node_ips.clone(),
             root_dir: self.root_dir.clone(),
-            event_recorder: self.events.clone(),
+            event_recorder: events.clone(),
         })
         .map_err(Error::Runtime)?;
         // Upstream `BirthCry`.
-        self.events.event(
+        events.event(
             &events::node_ref(&self.node_name),
             EventType::Normal,
             events::reasons::STARTING_KUBELET,
@@ -439,7 +456,7 @@ impl NodeBuilder {
                 token.child_token(),
             )
             .with_host_ips(self.node_ips.clone())
-            .with_event_recorder(self.events.clone());
+            .with_event_recorder(events.clone());
             let status = LocalStatusManager::new().with_probe_results(Arc::new(manager.clone()));
             (Arc::new(manager), status)
         } else {
@@ -490,7 +507,7 @@ impl NodeBuilder {
             .root_dir(self.root_dir)
             .node_ips(self.node_ips)
             .sync_loop_config(self.sync_loop)
-            .event_recorder(self.events);
+            .event_recorder(events);
         if let Some((initial, max)) = self.crash_loop_backoff {
             kubelet = kubelet.crash_loop_backoff(initial, max);
         }

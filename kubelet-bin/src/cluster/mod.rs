@@ -69,6 +69,9 @@ pub struct ClusterOptions {
     /// Node registration and node status (default: upstream's for this node); the builder
     /// fills in the node's name, IPs, root directory and the update frequency above.
     pub node_status: Option<node_status::NodeStatusOptions>,
+    /// Rate limit of event writes (`eventRecordQPS` 50, `eventBurst` 100; upstream's event
+    /// client).
+    pub event_limits: Limits,
 }
 
 #[derive(Clone, Debug)]
@@ -97,7 +100,15 @@ impl ClusterOptions {
             node_lease_duration: DEFAULT_NODE_LEASE_DURATION,
             node_status_update_frequency: DEFAULT_NODE_STATUS_UPDATE_FREQUENCY,
             node_status: None,
+            event_limits: Limits::default(),
         }
+    }
+
+    /// Sets the event writes' rate limit.
+    #[must_use]
+    pub fn event_limits(mut self, limits: Limits) -> Self {
+        self.event_limits = limits;
+        self
     }
 
     /// Sets the main client's rate limit.
