@@ -56,10 +56,9 @@ pub(crate) fn apply(doc: &Value, patch: &Value, ty: PatchType) -> Result<Value, 
 fn merge_key(field: &str) -> Option<&'static str> {
     Some(match field {
         "conditions" | "addresses" => "type",
-        "containerStatuses"
-        | "initContainerStatuses"
-        | "ephemeralContainerStatuses"
-        | "containers"
+        // `containerStatuses` and its siblings have no merge key in `k8s.io/api` (atomic
+        // lists: a strategic patch replaces them whole), as the real server does.
+        "containers"
         | "initContainers"
         | "ephemeralContainers"
         | "env"
@@ -208,6 +207,21 @@ mod tests {
             {"type": "Initialized", "status": "True"},
             {"type": "Ready", "status": "True"},
             {"type": "PodScheduled", "status": "True"}])
+        );
+    }
+
+    #[test]
+    fn strategic_replaces_container_statuses_whole() {
+        // Atomic in k8s.io/api: the old `waiting` entry must not survive beside `running`.
+        let doc = json!({"status": {"containerStatuses": [
+            {"name": "app", "state": {"waiting": {"reason": "ContainerCreating"}}},
+            {"name": "gone", "state": {}}]}});
+        let patch = json!({"status": {"containerStatuses": [
+            {"name": "app", "state": {"running": {"startedAt": "t"}}}]}});
+        let out = apply(&doc, &patch, PatchType::Strategic).expect("ok");
+        assert_eq!(
+            out["status"]["containerStatuses"],
+            json!([{"name": "app", "state": {"running": {"startedAt": "t"}}}])
         );
     }
 
