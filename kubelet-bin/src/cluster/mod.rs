@@ -18,7 +18,12 @@ pub mod rate_limit;
 mod test_api;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
+
+use kubelet_core::kubelet::KubeletService;
+use kubelet_status::LocalStatusManager;
+use kubelet_status::api::ApiStatusSyncer;
 
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -220,6 +225,29 @@ impl Cluster {
     /// The mirror pods of this node's static pods, over the main client.
     pub fn mirror_client(&self) -> KubeMirrorClient {
         KubeMirrorClient::new(self.clients.client.clone())
+    }
+
+    /// Whether the cluster tasks were started.
+    pub fn is_started(&self) -> bool {
+        self.started
+    }
+
+    /// The pod status syncer of this node (upstream status manager's API half): writes the
+    /// statuses of `statuses` through the main client, finds mirror pods in the kubelet's pod
+    /// manager and asks its pod workers before the final delete of a pod.
+    pub fn status_syncer(
+        &self,
+        statuses: Arc<LocalStatusManager>,
+        service: &KubeletService,
+    ) -> ApiStatusSyncer {
+        let pods = service.pod_manager().clone();
+        ApiStatusSyncer::new(
+            self.clients.client.clone(),
+            statuses,
+            pods.clone(),
+            Arc::new(pods),
+            Arc::new(service.kubelet().workers().clone()),
+        )
     }
 
     /// The node status loop, once spawned (the Node as last read or written).

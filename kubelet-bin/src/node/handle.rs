@@ -75,6 +75,16 @@ impl Node {
             tracker.spawn(pleg);
         }
         if let Some(cluster) = &mut self.cluster {
+            match &self.local_status {
+                Some(local) if !cluster.is_started() => {
+                    let syncer = cluster.status_syncer(local.clone(), &self.service);
+                    tracker.spawn(syncer.run(token.child_token()));
+                }
+                None if !cluster.is_started() => warn!(
+                    "cluster mode with a replaced status manager: pod statuses are not written to the API"
+                ),
+                _ => {}
+            }
             let inputs = crate::cluster::node_status::NodeStatusInputs::new(
                 self.runtime.clone(),
                 self.service.runtime_state().clone(),
