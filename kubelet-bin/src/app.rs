@@ -38,6 +38,16 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         }
         None => info!("no --pod-manifest-path: running with no static pods"),
     }
+    if let Some(url) = &settings.cluster.manifest_url {
+        let source = kubelet::cluster::http_source::HttpSource::new(
+            url,
+            &settings.cluster.manifest_url_headers,
+            settings.node_name.clone(),
+        )
+        .context("--manifest-url")?
+        .check_frequency(settings.cluster.http_check_frequency);
+        builder = builder.source(Box::new(source));
+    }
     match &settings.cluster.kubeconfig {
         Some(path) => {
             let config = kubelet::cluster::client::load_kubeconfig(path)

@@ -41,6 +41,17 @@ pub struct Flags {
     /// Event creations at once (default 100).
     #[arg(long)]
     pub event_burst: Option<i32>,
+    /// URL of static pods (one pod or a PodList), read every --http-check-frequency; works
+    /// standalone too.
+    #[arg(long)]
+    pub manifest_url: Option<String>,
+    /// HTTP headers for --manifest-url, `name:value` separated by commas; repeatable, and
+    /// a name given twice is sent twice.
+    #[arg(long, value_delimiter = ',')]
+    pub manifest_url_header: Vec<String>,
+    /// How often --manifest-url is read (default 20s).
+    #[arg(long, value_parser = duration::parse)]
+    pub http_check_frequency: Option<Duration>,
 }
 
 /// The `KubeletConfiguration` fields of this module.
@@ -56,6 +67,11 @@ pub struct ConfigFile {
     #[serde(rename = "eventRecordQPS")]
     event_record_qps: Option<i32>,
     event_burst: Option<i32>,
+    #[serde(rename = "staticPodURL")]
+    static_pod_url: Option<String>,
+    #[serde(rename = "staticPodURLHeader")]
+    static_pod_url_header: Option<std::collections::BTreeMap<String, Vec<String>>>,
+    http_check_frequency: Option<String>,
 }
 
 /// Merged cluster settings.
@@ -71,6 +87,12 @@ pub struct Settings {
     pub node_status_update_frequency: Duration,
     /// The event writes' rate limit (`--event-qps`, `--event-burst`).
     pub event_limits: Limits,
+    /// `--manifest-url` / `staticPodURL`.
+    pub manifest_url: Option<String>,
+    /// `--manifest-url-header` / `staticPodURLHeader`, in order.
+    pub manifest_url_headers: Vec<(String, String)>,
+    /// `--http-check-frequency` / `httpCheckFrequency`.
+    pub http_check_frequency: Duration,
 }
 
 impl Settings {
@@ -106,7 +128,45 @@ impl Settings {
                 "--node-status-update-frequency must be greater than 0".into(),
             ));
         }
+        let manifest_url_headers = if flags.manifest_url_header.is_empty() {
+            file.static_pod_url_header
+                .unwrap_or_default()
+                .into_iter()
+                .flat_map(|(name, values)| values.into_iter().map(move |v| (name.clone(), v)))
+                .collect()
+        } else {
+            flags
+                .manifest_url_header
+                .iter()
+                .map(|h| {
+                    h.split_once(':')
+                        .map(|(n, v)| (n.trim().to_owned(), v.trim().to_owned()))
+                        .ok_or_else(|| {
+                            UsageError(format!("--manifest-url-header {h:?}: expected name:value"))
+                        })
+                })
+                .collect::<Result<_, _>>()?
+        };
+        let http_check_frequency = match flags.http_check_frequency {
+            Some(d) => d,
+            None => match file.http_check_frequency.as_deref() {
+                Some(v) => duration::parse(v)
+                    .map_err(|e| UsageError(format!("httpCheckFrequency: {e}")))?,
+                None => kubelet::cluster::http_source::DEFAULT_CHECK_FREQUENCY,
+            },
+        };
+        if http_check_frequency.is_zero() {
+            return Err(UsageError(
+                "--http-check-frequency must be greater than 0".into(),
+            ));
+        }
         Ok(Self {
+            manifest_url: flags
+                .manifest_url
+                .or(file.static_pod_url)
+                .filter(|u| !u.is_empty()),
+            manifest_url_headers,
+            http_check_frequency,
             kubeconfig: flags.kubeconfig,
             api_limits,
             node_lease_duration,
@@ -224,6 +284,39 @@ mod tests {
         );
         assert!(!limits(Some(-1), None).expect("valid").is_limited());
         assert!(limits(None, Some(-1)).is_err());
+    }
+
+    #[test]
+    fn manifest_url_from_flags_or_config() {
+        let s = Settings::merge(Flags::default(), ConfigFile::default()).expect("valid");
+        assert_eq!(
+            (s.manifest_url, s.http_check_frequency),
+            (None, Duration::from_secs(20))
+        );
+        let cfg = file(
+            "staticPodURL: http://m/pods\nstaticPodURLHeader:\n  a: [x, y]\nhttpCheckFrequency: 5s\n",
+        );
+        let s = Settings::merge(Flags::default(), cfg).expect("valid");
+        assert_eq!(s.manifest_url.as_deref(), Some("http://m/pods"));
+        assert_eq!(
+            s.manifest_url_headers,
+            vec![("a".into(), "x".into()), ("a".into(), "y".into())]
+        );
+        assert_eq!(s.http_check_frequency, Duration::from_secs(5));
+        let flags = Flags {
+            manifest_url_header: vec!["b: 1".into(), "b:2".into()],
+            ..Flags::default()
+        };
+        let s = Settings::merge(flags, ConfigFile::default()).expect("valid");
+        assert_eq!(
+            s.manifest_url_headers,
+            vec![("b".into(), "1".into()), ("b".into(), "2".into())]
+        );
+        let flags = Flags {
+            manifest_url_header: vec!["nocolon".into()],
+            ..Flags::default()
+        };
+        assert!(Settings::merge(flags, ConfigFile::default()).is_err());
     }
 
     #[test]

@@ -78,6 +78,9 @@ fn help_lists_upstream_flag_names() {
         "--kube-api-qps",
         "--kube-api-burst",
         "--node-status-update-frequency",
+        "--manifest-url",
+        "--manifest-url-header",
+        "--http-check-frequency",
         "-v",
     ] {
         assert!(text.contains(flag), "--help lacks {flag}");

@@ -8,6 +8,7 @@
 
 pub mod client;
 pub mod events;
+pub mod http_source;
 pub mod lease;
 pub mod mirror;
 pub mod node_cache;
