@@ -414,6 +414,9 @@ impl NodeBuilder {
             }
             (None, None) => Arc::new(events::LogRecorder),
         };
+        if let Some(cluster) = cluster.as_mut() {
+            cluster.set_event_recorder(events.clone());
+        }
 
         let (probe_results, probe_updates) = probe::Results::new();
         let runtime = (self.runtime)(&RuntimeContext {

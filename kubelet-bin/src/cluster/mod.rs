@@ -182,6 +182,7 @@ pub struct Cluster {
     node_watch: Option<ApiNodeProvider>,
     started: bool,
     node_status: Option<node_status::NodeStatusHandle>,
+    events: Option<Arc<dyn kubelet_core::events::EventRecorder>>,
 }
 
 impl Cluster {
@@ -202,6 +203,7 @@ impl Cluster {
             node_watch: None,
             started: false,
             node_status: None,
+            events: None,
         })
     }
 
@@ -251,6 +253,11 @@ impl Cluster {
         )
     }
 
+    /// Records node events with `recorder` (the node's recorder; default: log lines).
+    pub fn set_event_recorder(&mut self, recorder: Arc<dyn kubelet_core::events::EventRecorder>) {
+        self.events = Some(recorder);
+    }
+
     /// The node status loop, once spawned (the Node as last read or written).
     pub fn node_status(&self) -> Option<&node_status::NodeStatusHandle> {
         self.node_status.as_ref()
@@ -272,6 +279,10 @@ impl Cluster {
             .node_status
             .clone()
             .unwrap_or_else(|| node_status::NodeStatusOptions::new(self.node_name.clone()));
+        let inputs = match &self.events {
+            Some(recorder) => inputs.events(recorder.clone()),
+            None => inputs,
+        };
         self.node_status = Some(node_status::spawn(
             self.clients.heartbeat.clone(),
             opts,

@@ -10,7 +10,7 @@
 use k8s_openapi::api::core::v1::NodeCondition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use super::inputs::EventType;
+use kubelet_core::events::{EventType, reasons};
 
 /// The Ready message while healthy.
 pub const READY_MESSAGE: &str = "kubelet is posting ready status";
@@ -45,37 +45,37 @@ impl Pressure {
                 "True",
                 "KubeletHasInsufficientMemory",
                 "kubelet has insufficient memory available",
-                "NodeHasInsufficientMemory",
+                reasons::NODE_HAS_INSUFFICIENT_MEMORY,
             ),
             (Self::Memory, false) => (
                 "False",
                 "KubeletHasSufficientMemory",
                 "kubelet has sufficient memory available",
-                "NodeHasSufficientMemory",
+                reasons::NODE_HAS_SUFFICIENT_MEMORY,
             ),
             (Self::Disk, true) => (
                 "True",
                 "KubeletHasDiskPressure",
                 "kubelet has disk pressure",
-                "NodeHasDiskPressure",
+                reasons::NODE_HAS_DISK_PRESSURE,
             ),
             (Self::Disk, false) => (
                 "False",
                 "KubeletHasNoDiskPressure",
                 "kubelet has no disk pressure",
-                "NodeHasNoDiskPressure",
+                reasons::NODE_HAS_NO_DISK_PRESSURE,
             ),
             (Self::Pid, true) => (
                 "True",
                 "KubeletHasInsufficientPID",
                 "kubelet has insufficient PID available",
-                "NodeHasInsufficientPID",
+                reasons::NODE_HAS_INSUFFICIENT_PID,
             ),
             (Self::Pid, false) => (
                 "False",
                 "KubeletHasSufficientPID",
                 "kubelet has sufficient PID available",
-                "NodeHasSufficientPID",
+                reasons::NODE_HAS_SUFFICIENT_PID,
             ),
         }
     }
@@ -112,9 +112,9 @@ pub fn set_ready(
             changed.then_some((
                 EventType::Normal,
                 if status == "True" {
-                    "NodeReady"
+                    reasons::NODE_READY
                 } else {
-                    "NodeNotReady"
+                    reasons::NODE_NOT_READY
                 },
             ))
         }

@@ -1,12 +1,14 @@
 //! What the node status reads from the rest of the kubelet, as small traits so that the
 //! event recorder, an eviction manager and an image manager plug in (upstream passes the
 //! same as functions to the setters: `evictionManager.IsUnderMemoryPressure`,
-//! `imageManager.GetImageList`, `recordNodeStatusEvent`).
+//! `imageManager.GetImageList`); node events go to the node's `EventRecorder` on the node's
+//! reference (upstream `recordNodeStatusEvent`).
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use k8s_openapi::jiff::Timestamp;
+use kubelet_core::events::{EventRecorder, EventType, LogRecorder, node_ref};
 use kubelet_core::kubelet::RuntimeState;
 use kubelet_core::runtime::Runtime;
 use tracing::debug;
@@ -43,22 +45,6 @@ pub trait ImageLister: Send + Sync {
     async fn list_images(&self) -> Result<Vec<Image>, Box<dyn std::error::Error + Send + Sync>>;
 }
 
-/// An event's type.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EventType {
-    /// `Normal`.
-    Normal,
-    /// `Warning`.
-    Warning,
-}
-
-/// Where node events go (upstream `recordNodeStatusEvent` / `recordEvent` on the node
-/// reference): `NodeReady`, `NodeNotReady`, `NodeHasSufficientMemory`, `NodeRebooted`, …
-pub trait NodeEventSink: Send + Sync {
-    /// Records one event about the node.
-    fn node_event(&self, event_type: EventType, reason: &str, message: &str);
-}
-
 /// Everything the node status reads besides its options.
 #[derive(Clone)]
 pub struct NodeStatusInputs {
@@ -66,7 +52,7 @@ pub struct NodeStatusInputs {
     pub(super) runtime_state: RuntimeState,
     pub(super) pressure: Option<Arc<dyn PressureSource>>,
     pub(super) images: Option<Arc<dyn ImageLister>>,
-    pub(super) events: Option<Arc<dyn NodeEventSink>>,
+    pub(super) events: Arc<dyn EventRecorder>,
     pub(super) machine: Option<MachineInfo>,
 }
 
@@ -78,15 +64,15 @@ impl std::fmt::Debug for NodeStatusInputs {
 
 impl NodeStatusInputs {
     /// The runtime (its `version()` is `nodeInfo.containerRuntimeVersion`) and its health
-    /// (Ready follows the runtime, network and PLEG errors). No pressure, no images and no
-    /// events until set.
+    /// (Ready follows the runtime, network and PLEG errors). No pressure and no images until
+    /// set; events are log lines until a recorder is set.
     pub fn new(runtime: Arc<dyn Runtime>, runtime_state: RuntimeState) -> Self {
         Self {
             runtime,
             runtime_state,
             pressure: None,
             images: None,
-            events: None,
+            events: Arc::new(LogRecorder),
             machine: None,
         }
     }
@@ -105,10 +91,10 @@ impl NodeStatusInputs {
         self
     }
 
-    /// Sends node events to `sink` (without one: log lines).
+    /// Records node events (`NodeReady`, `NodeHasSufficientMemory`, …) with `recorder`.
     #[must_use]
-    pub fn events(mut self, sink: Arc<dyn NodeEventSink>) -> Self {
-        self.events = Some(sink);
+    pub fn events(mut self, recorder: Arc<dyn EventRecorder>) -> Self {
+        self.events = recorder;
         self
     }
 
@@ -147,10 +133,14 @@ impl NodeStatusInputs {
         }
     }
 
-    pub(super) fn record(&self, event_type: EventType, reason: &str, message: &str) {
-        match &self.events {
-            Some(sink) => sink.node_event(event_type, reason, message),
-            None => tracing::info!(?event_type, reason, message, "node event"),
-        }
+    pub(super) fn record(
+        &self,
+        node_name: &str,
+        event_type: EventType,
+        reason: &str,
+        message: &str,
+    ) {
+        self.events
+            .event(&node_ref(node_name), event_type, reason, message);
     }
 }

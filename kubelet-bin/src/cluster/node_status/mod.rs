@@ -49,7 +49,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Taint;
 
 pub use allocatable::{EvictionHard, Reserved};
-pub use inputs::{EventType, Image, ImageLister, NodeEventSink, NodeStatusInputs, PressureSource};
+pub use inputs::{Image, ImageLister, NodeStatusInputs, PressureSource};
 pub use sync::{NodeStatusHandle, spawn};
 
 /// Why node registration or a node status option failed.

@@ -15,12 +15,13 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
+use kubelet_core::events::{EventType, reasons};
 use kubelet_core::runtime::Version;
 
 use super::NodeStatusOptions;
 use super::allocatable;
 use super::conditions::{self, Pressure};
-use super::inputs::{EventType, Image};
+use super::inputs::Image;
 use super::machine::MachineInfo;
 use super::quantity::{Amount, Format};
 
@@ -147,7 +148,7 @@ pub fn machine_info(
     rebooted.then(|| {
         (
             EventType::Warning,
-            "NodeRebooted".to_owned(),
+            reasons::NODE_REBOOTED.to_owned(),
             format!(
                 "Node {} has been rebooted, boot id: {}",
                 opts.node_name, machine.boot_id

@@ -239,7 +239,8 @@ impl Syncer {
 
     fn record(&self, events: Vec<NodeEvent>) {
         for (event_type, reason, message) in events {
-            self.inputs.record(event_type, &reason, &message);
+            self.inputs
+                .record(&self.opts.node_name, event_type, &reason, &message);
         }
     }
 

@@ -183,7 +183,7 @@ fn a_new_boot_id_is_a_reboot_event_and_images_are_truncated() {
     o.max_images = 2;
     let events = set_node_status(&mut node, &o, &snap);
     assert_eq!(events[0].0, EventType::Warning);
-    assert_eq!(events[0].1, "NodeRebooted");
+    assert_eq!(events[0].1, "Rebooted");
     assert_eq!(
         events[0].2,
         "Node node-a has been rebooted, boot id: boot-2"

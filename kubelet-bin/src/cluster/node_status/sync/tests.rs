@@ -1,38 +1,19 @@
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use kubelet_core::cache::PodCache;
 use kubelet_core::kubelet::RuntimeState;
-use kubelet_core::testing::{FakePleg, FakeRuntime};
+use kubelet_core::testing::{CollectingRecorder, FakePleg, FakeRuntime};
 use serde_json::json;
 
-use super::super::inputs::{EventType, NodeEventSink};
 use super::super::test_api::FakeNodeApi;
 use super::*;
-
-#[derive(Default)]
-struct Events(Mutex<Vec<String>>);
-
-impl NodeEventSink for Events {
-    fn node_event(&self, _: EventType, reason: &str, _: &str) {
-        self.0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(reason.to_owned());
-    }
-}
-
-impl Events {
-    fn reasons(&self) -> Vec<String> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-}
 
 struct Harness {
     api: FakeNodeApi,
     runtime: Arc<FakeRuntime>,
     state: RuntimeState,
-    events: Arc<Events>,
+    events: CollectingRecorder,
     handle: NodeStatusHandle,
     token: CancellationToken,
 }
@@ -54,9 +35,9 @@ fn machine() -> MachineInfo {
 fn start(api: FakeNodeApi) -> Harness {
     let runtime = Arc::new(FakeRuntime::new());
     let state = RuntimeState::new(Arc::new(FakePleg::new(runtime.clone(), PodCache::new())));
-    let events = Arc::new(Events::default());
+    let events = CollectingRecorder::default();
     let inputs = NodeStatusInputs::new(runtime.clone(), state.clone())
-        .events(events.clone())
+        .events(Arc::new(events.clone()))
         .machine_info(machine());
     let mut opts = NodeStatusOptions::new("node-a");
     opts.node_ips = vec![std::net::Ipv4Addr::new(10, 0, 0, 5).into()];
@@ -129,7 +110,10 @@ async fn registers_not_ready_then_reports_ready_fast() {
         before.elapsed()
     );
     assert_eq!(h.stored_ready().as_deref(), Some("True"));
-    assert!(h.events.reasons().contains(&"NodeReady".to_owned()));
+    assert!(
+        h.events
+            .has("NodeReady", "Node node-a status is now: NodeReady")
+    );
     h.token.cancel();
 }
 
