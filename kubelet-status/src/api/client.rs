@@ -2,14 +2,17 @@
 //! (upstream calls `kubeClient.CoreV1().Pods(ns)` `Get`, `statusutil.PatchPodStatus` and
 //! `Delete` from `pkg/kubelet/status/status_manager.go`).
 
+use std::future::Future;
+use std::time::Duration;
+
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 
 /// An error of the status syncer's API calls.
 ///
-/// [`Error::Api`] and [`Error::Conflict`] are retried with backoff; [`Error::NotFound`] means
-/// the pod is gone and is not retried.
+/// [`Error::Api`], [`Error::Timeout`] and [`Error::Conflict`] are retried with backoff;
+/// [`Error::NotFound`] means the pod is gone and is not retried.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -42,6 +45,17 @@ pub enum Error {
         /// What the client said.
         #[source]
         source: kube::Error,
+    },
+    /// No answer within the request timeout (e.g. a server that accepts and never answers).
+    /// Retryable.
+    #[error("request for pod {namespace}/{name} got no answer within {after:?}")]
+    Timeout {
+        /// The pod's namespace.
+        namespace: String,
+        /// The pod's name.
+        name: String,
+        /// The timeout.
+        after: Duration,
     },
     /// The status patch could not be encoded.
     #[error("encoding the status patch")]
@@ -86,10 +100,17 @@ pub trait PodStatusApi: Send + Sync + 'static {
     async fn delete_pod(&self, namespace: &str, name: &str, uid: &str) -> Result<(), Error>;
 }
 
-/// [`PodStatusApi`] over a [`kube::Client`].
+/// How long one status call may take by default: the heartbeat client's timeout upstream
+/// (`nodeStatusUpdateFrequency`, 10 s). The main client has none of its own for a request
+/// (only a per-read timeout of minutes), so without this a server that accepts and never
+/// answers would hold every status write back for minutes after it recovers.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// [`PodStatusApi`] over a [`kube::Client`], each call bounded by a timeout.
 #[derive(Clone)]
 pub struct KubePodStatusApi {
     client: kube::Client,
+    timeout: Duration,
 }
 
 impl std::fmt::Debug for KubePodStatusApi {
@@ -99,9 +120,36 @@ impl std::fmt::Debug for KubePodStatusApi {
 }
 
 impl KubePodStatusApi {
-    /// Calls through `client`.
+    /// Calls through `client`, each call bounded by [`DEFAULT_REQUEST_TIMEOUT`].
     pub fn new(client: kube::Client) -> Self {
-        Self { client }
+        Self {
+            client,
+            timeout: DEFAULT_REQUEST_TIMEOUT,
+        }
+    }
+
+    /// Sets how long one call may take before it fails with [`Error::Timeout`].
+    #[must_use]
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Runs `call` for pod `namespace/name` within the timeout.
+    async fn bounded<T>(
+        &self,
+        namespace: &str,
+        name: &str,
+        call: impl Future<Output = Result<T, kube::Error>>,
+    ) -> Result<T, Error> {
+        match tokio::time::timeout(self.timeout, call).await {
+            Ok(result) => result.map_err(|e| Error::from_kube(namespace, name, e)),
+            Err(_) => Err(Error::Timeout {
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+                after: self.timeout,
+            }),
+        }
     }
 
     fn pods(&self, namespace: &str) -> Api<Pod> {
@@ -112,10 +160,8 @@ impl KubePodStatusApi {
 #[async_trait]
 impl PodStatusApi for KubePodStatusApi {
     async fn get_pod(&self, namespace: &str, name: &str) -> Result<Option<Pod>, Error> {
-        self.pods(namespace)
-            .get_opt(name)
+        self.bounded(namespace, name, self.pods(namespace).get_opt(name))
             .await
-            .map_err(|e| Error::from_kube(namespace, name, e))
     }
 
     async fn patch_pod_status(
@@ -124,10 +170,13 @@ impl PodStatusApi for KubePodStatusApi {
         name: &str,
         patch: &serde_json::Value,
     ) -> Result<Pod, Error> {
-        self.pods(namespace)
-            .patch_status(name, &PatchParams::default(), &Patch::Strategic(patch))
+        let (pods, params, patch) = (
+            self.pods(namespace),
+            PatchParams::default(),
+            Patch::Strategic(patch),
+        );
+        self.bounded(namespace, name, pods.patch_status(name, &params, &patch))
             .await
-            .map_err(|e| Error::from_kube(namespace, name, e))
     }
 
     async fn delete_pod(&self, namespace: &str, name: &str, uid: &str) -> Result<(), Error> {
@@ -139,10 +188,9 @@ impl PodStatusApi for KubePodStatusApi {
             }),
             ..DeleteParams::default()
         };
-        self.pods(namespace)
-            .delete(name, &params)
+        let pods = self.pods(namespace);
+        self.bounded(namespace, name, pods.delete(name, &params))
             .await
             .map(|_| ())
-            .map_err(|e| Error::from_kube(namespace, name, e))
     }
 }
