@@ -1,0 +1,407 @@
+//! Issue 12, acceptance 6: cluster mode rides out API server faults. A whole node
+//! (`NodeBuilder::cluster` on the fake runtime, the real client stack: rate limit, User-Agent,
+//! heartbeat client) against the in-process fake API server, on a paused clock so a
+//! five-minute outage takes no real time:
+//! - an outage (connections refused, then a black hole) kills or restarts no pod, and the
+//!   Lease, Node status and pod status writes resume within 20 s of the server's return;
+//! - `429` with `Retry-After` is honoured;
+//! - a watch that ends in `410 Gone` relists and kills nothing;
+//! - a kubelet restart with 50 API pods restarts no container and writes no pod status that
+//!   did not change.
+//!
+//! A paused clock alone jumps to the next timer whenever the runtime is idle, and over real
+//! sockets it is idle while the kernel still carries a request: under load that let minutes of
+//! virtual time pass in a few real milliseconds. [`pace_clock`] makes virtual time move only in
+//! small steps, each after a real pause, so the sockets always keep up.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kubelet::NodeBuilder;
+use kubelet::cluster::ClusterOptions;
+use kubelet_core::PodUid;
+use kubelet_core::testing::apiserver::{Entry, FakeApiServer, Fault, RequestFilter};
+use kubelet_core::testing::{Call, FakeRuntime};
+use serde_json::{Value, json};
+use tokio::time::{Instant, sleep, timeout};
+
+const NODE: &str = "node-a";
+
+/// Virtual time per real pause of [`pace_clock`].
+const STEP: Duration = Duration::from_millis(50);
+
+/// Moves the paused clock in [`STEP`]s, each after ~1 ms of real time, until dropped. While
+/// its real pause (a blocking task) is in flight tokio does not auto-advance, so time moves
+/// only here: about 40× real time.
+fn pace_clock() -> tokio_util::task::AbortOnDropHandle<()> {
+    tokio_util::task::AbortOnDropHandle::new(tokio::spawn(async {
+        loop {
+            let pause =
+                tokio::task::spawn_blocking(|| std::thread::sleep(Duration::from_millis(1)));
+            if pause.await.is_err() {
+                return;
+            }
+            tokio::time::advance(STEP).await;
+        }
+    }))
+}
+
+/// A pod bound to this node, as a scheduler would leave it.
+fn bound_pod(name: &str, restart_policy: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "nodeName": NODE,
+            "restartPolicy": restart_policy,
+            "containers": [{"name": "app", "image": "busybox:1.36"}],
+        },
+    })
+}
+
+/// Creates the pod in the fake and returns its UID.
+fn create_pod(fake: &FakeApiServer, name: &str, restart_policy: &str) -> PodUid {
+    let created = fake
+        .create("v1", "pods", "default", bound_pod(name, restart_policy))
+        .expect("create pod");
+    let uid = created["metadata"]["uid"].as_str().expect("uid").to_owned();
+    PodUid::from(uid)
+}
+
+/// A node in cluster mode over `fake`'s real client stack, spawned.
+async fn start_node(fake: &FakeApiServer, runtime: FakeRuntime, root: &Path) -> kubelet::Node {
+    let config = fake
+        .kube_config(None, "kubelet/v0.1.0 (linux/amd64) kubernetes/test")
+        .expect("kube config");
+    let mut node = NodeBuilder::with_runtime(Arc::new(runtime))
+        .node_name(NODE)
+        .root_dir(root)
+        .no_probes()
+        .cluster(ClusterOptions::new(config))
+        .build()
+        .await
+        .expect("the node builds");
+    node.spawn().await;
+    node
+}
+
+/// Whether `entry` is a successful write of `verb` on `resource`.
+fn ok(entry: &Entry, verb: &str, resource: &str) -> bool {
+    entry.is(verb, resource) && (200..300).contains(&entry.status)
+}
+
+/// Whether `entry` is a successful status PATCH of pod `name` that sets `phase`.
+fn phase_written(entry: &Entry, name: &str, phase: &str) -> bool {
+    ok(entry, "patch", "pods/status")
+        && entry.name.as_deref() == Some(name)
+        && entry.json()["status"]["phase"] == phase
+}
+
+/// Waits (virtual time) until pod `name`'s phase `phase` has been written to the API.
+async fn wait_phase(fake: &FakeApiServer, name: &str, phase: &str) {
+    timeout(
+        Duration::from_secs(120),
+        fake.journal().wait_for(|e| phase_written(e, name, phase)),
+    )
+    .await
+    .unwrap_or_else(|_| {
+        panic!(
+            "{name} was not written {phase} within 120 s; pod status writes: {:?}",
+            status_writes(fake)
+        )
+    });
+}
+
+/// The pod status writes the fake saw: (pod, status code, body).
+fn status_writes(fake: &FakeApiServer) -> Vec<(String, u16, String)> {
+    fake.journal()
+        .entries()
+        .into_iter()
+        .filter(|e| e.is("patch", "pods/status"))
+        .map(|e| (e.name.unwrap_or_default(), e.status, e.body))
+        .collect()
+}
+
+/// The runtime calls that kill, restart or start something.
+fn disruptive(calls: &[Call]) -> Vec<&Call> {
+    calls
+        .iter()
+        .filter(|c| {
+            matches!(
+                c,
+                Call::RunSandbox(_)
+                    | Call::StartContainer(..)
+                    | Call::StopContainer(..)
+                    | Call::StopSandbox(_)
+                    | Call::RemovePod(_)
+            )
+        })
+        .collect()
+}
+
+/// Waits (virtual time) for a successful `verb` on `resource`, returning how long it took.
+async fn time_to(fake: &FakeApiServer, verb: &str, resource: &str, limit: Duration) -> Duration {
+    let start = Instant::now();
+    timeout(limit, fake.journal().wait_for(|e| ok(e, verb, resource)))
+        .await
+        .unwrap_or_else(|_| panic!("no successful {verb} {resource} within {limit:?}"));
+    start.elapsed()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_five_minute_outage_kills_nothing_and_writes_resume_within_20_s() {
+    let _pacer = pace_clock();
+    let fake = FakeApiServer::start().await.expect("fake API server");
+    let root = tempfile::tempdir().expect("tempdir");
+    let runtime = FakeRuntime::new();
+    for i in 0..3 {
+        create_pod(&fake, &format!("web-{i}"), "Always");
+    }
+    let job = create_pod(&fake, "job", "Never");
+    let node = start_node(&fake, runtime.clone(), root.path()).await;
+    for name in ["web-0", "web-1", "web-2", "job"] {
+        wait_phase(&fake, name, "Running").await;
+    }
+    time_to(&fake, "patch", "nodes/status", Duration::from_secs(60)).await;
+    let web_containers: Vec<(String, Value)> = ["web-0", "web-1", "web-2"]
+        .iter()
+        .map(|name| {
+            let pod = fake.get("v1", "pods", "default", name).expect("pod");
+            let id = pod["status"]["containerStatuses"][0]["containerID"].clone();
+            assert!(id.is_string(), "{name} has a container ID: {pod}");
+            ((*name).to_owned(), id)
+        })
+        .collect();
+    runtime.clear_calls();
+
+    // 150 s of refused connections, then 150 s of a server that accepts and never answers.
+    fake.stop_listening();
+    sleep(Duration::from_secs(75)).await;
+    // Meanwhile the job finishes: its status must reach the API once the server is back.
+    assert!(
+        runtime.exit_container(&job, "app", 0),
+        "the job's container exits"
+    );
+    sleep(Duration::from_secs(75)).await;
+    fake.faults()
+        .inject(Fault::BlackHole, RequestFilter::any(), None);
+    fake.start_listening().await.expect("listen again");
+    sleep(Duration::from_secs(150)).await;
+
+    fake.journal().clear();
+    fake.faults().clear();
+    let limit = Duration::from_secs(20);
+    let (lease, node_status, job_status) = tokio::join!(
+        async {
+            let start = Instant::now();
+            timeout(
+                limit,
+                fake.journal()
+                    .wait_for(|e| ok(e, "update", "leases") || ok(e, "create", "leases")),
+            )
+            .await
+            .expect("a Lease write within 20 s of the server's return");
+            start.elapsed()
+        },
+        time_to(&fake, "patch", "nodes/status", limit),
+        async {
+            let start = Instant::now();
+            timeout(
+                limit,
+                fake.journal()
+                    .wait_for(|e| phase_written(e, "job", "Succeeded")),
+            )
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "the job's Succeeded status within 20 s; writes: {:?}",
+                    status_writes(&fake)
+                )
+            });
+            start.elapsed()
+        },
+    );
+    println!(
+        "after the outage: lease {lease:?}, node status {node_status:?}, pod status {job_status:?}"
+    );
+
+    // The finished job's sandbox is stopped, as upstream stops a terminal pod's sandbox;
+    // nothing else is touched.
+    let calls = runtime.calls();
+    let (sandbox_stops, others): (Vec<&Call>, Vec<&Call>) = disruptive(&calls)
+        .into_iter()
+        .partition(|c| matches!(c, Call::StopSandbox(_)));
+    assert_eq!(
+        others,
+        Vec::<&Call>::new(),
+        "no pod was killed, restarted or started during or after the outage"
+    );
+    assert!(
+        sandbox_stops.len() <= 1,
+        "only the job's sandbox: {sandbox_stops:?}"
+    );
+    for (name, before) in web_containers {
+        let pod = fake.get("v1", "pods", "default", &name).expect("pod kept");
+        assert_eq!(pod["status"]["phase"], "Running", "{name}");
+        assert_eq!(
+            pod["status"]["containerStatuses"][0]["restartCount"], 0,
+            "{name}"
+        );
+        assert_eq!(
+            pod["status"]["containerStatuses"][0]["containerID"], before,
+            "{name} runs the same container"
+        );
+    }
+    assert!(node.stop().await, "every task stops");
+}
+
+#[tokio::test(start_paused = true)]
+async fn retry_after_of_a_429_is_honoured() {
+    let _pacer = pace_clock();
+    let fake = FakeApiServer::start().await.expect("fake API server");
+    let root = tempfile::tempdir().expect("tempdir");
+    let node = start_node(&fake, FakeRuntime::new(), root.path()).await;
+    time_to(&fake, "patch", "nodes/status", Duration::from_secs(60)).await;
+
+    fake.faults().inject(
+        Fault::TooManyRequests { retry_after: 7 },
+        RequestFilter::any().verb("patch").resource("pods/status"),
+        Some(1),
+    );
+    create_pod(&fake, "web", "Always");
+    timeout(
+        Duration::from_secs(60),
+        fake.journal()
+            .wait_for(|e| e.is("patch", "pods/status") && e.status == 429),
+    )
+    .await
+    .unwrap_or_else(|_| {
+        let seen: Vec<(String, String, u16)> = fake
+            .journal()
+            .entries()
+            .into_iter()
+            .map(|e| (e.verb, e.resource, e.status))
+            .collect();
+        panic!("the first status write is refused with 429; requests: {seen:?}")
+    });
+    let refused = Instant::now();
+    timeout(
+        Duration::from_secs(60),
+        fake.journal().wait_for(|e| ok(e, "patch", "pods/status")),
+    )
+    .await
+    .expect("the status is written after the 429");
+    let waited = refused.elapsed();
+    assert!(
+        waited >= Duration::from_secs(7),
+        "the retry came {waited:?} after a 429 with Retry-After: 7"
+    );
+    assert!(node.stop().await, "every task stops");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_watch_ending_in_410_relists_and_kills_nothing() {
+    let _pacer = pace_clock();
+    let fake = FakeApiServer::start().await.expect("fake API server");
+    let root = tempfile::tempdir().expect("tempdir");
+    let runtime = FakeRuntime::new();
+    create_pod(&fake, "web", "Always");
+    let node = start_node(&fake, runtime.clone(), root.path()).await;
+    wait_phase(&fake, "web", "Running").await;
+    let lists_before = fake.journal().count("list", "pods");
+    runtime.clear_calls();
+
+    // The server loses its watch history: the open watch ends, resuming it is 410 Gone.
+    fake.restart();
+    timeout(Duration::from_secs(60), async {
+        while fake.journal().count("list", "pods") <= lists_before {
+            fake.journal()
+                .wait_for_count("list", "pods", lists_before + 1)
+                .await;
+        }
+    })
+    .await
+    .expect("the pods are listed again after the 410");
+    // The new watch works: a pod created now runs.
+    create_pod(&fake, "after", "Always");
+    wait_phase(&fake, "after", "Running").await;
+
+    let calls = runtime.calls();
+    let killed: Vec<&Call> = disruptive(&calls)
+        .into_iter()
+        .filter(|c| {
+            matches!(
+                c,
+                Call::StopContainer(..) | Call::StopSandbox(_) | Call::RemovePod(_)
+            )
+        })
+        .collect();
+    assert_eq!(killed, Vec::<&Call>::new(), "the relist killed nothing");
+    let web = fake.get("v1", "pods", "default", "web").expect("pod kept");
+    assert_eq!(web["status"]["containerStatuses"][0]["restartCount"], 0);
+    assert!(node.stop().await, "every task stops");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_restart_with_50_pods_restarts_no_container_and_writes_no_unchanged_status() {
+    let _pacer = pace_clock();
+    let fake = FakeApiServer::start().await.expect("fake API server");
+    let root = tempfile::tempdir().expect("tempdir");
+    let runtime = FakeRuntime::new();
+    let names: Vec<String> = (0..50).map(|i| format!("web-{i:02}")).collect();
+    for name in &names {
+        create_pod(&fake, name, "Always");
+    }
+    let first = start_node(&fake, runtime.clone(), root.path()).await;
+    for name in &names {
+        wait_phase(&fake, name, "Running").await;
+    }
+    // Let the first kubelet settle (a status resync and a node status round).
+    sleep(Duration::from_secs(30)).await;
+    assert!(first.stop().await, "the first kubelet stops");
+    drop(first);
+
+    runtime.clear_calls();
+    fake.journal().clear();
+    let second = start_node(&fake, runtime.clone(), root.path()).await;
+    let status = second
+        .local_status_manager()
+        .expect("default status manager")
+        .clone();
+    let mut changes = status.subscribe();
+    let all_running = |status: &kubelet_status::LocalStatusManager| {
+        second.pod_manager().pods().len() == names.len()
+            && second.pod_manager().pods().iter().all(|p| {
+                status
+                    .versioned_status(&kubelet_core::PodExt::uid(p))
+                    .and_then(|s| s.status.phase)
+                    .as_deref()
+                    == Some("Running")
+            })
+    };
+    timeout(Duration::from_secs(120), async {
+        while !all_running(&status) {
+            if changes.changed().await.is_err() {
+                break;
+            }
+        }
+    })
+    .await
+    .expect("the restarted kubelet sees all 50 pods Running");
+    // Three status resyncs.
+    sleep(Duration::from_secs(30)).await;
+
+    let calls = runtime.calls();
+    assert_eq!(
+        disruptive(&calls),
+        Vec::<&Call>::new(),
+        "the restart started, restarted or killed nothing"
+    );
+    assert_eq!(
+        status_writes(&fake),
+        Vec::<(String, u16, String)>::new(),
+        "no pod status that did not change was written"
+    );
+    assert!(second.stop().await, "every task stops");
+}
