@@ -35,7 +35,7 @@ mod mirror;
 pub mod patch;
 mod syncer;
 
-pub use client::{Error, KubePodStatusApi, PodStatusApi};
+pub use client::{DEFAULT_REQUEST_TIMEOUT, Error, KubePodStatusApi, PodStatusApi};
 pub use mirror::{MirrorPodLookup, NoMirrorPods};
 pub use syncer::{ApiStatusSyncer, BatchOutcome, Config};
 
