@@ -1,4 +1,5 @@
-//! Issue 12, acceptance 6: cluster mode rides out API server faults. A whole node
+//! Issue 12, acceptances 6 and 7: cluster mode rides out API server faults, and what a pod
+//! start costs in API requests. A whole node
 //! (`NodeBuilder::cluster` on the fake runtime, the real client stack: rate limit, User-Agent,
 //! heartbeat client) against the in-process fake API server, on a paused clock so a
 //! five-minute outage takes no real time:
@@ -7,7 +8,9 @@
 //! - `429` with `Retry-After` is honoured;
 //! - a watch that ends in `410 Gone` relists and kills nothing;
 //! - a kubelet restart with 50 API pods restarts no container and writes no pod status that
-//!   did not change.
+//!   did not change;
+//! - a pod start costs at most 3 API requests besides events (goal G9), and at most 3 events
+//!   when the image is present (the counts per verb and resource are printed).
 //!
 //! A paused clock alone jumps to the next timer whenever the runtime is idle, and over real
 //! sockets it is idle while the kernel still carries a request: under load that let minutes of
@@ -74,14 +77,17 @@ async fn start_node(fake: &FakeApiServer, runtime: FakeRuntime, root: &Path) -> 
     let config = fake
         .kube_config(None, "kubelet/v0.1.0 (linux/amd64) kubernetes/test")
         .expect("kube config");
-    let mut node = NodeBuilder::with_runtime(Arc::new(runtime))
-        .node_name(NODE)
-        .root_dir(root)
-        .no_probes()
-        .cluster(ClusterOptions::new(config))
-        .build()
-        .await
-        .expect("the node builds");
+    // As the binary builds its runtime: with the node's event recorder.
+    let mut node = NodeBuilder::new(move |ctx: &kubelet::RuntimeContext| {
+        Ok::<_, std::convert::Infallible>(runtime.with_event_recorder(ctx.event_recorder.clone()))
+    })
+    .node_name(NODE)
+    .root_dir(root)
+    .no_probes()
+    .cluster(ClusterOptions::new(config))
+    .build()
+    .await
+    .expect("the node builds");
     node.spawn().await;
     node
 }
@@ -404,4 +410,57 @@ async fn a_restart_with_50_pods_restarts_no_container_and_writes_no_unchanged_st
         "no pod status that did not change was written"
     );
     assert!(second.stop().await, "every task stops");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pod_start_costs_at_most_3_requests_and_3_events() {
+    let _pacer = pace_clock();
+    let fake = FakeApiServer::start().await.expect("fake API server");
+    let root = tempfile::tempdir().expect("tempdir");
+    let runtime = FakeRuntime::new();
+    // The image is present, as for most pod starts on a warm node.
+    let mut pod = bound_pod("web", "Always");
+    pod["spec"]["containers"][0]["imagePullPolicy"] = json!("IfNotPresent");
+    runtime.service().add_image("busybox:1.36");
+    let node = start_node(&fake, runtime, root.path()).await;
+    // Steady state first: the Node is Ready and the Lease renewed once.
+    time_to(&fake, "patch", "nodes/status", Duration::from_secs(60)).await;
+    time_to(&fake, "update", "leases", Duration::from_secs(60)).await;
+    fake.journal().clear();
+
+    fake.create("v1", "pods", "default", pod)
+        .expect("create pod");
+    wait_phase(&fake, "web", "Running").await;
+    // A status resync later, nothing more may be written for this pod.
+    sleep(Duration::from_secs(11)).await;
+
+    let mut per_call = std::collections::BTreeMap::<(String, String), usize>::new();
+    for e in fake.journal().entries() {
+        let heartbeat = e.resource == "leases" || e.resource.starts_with("nodes");
+        if !heartbeat {
+            *per_call.entry((e.verb, e.resource)).or_default() += 1;
+        }
+    }
+    let reasons: Vec<String> = fake
+        .journal()
+        .entries()
+        .iter()
+        .filter(|e| e.resource == "events")
+        .map(|e| format!("{} {}", e.json()["reason"], e.json()["message"]))
+        .collect();
+    println!(
+        "API requests for one pod start (lease and node status excluded): {per_call:?}; events: {reasons:?}"
+    );
+    let events: usize = per_call
+        .iter()
+        .filter(|((_, resource), _)| resource == "events")
+        .map(|(_, n)| n)
+        .sum();
+    let others: usize = per_call.values().sum::<usize>() - events;
+    assert!(others <= 3, "at most 3 non-event requests: {per_call:?}");
+    assert!(
+        events <= 3,
+        "at most 3 events with the image present: {per_call:?}"
+    );
+    assert!(node.stop().await, "every task stops");
 }
