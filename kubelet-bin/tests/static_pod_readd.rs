@@ -171,6 +171,8 @@ impl Node {
         let (_probe_results, probe_updates) = kubelet_core::probe::Results::new();
         let mut kubelet = KubeletBuilder::new(managers, pleg_events, probe_updates)
             .source(Box::new(source))
+            // The static pods carry `spec.nodeName`; predicate admission checks it.
+            .node_name(NODE)
             .root_dir(root.path())
             .node_ips(vec!["192.0.2.1".into()])
             .sync_loop_config(kubelet::sync_loop::Config {
