@@ -68,6 +68,17 @@ impl Kubelet {
     /// Starts `bin` on the CRI `endpoint` as node `node`; output goes to `dirs.logs/kubelet.log`
     /// at `RUST_LOG` (default `info`). Returns once `/healthz` answers.
     pub(crate) fn start(bin: &Path, endpoint: &str, dirs: &Dirs, node: &str) -> Result<Kubelet> {
+        Self::start_with(bin, endpoint, dirs, node, &[])
+    }
+
+    /// [`Kubelet::start`] with `extra` flags after the bench's own (e.g. `--kubeconfig`).
+    pub(crate) fn start_with(
+        bin: &Path,
+        endpoint: &str,
+        dirs: &Dirs,
+        node: &str,
+        extra: &[String],
+    ) -> Result<Kubelet> {
         let (read_only_port, healthz_port) = (free_port()?, free_port()?);
         let log = dirs.logs.join("kubelet.log");
         let out = File::create(&log)?;
@@ -84,6 +95,7 @@ impl Kubelet {
             .args(["--healthz-port", &healthz_port.to_string()])
             // Long on purpose: the start path must not depend on the periodic rescan.
             .args(["--file-check-frequency", "20s"])
+            .args(extra)
             .env(
                 "RUST_LOG",
                 env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),

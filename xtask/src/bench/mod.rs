@@ -26,6 +26,7 @@
 
 mod agent;
 mod chart;
+mod cluster;
 mod cpu;
 mod exit;
 mod kubelet;
@@ -93,6 +94,10 @@ pub(crate) struct Args {
     /// stdout and `micro.txt`.
     #[arg(long)]
     micro: bool,
+    /// Run only the cluster-mode bench (G11, G13 and the kubelet's memory against the real
+    /// kube-apiserver, built by `cargo xtask apiserver` when missing); writes `cluster.json`.
+    #[arg(long)]
+    cluster: bool,
 }
 
 /// Runs the benchmark and writes the report.
@@ -112,6 +117,9 @@ pub(crate) fn run(args: Args) -> Result<()> {
     // protoc before cargo builds k8s-cri; containerd and friends for the testbed.
     testbed::ensure_packages()?;
     let (kubelet_bin, agent_bin) = build(args.kubelet, args.prebuilt)?;
+    if args.cluster {
+        return cluster::run(&kubelet_bin, &agent_bin, rounds, &out, &interrupted);
+    }
 
     println!("==> G6: relist at 500 pods / 1000 containers on a fake CRI server");
     let relist_rounds = if args.quick { 50 } else { 200 };
