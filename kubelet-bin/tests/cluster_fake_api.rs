@@ -18,7 +18,6 @@
 //! small steps, each after a real pause, so the sockets always keep up.
 
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use kubelet::NodeBuilder;
