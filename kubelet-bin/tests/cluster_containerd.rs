@@ -148,8 +148,13 @@ fn a_real_cluster_sees_the_node_its_pods_and_their_deletion() {
     assert_eq!(n["metadata"]["labels"]["kubernetes.io/hostname"], NODE);
 
     // The Lease is owned by the Node and renewed.
-    let lease_args = ["get", "lease", "-n", "kube-node-lease", NODE];
-    let lease = get_json(&cluster, &lease_args);
+    // The Lease comes once the Node can be read (upstream's lease controller), so it may
+    // trail Ready by up to a renew interval.
+    let lease_args = ["get", "lease", "-n", "kube-node-lease", NODE, "-o", "json"];
+    let lease: Value = node.wait_for(Duration::from_secs(30), "the node Lease", |_| {
+        let out = cluster.kubectl(&lease_args).ok()?;
+        serde_json::from_str(&out).ok()
+    });
     assert_eq!(lease["spec"]["holderIdentity"], NODE);
     assert_eq!(
         lease["metadata"]["ownerReferences"][0]["uid"],
@@ -157,7 +162,8 @@ fn a_real_cluster_sees_the_node_its_pods_and_their_deletion() {
     );
     let first_renewal = lease["spec"]["renewTime"].clone();
     node.wait_for(Duration::from_secs(30), "a Lease renewal", |_| {
-        let lease = get_json(&cluster, &lease_args);
+        let out = cluster.kubectl(&lease_args).ok()?;
+        let lease: Value = serde_json::from_str(&out).ok()?;
         (lease["spec"]["renewTime"] != first_renewal).then_some(())
     });
 
