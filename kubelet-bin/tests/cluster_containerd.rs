@@ -146,6 +146,11 @@ fn a_real_cluster_sees_the_node_its_pods_and_their_deletion() {
     );
     assert!(info["kubeletVersion"].is_string() && info["bootID"].is_string());
     assert_eq!(n["metadata"]["labels"]["kubernetes.io/hostname"], NODE);
+    let images = n["status"]["images"].to_string();
+    assert!(
+        images.contains("docker.io/library/busybox:1.36"),
+        "the Node lists containerd's images: {images}"
+    );
 
     // The Lease is owned by the Node and renewed.
     // The Lease comes once the Node can be read (upstream's lease controller), so it may

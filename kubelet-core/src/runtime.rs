@@ -509,6 +509,13 @@ pub trait Runtime: Send + Sync + 'static {
             message: "this runtime does not support exec".into(),
         })
     }
+
+    /// The images on the node (upstream `ImageService.ListImages`, which the Go `Runtime`
+    /// embeds; the node status reports them). The default implementation reports that the
+    /// runtime cannot list images.
+    async fn list_images(&self) -> Result<Vec<crate::kuberuntime::api::Image>> {
+        Err(Error::Unsupported("ListImages"))
+    }
 }
 
 /// Groups a flat container list by name, newest first; handy for implementations.

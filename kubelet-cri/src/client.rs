@@ -354,6 +354,19 @@ impl CriClient {
         })
     }
 
+    /// Every image the runtime has.
+    pub(crate) async fn list_images(&self) -> Result<Vec<cri::Image>> {
+        let msg = cri::ListImagesRequest { filter: None };
+        let mut c = self.image.clone();
+        let resp = unary(
+            "ListImages",
+            self.t(),
+            c.list_images(request(msg, self.t())),
+        )
+        .await?;
+        Ok(resp.images)
+    }
+
     /// The image if the runtime has it (`None` when absent, as CRI reports it).
     pub(crate) async fn image_status(&self, spec: cri::ImageSpec) -> Result<Option<cri::Image>> {
         let msg = cri::ImageStatusRequest {

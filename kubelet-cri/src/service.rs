@@ -302,6 +302,11 @@ impl RuntimeService for CriRuntimeService {
         )
     }
 
+    async fn list_images(&self) -> Result<Vec<api::Image>> {
+        let images = self.client.list_images().await?;
+        Ok(images.into_iter().map(convert::image).collect())
+    }
+
     async fn image_status(&self, image: &str) -> Result<Option<api::Image>> {
         let spec = cri::ImageSpec {
             image: image.to_owned(),

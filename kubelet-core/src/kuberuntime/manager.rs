@@ -396,6 +396,10 @@ impl<S: RuntimeService> Runtime for KubeRuntimeManager<S> {
     async fn remove_pod(&self, running: &RunningPod) -> Result<()> {
         self.remove(running).await
     }
+
+    async fn list_images(&self) -> Result<Vec<super::api::Image>> {
+        self.service.list_images().await
+    }
 }
 
 /// Hooks exec in the container through the backend and find the pod IPs in its status.

@@ -316,6 +316,11 @@ impl Runtime for FakeRuntime {
         self.enter("remove_pod", Some(Call::RemovePod(running.uid.clone())))?;
         self.leave(self.engine.remove_pod(running).await)
     }
+
+    async fn list_images(&self) -> Result<Vec<crate::kuberuntime::api::Image>> {
+        self.enter("list_images", None)?;
+        self.leave(self.engine.list_images().await)
+    }
 }
 
 #[cfg(test)]

@@ -107,6 +107,28 @@ impl NodeStatusInputs {
     }
 
     /// Reads everything the setters need for one round.
+    /// The runtime's own image list (upstream's image manager reads the runtime); a runtime
+    /// that cannot list images gives none.
+    async fn runtime_images(&self) -> Result<Vec<Image>, String> {
+        match self.runtime.list_images().await {
+            Ok(images) => {
+                let mut images: Vec<Image> = images
+                    .into_iter()
+                    .map(|i| Image {
+                        repo_digests: i.repo_digests,
+                        repo_tags: i.repo_tags,
+                        size_bytes: i64::try_from(i.size).unwrap_or(i64::MAX),
+                    })
+                    .collect();
+                // Largest first, as upstream's `GetImageList` (`ByImageSize`).
+                images.sort_by(|a, b| b.size_bytes.cmp(&a.size_bytes));
+                Ok(images)
+            }
+            Err(kubelet_core::runtime::Error::Unsupported(_)) => Ok(Vec::new()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
     pub(super) async fn snapshot(&self, machine: &MachineInfo, now: Timestamp) -> Snapshot {
         let runtime_version = match self.runtime.version().await {
             Ok(v) => Some(v),
@@ -117,7 +139,7 @@ impl NodeStatusInputs {
         };
         let images = match &self.images {
             Some(lister) => lister.list_images().await.map_err(|e| e.to_string()),
-            None => Ok(Vec::new()),
+            None => self.runtime_images().await,
         };
         let pressure = |f: fn(&dyn PressureSource) -> bool| self.pressure.as_deref().is_some_and(f);
         Snapshot {
@@ -142,5 +164,32 @@ impl NodeStatusInputs {
     ) {
         self.events
             .event(&node_ref(node_name), event_type, reason, message);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kubelet_core::cache::PodCache;
+    use kubelet_core::kubelet::RuntimeState;
+    use kubelet_core::testing::{FakePleg, FakeRuntime};
+
+    #[tokio::test]
+    async fn without_a_lister_the_runtime_lists_the_images() {
+        let fake = FakeRuntime::new();
+        fake.service().add_image("docker.io/library/busybox:1.36");
+        let runtime: Arc<dyn Runtime> = Arc::new(fake);
+        let pleg = FakePleg::new(runtime.clone(), PodCache::new());
+        let state = RuntimeState::new(Arc::new(pleg));
+        let inputs = NodeStatusInputs::new(runtime, state);
+        let images = inputs.runtime_images().await.expect("listed");
+        assert_eq!(
+            images,
+            vec![Image {
+                repo_digests: Vec::new(),
+                repo_tags: vec!["docker.io/library/busybox:1.36".into()],
+                size_bytes: 0,
+            }]
+        );
     }
 }
