@@ -121,7 +121,7 @@ impl NodeStatusInputs {
                     })
                     .collect();
                 // Largest first, as upstream's `GetImageList` (`ByImageSize`).
-                images.sort_by(|a, b| b.size_bytes.cmp(&a.size_bytes));
+                images.sort_by_key(|i| std::cmp::Reverse(i.size_bytes));
                 Ok(images)
             }
             Err(kubelet_core::runtime::Error::Unsupported(_)) => Ok(Vec::new()),
