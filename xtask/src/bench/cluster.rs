@@ -6,7 +6,7 @@
 //! - **G13**: an API pod (the G1 pod, bound to the node) from its `ADDED` event to the event
 //!   that shows it `Running`, both read from one `kubectl get pods --watch` stream, against the
 //!   raw CRI start of the same pod (G1's arm B) measured in the same run.
-//! - RSS of the kubelet idle in cluster mode and after the rounds.
+//! - RSS of the kubelet in cluster mode: idle, after the rounds, and with 110 API pods.
 
 use std::{
     io::BufReader,
@@ -27,6 +27,9 @@ use super::{
     rss, scenario,
     stats::{percentile, ratio_ci},
 };
+
+/// Pods running at once for the memory sample (upstream's default `maxPods`).
+const BATCH: usize = 110;
 
 /// How long one API pod may take to run or go.
 const TIMEOUT: Duration = Duration::from_secs(120);
@@ -215,6 +218,29 @@ pub(crate) fn run(
     }
     thread::sleep(SETTLE);
     let rss_after = rss::sample(kubelet.pid())?;
+
+    println!("==> RSS with {BATCH} API pods running");
+    for i in 0..BATCH {
+        let (status, body) =
+            cluster.admin_request("POST", pods_path, Some(&api_pod(&format!("batch-{i}"))))?;
+        if status != 201 {
+            bail!("creating pod batch-{i}: {status} {body}");
+        }
+    }
+    let mut pending: std::collections::HashSet<String> =
+        (0..BATCH).map(|i| format!("batch-{i}")).collect();
+    while !pending.is_empty() {
+        let line = watch
+            .lines
+            .recv_timeout(TIMEOUT)
+            .with_context(|| format!("{} pods not Running within {TIMEOUT:?}", pending.len()))?;
+        if line.phase == "Running" {
+            pending.remove(&line.name);
+        }
+    }
+    thread::sleep(SETTLE);
+    let rss_batch = rss::sample(kubelet.pid())?;
+    println!("    {}", rss_batch.to_json());
     drop(watch);
 
     let raw = g1.b_totals();
@@ -230,6 +256,7 @@ pub(crate) fn run(
         "static_pod_p50_ms": percentile(&g1.a_totals(), 50.0),
         "rss_idle_kib": rss_idle.to_json(),
         "rss_after_kib": rss_after.to_json(),
+        "rss_110_pods_kib": rss_batch.to_json(),
         "g13_ms": g13,
         "raw_cri_ms": raw,
     });
@@ -237,7 +264,7 @@ pub(crate) fn run(
         "\nG11 process start → Node Ready: {:.0} ms (goal ≤ 1000)\n\
          G13 API pod → Running on a watch: p50 {:.1} ms, p99 {:.1} ms; raw CRI p50 {:.1} ms, \
          p99 {:.1} ms; ratio p50 {:.2} [{lo:.2}–{hi:.2}] (goal ≤ 1.15)\n\
-         kubelet RSS in cluster mode: idle {}, after the rounds {}",
+         kubelet RSS in cluster mode: idle {}, after the rounds {}, with {BATCH} pods {}",
         rows["g11_node_ready_ms"].as_f64().unwrap_or(f64::NAN),
         rows["g13_p50_ms"].as_f64().unwrap_or(f64::NAN),
         rows["g13_p99_ms"].as_f64().unwrap_or(f64::NAN),
@@ -246,6 +273,7 @@ pub(crate) fn run(
         rows["g13_ratio_p50"].as_f64().unwrap_or(f64::NAN),
         rows["rss_idle_kib"],
         rows["rss_after_kib"],
+        rows["rss_110_pods_kib"],
     );
     std::fs::create_dir_all(out)?;
     std::fs::write(
