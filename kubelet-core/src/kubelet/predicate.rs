@@ -13,7 +13,8 @@
 //!    resource: cpu, requested: 2000, used: 0, capacity: 1000`). Extended resources the node
 //!    does not have are not checked (they may be cluster-level);
 //! 3. required node affinity and `nodeSelector` (`NodeAffinity`), `spec.nodeName`
-//!    (`NodeName`), host ports taken by other pods (`NodePorts`), with the message
+//!    (`NodeName`), host ports (of containers and sidecars) taken by other pods
+//!    (`NodePorts`), with the message
 //!    `Predicate <name> failed: <why>`;
 //! 4. untolerated `NoExecute` taints (`TaintToleration`), except for static pods.
 
@@ -25,6 +26,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Pod, Taint, Toleration};
 
+use crate::container::is_restartable_init_container;
 use crate::pod::is_static_pod;
 use crate::pod_resources::{Amounts, milli_value, pod_requests, value};
 
@@ -270,12 +272,21 @@ fn fits_request(pod: &Pod, other_pods: &[Pod], node: &Node) -> Vec<Failure> {
     failures
 }
 
-/// `(hostIP, protocol, hostPort)` of every container port with a host port; the IP
-/// defaults to `0.0.0.0` and the protocol to `TCP` (upstream `HostPortInfo`).
+/// `(hostIP, protocol, hostPort)` of every port with a host port of the pod's containers
+/// and sidecars (init containers with `restartPolicy: Always`, which run as long as the
+/// pod; upstream `schedutil.GetHostPorts`); the IP defaults to `0.0.0.0` and the protocol
+/// to `TCP` (upstream `HostPortInfo`).
 fn host_ports(pod: &Pod) -> Vec<(String, String, i32)> {
-    pod.spec
+    let Some(spec) = pod.spec.as_ref() else {
+        return Vec::new();
+    };
+    let sidecars = spec
+        .init_containers
         .iter()
-        .flat_map(|s| s.containers.iter())
+        .flatten()
+        .filter(|c| is_restartable_init_container(c));
+    sidecars
+        .chain(spec.containers.iter())
         .flat_map(|c| c.ports.iter().flatten())
         .filter(|p| p.host_port.is_some_and(|h| h > 0))
         .map(|p| {

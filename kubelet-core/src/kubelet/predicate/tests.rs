@@ -236,6 +236,35 @@ fn a_taken_host_port_is_refused() {
     assert!(!admit(&with_host_port(8080, Some("10.0.0.1"), None), &on_ip, n).admit);
 }
 
+/// A pod whose only host port is on an init container, a sidecar when `restart_policy`
+/// is `Always`.
+fn with_init_host_port(port: i32, restart_policy: Option<&str>) -> Pod {
+    let mut init = with_host_port(port, None, None);
+    let mut container = spec(&mut init).containers.remove(0);
+    container.restart_policy = restart_policy.map(str::to_owned);
+    pod_of(vec![], vec![container])
+}
+
+#[test]
+fn sidecar_host_ports_count_and_plain_init_containers_do_not() {
+    let n = node(&[("pods", "10")]);
+    // A sidecar's host port is taken for the pod's life: it conflicts both ways.
+    let sidecar = [with_init_host_port(9000, Some("Always"))];
+    assert_eq!(
+        admit(&with_host_port(9000, None, None), &sidecar, n.clone()).reason,
+        "NodePorts"
+    );
+    let app = [with_host_port(9000, None, None)];
+    assert_eq!(
+        admit(&with_init_host_port(9000, Some("Always")), &app, n.clone()).reason,
+        "NodePorts"
+    );
+    // A run-to-completion init container's port is not counted (upstream GetHostPorts).
+    let init = [with_init_host_port(9000, None)];
+    assert!(admit(&with_host_port(9000, None, None), &init, n.clone()).admit);
+    assert!(admit(&with_init_host_port(9000, None), &app, n).admit);
+}
+
 fn with_required_terms(terms: Vec<NodeSelectorTerm>) -> Pod {
     let mut pod = pod_of(vec![], vec![]);
     spec(&mut pod).affinity = Some(Affinity {
