@@ -9,13 +9,14 @@
 //! | PLEG | `kubelet_pleg::GenericPleg` over the runtime | [`pleg_config`](NodeBuilder::pleg_config), [`evented_pleg`](NodeBuilder::evented_pleg) |
 //! | status manager | `kubelet_status::LocalStatusManager` | [`status_manager`](NodeBuilder::status_manager) |
 //! | volumes | `kubelet_volumes::DefaultVolumeManager` under the root dir | [`volume_manager`](NodeBuilder::volume_manager) |
-//! | objects (configMaps, secrets) | `InMemoryObjectSource` (empty) | [`object_source`](NodeBuilder::object_source) |
+//! | objects (configMaps, secrets, tokens) | `InMemoryObjectSource` (empty); in cluster mode with tokens from the TokenRequest API ([`ApiTokenSource`](crate::cluster::ApiTokenSource)) | [`object_source`](NodeBuilder::object_source) |
 //! | probes | `kubelet_probe::Manager` | [`no_probes`](NodeBuilder::no_probes) |
 //! | admission | the sysctl check, then predicates (resource fit, node affinity, host ports…) against the standalone node | [`admit_handler`](NodeBuilder::admit_handler) |
 //! | node object | a standalone node from the machine's capacity | [`node_provider`](NodeBuilder::node_provider) |
 //! | mirror pods | none | [`mirror_client`](NodeBuilder::mirror_client) |
 //! | cgroups | `cm::Noop` | [`cgroups`](NodeBuilder::cgroups) |
 //! | cluster mode | standalone | [`cluster`](NodeBuilder::cluster) |
+//! | services (service-link env vars) | none; in cluster mode a watch of all Services ([`ApiServiceLister`](crate::cluster::ApiServiceLister)) | — |
 //! | events | `events::LogRecorder` (log lines); in cluster mode the API server's ([`ApiEventRecorder`](crate::cluster::events::ApiEventRecorder)) | [`event_recorder`](NodeBuilder::event_recorder) |
 //! | endpoints | none | [`healthz_addr`](NodeBuilder::healthz_addr), [`read_only_addr`](NodeBuilder::read_only_addr) |
 //!
@@ -33,6 +34,7 @@ use std::time::Duration;
 use kubelet_core::cache::PodCache;
 use kubelet_core::cm::PodContainerManager;
 use kubelet_core::config::{FileSource, PodSource};
+use kubelet_core::envvars::ServiceLister;
 use kubelet_core::events::{self, EventRecorder, EventType};
 use kubelet_core::kubelet::env::EnvSource;
 use kubelet_core::kubelet::node;
@@ -40,7 +42,7 @@ use kubelet_core::kubelet::{
     KubeletBuilder, KubeletRuntimeHelper, Managers, MirrorClient, NodeProvider, PodAdmitHandler,
     sync_loop,
 };
-use kubelet_core::objects::{InMemoryObjectSource, ObjectSource};
+use kubelet_core::objects::{InMemoryObjectSource, ObjectSource, WithTokens};
 use kubelet_core::pleg::Pleg;
 use kubelet_core::probe::{self, ProbeManager};
 use kubelet_core::resources::NodeAllocatable;
@@ -127,7 +129,7 @@ pub struct NodeBuilder {
     cgroups: Arc<dyn PodContainerManager>,
     status: Option<Arc<dyn StatusManager>>,
     volumes: Option<Arc<dyn VolumeManager>>,
-    objects: Arc<dyn ObjectSource>,
+    objects: Option<Arc<dyn ObjectSource>>,
     probes: bool,
     pleg: kubelet_pleg::Config,
     #[cfg(feature = "containerd")]
@@ -202,7 +204,7 @@ impl NodeBuilder {
             cgroups: Arc::new(kubelet_core::cm::Noop::default()),
             status: None,
             volumes: None,
-            objects: Arc::new(InMemoryObjectSource::new()),
+            objects: None,
             probes: true,
             pleg: kubelet_pleg::Config::default(),
             #[cfg(feature = "containerd")]
@@ -296,9 +298,10 @@ impl NodeBuilder {
         self
     }
 
-    /// Where configMaps and secrets come from (default: an empty in-memory source).
+    /// Where configMaps, secrets and service-account tokens come from (default: an empty
+    /// in-memory source; in cluster mode, tokens from the API server).
     pub fn object_source(mut self, objects: Arc<dyn ObjectSource>) -> Self {
-        self.objects = objects;
+        self.objects = Some(objects);
         self
     }
 
@@ -478,10 +481,21 @@ impl NodeBuilder {
             }
         };
         let allocatable = NodeAllocatable::detect();
+        let objects: Arc<dyn ObjectSource> = match (self.objects.take(), &cluster) {
+            (Some(objects), _) => objects,
+            (None, Some(cluster)) => Arc::new(WithTokens::new(
+                Arc::new(InMemoryObjectSource::new()),
+                Arc::new(cluster.token_source()),
+            )),
+            (None, None) => Arc::new(InMemoryObjectSource::new()),
+        };
+        let services = cluster
+            .as_mut()
+            .map(|c| Arc::new(c.service_lister()) as Arc<dyn ServiceLister>);
         let volumes = self.volumes.unwrap_or_else(|| {
             Arc::new(
                 kubelet_volumes::DefaultVolumeManager::new(self.root_dir.clone())
-                    .with_object_source(self.objects.clone())
+                    .with_object_source(objects.clone())
                     .with_node_allocatable(allocatable),
             )
         });
@@ -490,7 +504,8 @@ impl NodeBuilder {
                 node_name: self.node_name.clone(),
                 host_ips: self.node_ips.clone(),
                 allocatable,
-                objects: self.objects,
+                objects,
+                services,
             })
             .with_cgroups(self.cgroups.clone())
             .with_hosts_file(self.root_dir.clone(), self.cluster_domain);

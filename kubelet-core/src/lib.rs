@@ -22,6 +22,7 @@ pub mod cache;
 pub mod cm;
 pub mod config;
 pub mod container;
+pub mod envvars;
 pub mod error;
 pub mod events;
 pub mod expansion;

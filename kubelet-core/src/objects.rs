@@ -7,6 +7,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
@@ -42,6 +43,53 @@ pub struct TokenRequest {
     pub pod_uid: String,
 }
 
+/// A token the API server issued for a [`TokenRequest`] (upstream `TokenRequest.status`,
+/// with the lifetime the server granted).
+#[derive(Clone, PartialEq, Eq)]
+pub struct ServiceAccountToken {
+    /// The token (a JWT).
+    pub token: String,
+    /// When it expires (`status.expirationTimestamp`); `None` when the source does not say:
+    /// the requested lifetime from when it was received.
+    pub expiration: Option<SystemTime>,
+    /// The lifetime the server granted (`spec.expirationSeconds` of the answer); `None`:
+    /// the requested one.
+    pub expiration_seconds: Option<i64>,
+}
+
+impl ServiceAccountToken {
+    /// A token with no expiry information: it lives as long as requested.
+    pub fn new(token: impl Into<String>) -> Self {
+        Self {
+            token: token.into(),
+            expiration: None,
+            expiration_seconds: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for ServiceAccountToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The token is a credential: never in logs.
+        f.debug_struct("ServiceAccountToken")
+            .field("expiration", &self.expiration)
+            .field("expiration_seconds", &self.expiration_seconds)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where service-account tokens come from (upstream token manager's `getToken`, the
+/// TokenRequest API `serviceaccounts/<sa>/token`).
+#[cfg_attr(any(test, feature = "test-util"), mockall::automock)]
+#[async_trait]
+pub trait TokenSource: Send + Sync + 'static {
+    /// A fresh token for `request`, `None` when the service account does not exist.
+    async fn service_account_token(
+        &self,
+        request: &TokenRequest,
+    ) -> Result<Option<ServiceAccountToken>>;
+}
+
 /// Read access to configMaps, secrets and service-account tokens.
 ///
 /// `Ok(None)` means the object does not exist (an `optional` volume then projects nothing).
@@ -53,7 +101,49 @@ pub trait ObjectSource: Send + Sync + 'static {
     /// The secret `namespace/name`.
     async fn secret(&self, namespace: &str, name: &str) -> Result<Option<Secret>>;
     /// A token for `request`, `None` when the service account does not exist.
-    async fn service_account_token(&self, request: &TokenRequest) -> Result<Option<String>>;
+    async fn service_account_token(
+        &self,
+        request: &TokenRequest,
+    ) -> Result<Option<ServiceAccountToken>>;
+}
+
+/// An [`ObjectSource`] whose configMaps and secrets come from one source and whose tokens
+/// come from a [`TokenSource`] (e.g. the API server's TokenRequest).
+#[derive(Clone)]
+pub struct WithTokens {
+    objects: Arc<dyn ObjectSource>,
+    tokens: Arc<dyn TokenSource>,
+}
+
+impl WithTokens {
+    /// ConfigMaps and secrets from `objects`, tokens from `tokens`.
+    pub fn new(objects: Arc<dyn ObjectSource>, tokens: Arc<dyn TokenSource>) -> Self {
+        Self { objects, tokens }
+    }
+}
+
+impl std::fmt::Debug for WithTokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WithTokens").finish_non_exhaustive()
+    }
+}
+
+#[async_trait]
+impl ObjectSource for WithTokens {
+    async fn config_map(&self, namespace: &str, name: &str) -> Result<Option<ConfigMap>> {
+        self.objects.config_map(namespace, name).await
+    }
+
+    async fn secret(&self, namespace: &str, name: &str) -> Result<Option<Secret>> {
+        self.objects.secret(namespace, name).await
+    }
+
+    async fn service_account_token(
+        &self,
+        request: &TokenRequest,
+    ) -> Result<Option<ServiceAccountToken>> {
+        self.tokens.service_account_token(request).await
+    }
 }
 
 #[derive(Debug, Default)]
@@ -122,11 +212,14 @@ impl ObjectSource for InMemoryObjectSource {
         Ok(self.lock().secrets.get(&key(namespace, name)).cloned())
     }
 
-    async fn service_account_token(&self, request: &TokenRequest) -> Result<Option<String>> {
+    async fn service_account_token(
+        &self,
+        request: &TokenRequest,
+    ) -> Result<Option<ServiceAccountToken>> {
         Ok(self
             .lock()
             .tokens
             .get(&key(&request.namespace, &request.service_account))
-            .cloned())
+            .map(ServiceAccountToken::new))
     }
 }

@@ -69,6 +69,16 @@ impl ApiClients {
     }
 }
 
+/// Whether a failed request may succeed later: transport failures, throttling and server
+/// errors (client-go retries these; a request the server rejected is not retried).
+pub fn retryable(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(status) => status.code == 429 || status.code >= 500,
+        kube::Error::SerdeError(_) | kube::Error::BuildRequest(_) => false,
+        _ => true,
+    }
+}
+
 /// The config of a kubeconfig file (`--kubeconfig`), with its current context.
 pub async fn load_kubeconfig(path: &Path) -> Result<kube::Config, Error> {
     let kubeconfig = Kubeconfig::read_from(path).map_err(|e| Error::Kubeconfig {

@@ -24,6 +24,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::client::retryable;
 use super::rate_limit::{Limits, TokenBucket};
 use correlator::{Correlated, Correlator};
 
@@ -173,16 +174,6 @@ impl std::fmt::Debug for EventWriter {
         f.debug_struct("EventWriter")
             .field("settings", &self.settings)
             .finish_non_exhaustive()
-    }
-}
-
-/// Whether a failed write may succeed later: transport failures, throttling and server
-/// errors (client-go retries these; a request the server rejected is not retried).
-fn retryable(e: &kube::Error) -> bool {
-    match e {
-        kube::Error::Api(status) => status.code == 429 || status.code >= 500,
-        kube::Error::SerdeError(_) | kube::Error::BuildRequest(_) => false,
-        _ => true,
     }
 }
 

@@ -15,6 +15,8 @@ pub mod node_cache;
 pub mod node_status;
 pub mod pod_source;
 pub mod rate_limit;
+pub mod services;
+pub mod tokens;
 #[cfg(test)]
 mod test_api;
 
@@ -34,6 +36,8 @@ pub use mirror::KubeMirrorClient;
 pub use node_cache::ApiNodeProvider;
 pub use pod_source::ApiPodSource;
 pub use rate_limit::Limits;
+pub use services::ApiServiceLister;
+pub use tokens::ApiTokenSource;
 
 /// Why cluster mode could not start.
 #[derive(Debug, thiserror::Error)]
@@ -180,6 +184,7 @@ pub struct Cluster {
     pub options: ClusterOptions,
     node_name: String,
     node_watch: Option<ApiNodeProvider>,
+    service_watch: Option<ApiServiceLister>,
     started: bool,
     node_status: Option<node_status::NodeStatusHandle>,
     events: Option<Arc<dyn kubelet_core::events::EventRecorder>>,
@@ -201,6 +206,7 @@ impl Cluster {
             options,
             node_name: node_name.into(),
             node_watch: None,
+            service_watch: None,
             started: false,
             node_status: None,
             events: None,
@@ -217,12 +223,25 @@ impl Cluster {
         ApiPodSource::new(self.clients.client.clone(), self.node_name.clone())
     }
 
+    /// Service-account tokens through the TokenRequest API, over the main client.
+    pub fn token_source(&self) -> ApiTokenSource {
+        ApiTokenSource::new(self.clients.client.clone())
+    }
+
     /// This node's Node as the API server has it, for admission and mirror pods: `fallback`
     /// until the watch that [`spawn`](Self::spawn) starts has read it.
     pub fn node_provider(&mut self, fallback: k8s_openapi::api::core::v1::Node) -> ApiNodeProvider {
         let provider = ApiNodeProvider::new(fallback);
         self.node_watch = Some(provider.clone());
         provider
+    }
+
+    /// The cluster's Services for service-link env vars: empty and not synced until the
+    /// watch that [`spawn`](Self::spawn) starts has listed them.
+    pub fn service_lister(&mut self) -> ApiServiceLister {
+        self.service_watch
+            .get_or_insert_with(ApiServiceLister::new)
+            .clone()
     }
 
     /// The mirror pods of this node's static pods, over the main client.
@@ -307,6 +326,9 @@ impl Cluster {
             )
             .run(token.child_token()),
         );
+        if let Some(lister) = self.service_watch.take() {
+            tracker.spawn(lister.run(self.clients.client.clone(), token.child_token()));
+        }
         if let Some(provider) = self.node_watch.take() {
             tracker.spawn(provider.run(
                 self.clients.client.clone(),

@@ -8,11 +8,14 @@
 //! (`fieldRef`, `resourceFieldRef`, `configMapKeyRef`, `secretKeyRef`) and is itself visible
 //! to later references. A variable defined twice keeps its first position and its last value.
 //!
-//! Service-link variables (`KUBERNETES_SERVICE_HOST`, `<SVC>_SERVICE_PORT`, …) come from the
-//! services of the API server; a standalone node knows no services (not even the master
-//! service), so there are none, as with upstream's kubelet without a kube client.
+//! Service-link variables (`KUBERNETES_SERVICE_HOST`, `<SVC>_SERVICE_PORT`, …; upstream
+//! `getServiceEnvVarMap`, see [`crate::envvars`]) come from the [`EnvSource::services`]
+//! lister: `$(VAR)` references may name them, and those the container does not define are
+//! added after its own. An API pod gets no environment until the services have been listed
+//! once (upstream's `serviceHasSynced` check; static pods go ahead). A standalone node has no
+//! lister, so there are none, as with upstream's kubelet without a kube client.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -20,10 +23,11 @@ use k8s_openapi::api::core::v1::{
     ConfigMap, Container, EnvVarSource, ObjectFieldSelector, Pod, Secret,
 };
 
+use crate::envvars::{ServiceLister, service_env_var_map};
 use crate::expansion::expand;
 use crate::fieldpath::{self, extract_field_path_as_string};
 use crate::objects::{self, ObjectSource};
-use crate::pod::PodExt;
+use crate::pod::{PodExt, is_static_pod};
 use crate::resources::{
     self, NodeAllocatable, container_resource_value, resource_value_by_container_name,
 };
@@ -61,6 +65,9 @@ pub enum Error {
         /// The key.
         key: String,
     },
+    /// An API pod's environment was asked before the services were listed once.
+    #[error("services have not yet been read at least once, cannot construct envvars")]
+    ServicesNotSynced,
     /// A `fieldRef` with an `apiVersion` other than `v1`.
     #[error("unsupported pod version: {0}")]
     UnsupportedPodVersion(String),
@@ -89,6 +96,9 @@ pub struct EnvSource {
     pub allocatable: NodeAllocatable,
     /// ConfigMaps and secrets.
     pub objects: Arc<dyn ObjectSource>,
+    /// The cluster's Services, for service-link variables (`None`: a standalone node, no
+    /// such variables).
+    pub services: Option<Arc<dyn ServiceLister>>,
 }
 
 impl std::fmt::Debug for EnvSource {
@@ -97,6 +107,7 @@ impl std::fmt::Debug for EnvSource {
             .field("node_name", &self.node_name)
             .field("host_ips", &self.host_ips)
             .field("allocatable", &self.allocatable)
+            .field("services", &self.services.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -143,6 +154,7 @@ impl EnvSource {
         pod_ips: &[String],
     ) -> Result<Vec<(String, String)>, Error> {
         let namespace = pod.namespace_or_default();
+        let service_env = self.service_env(pod)?;
         let mut env = Env::default();
         let mut fetched = Fetched::default();
         for from in container.env_from.iter().flatten() {
@@ -200,7 +212,11 @@ impl EnvSource {
         for var in container.env.iter().flatten() {
             let literal = var.value.as_deref().unwrap_or("");
             let value = if !literal.is_empty() {
-                expand(literal, |name| env.get(name).map(str::to_owned))
+                expand(literal, |name| {
+                    env.get(name)
+                        .map(str::to_owned)
+                        .or_else(|| service_env.get(name).cloned())
+                })
             } else if let Some(from) = &var.value_from {
                 match self
                     .value_from(&mut fetched, pod, container, pod_ips, from)
@@ -214,7 +230,34 @@ impl EnvSource {
             };
             env.set(&var.name, value);
         }
+        // The service variables the container does not define itself.
+        for (name, value) in service_env {
+            if env.get(&name).is_none() {
+                env.set(&name, value);
+            }
+        }
         Ok(env.vars)
+    }
+
+    /// Upstream `getServiceEnvVarMap` for `pod`, after its `serviceHasSynced` check.
+    /// `enableServiceLinks` unset counts as `true`, its API default.
+    fn service_env(&self, pod: &Pod) -> Result<BTreeMap<String, String>, Error> {
+        let Some(services) = &self.services else {
+            return Ok(BTreeMap::new());
+        };
+        if !is_static_pod(pod) && !services.has_synced() {
+            return Err(Error::ServicesNotSynced);
+        }
+        let enable_service_links = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.enable_service_links)
+            .unwrap_or(true);
+        Ok(service_env_var_map(
+            &services.list(),
+            pod.namespace_or_default(),
+            enable_service_links,
+        ))
     }
 
     /// One `valueFrom`; `None` when an optional source is missing (the variable is skipped).

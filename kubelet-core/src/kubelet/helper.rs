@@ -56,6 +56,7 @@ impl KubeletRuntimeHelper {
                 host_ips: Vec::new(),
                 allocatable: NodeAllocatable::detect(),
                 objects: Arc::new(InMemoryObjectSource::new()),
+                services: None,
             },
             cgroups: Arc::new(crate::cm::Noop::default()),
             hosts: None,
@@ -275,6 +276,7 @@ mod tests {
             host_ips: vec!["192.0.2.1".into()],
             allocatable: NodeAllocatable::detect(),
             objects: Arc::new(InMemoryObjectSource::new()),
+            services: None,
         });
         let mut pod = crate::testing::pod("web");
         let c = {

@@ -23,6 +23,7 @@ fn source(objects: &InMemoryObjectSource) -> EnvSource {
             ephemeral_storage_bytes: None,
         },
         objects: Arc::new(objects.clone()),
+        services: None,
     }
 }
 
@@ -405,4 +406,146 @@ fn env_var_names() {
     for bad in ["", "1a", "a b", "a=b", "é"] {
         assert!(!is_env_var_name(bad), "{bad}");
     }
+}
+
+/// A lister over fixed services.
+struct Services {
+    synced: bool,
+    services: Vec<Arc<k8s_openapi::api::core::v1::Service>>,
+}
+
+impl ServiceLister for Services {
+    fn has_synced(&self) -> bool {
+        self.synced
+    }
+    fn list(&self) -> Vec<Arc<k8s_openapi::api::core::v1::Service>> {
+        self.services.clone()
+    }
+}
+
+fn svc(name: &str, namespace: &str, ip: &str, port: i32) -> Arc<k8s_openapi::api::core::v1::Service> {
+    Arc::new(
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"clusterIP": ip, "ports": [{"port": port, "protocol": "TCP"}]}
+        }))
+        .expect("service"),
+    )
+}
+
+fn with_services(synced: bool) -> EnvSource {
+    let mut s = source(&InMemoryObjectSource::new());
+    s.services = Some(Arc::new(Services {
+        synced,
+        services: vec![
+            svc("kubernetes", "default", "1.2.3.1", 8081),
+            svc("test", "test1", "1.2.3.3", 8083),
+        ],
+    }));
+    s
+}
+
+fn in_namespace(ns: &str, links: Option<bool>) -> Pod {
+    let mut p = pod("web");
+    p.metadata.namespace = Some(ns.into());
+    if let Some(s) = p.spec.as_mut() {
+        s.enable_service_links = links;
+    }
+    p
+}
+
+#[tokio::test]
+async fn service_links_follow_upstream_cases() {
+    let env = with_services(true);
+    let names = |vars: &[(String, String)]| -> Vec<String> {
+        vars.iter().map(|(k, _)| k.clone()).collect()
+    };
+    // "api server = Y, kubelet = Y": the container's own variables first and kept, the
+    // master service's appended.
+    let mut c = Container::default();
+    c.env = Some(vec![
+        literal("FOO", "BAR"),
+        literal("TEST_SERVICE_HOST", "9.9.9.9"),
+        literal("URL", "https://$(KUBERNETES_SERVICE_HOST):$(KUBERNETES_SERVICE_PORT)"),
+    ]);
+    let vars = env
+        .make_environment_variables(&in_namespace("test1", Some(false)), &c, &[])
+        .await
+        .expect("env");
+    assert_eq!(
+        names(&vars),
+        [
+            "FOO",
+            "TEST_SERVICE_HOST",
+            "URL",
+            "KUBERNETES_PORT",
+            "KUBERNETES_PORT_8081_TCP",
+            "KUBERNETES_PORT_8081_TCP_ADDR",
+            "KUBERNETES_PORT_8081_TCP_PORT",
+            "KUBERNETES_PORT_8081_TCP_PROTO",
+            "KUBERNETES_SERVICE_HOST",
+            "KUBERNETES_SERVICE_PORT",
+        ]
+    );
+    let get = |vars: &[(String, String)], k: &str| {
+        vars.iter()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| v.clone())
+    };
+    assert_eq!(get(&vars, "TEST_SERVICE_HOST").as_deref(), Some("9.9.9.9"));
+    assert_eq!(get(&vars, "URL").as_deref(), Some("https://1.2.3.1:8081"));
+
+    // Links on (also the default when unset): the namespace's services too.
+    for links in [Some(true), None] {
+        let vars = env
+            .make_environment_variables(&in_namespace("test1", links), &Container::default(), &[])
+            .await
+            .expect("env");
+        assert_eq!(get(&vars, "TEST_SERVICE_HOST").as_deref(), Some("1.2.3.3"));
+        assert_eq!(
+            get(&vars, "TEST_PORT").as_deref(),
+            Some("tcp://1.2.3.3:8083")
+        );
+        assert_eq!(vars.len(), 14, "{vars:?}");
+    }
+    // Another namespace with links on: only the master service.
+    let vars = env
+        .make_environment_variables(&in_namespace("other", Some(true)), &Container::default(), &[])
+        .await
+        .expect("env");
+    assert_eq!(vars.len(), 7, "{vars:?}");
+    assert!(get(&vars, "TEST_SERVICE_HOST").is_none());
+}
+
+#[tokio::test]
+async fn api_pods_wait_for_the_services_static_pods_do_not() {
+    let env = with_services(false);
+    let api_pod = in_namespace("test1", Some(true));
+    let err = env
+        .make_environment_variables(&api_pod, &Container::default(), &[])
+        .await
+        .expect_err("not synced");
+    assert_eq!(
+        err.to_string(),
+        "services have not yet been read at least once, cannot construct envvars"
+    );
+    let mut static_pod = api_pod.clone();
+    static_pod.metadata.annotations = Some(
+        [(
+            crate::config::CONFIG_SOURCE_ANNOTATION.to_owned(),
+            "file".to_owned(),
+        )]
+        .into(),
+    );
+    let vars = env
+        .make_environment_variables(&static_pod, &Container::default(), &[])
+        .await
+        .expect("a static pod goes ahead with what is known");
+    assert_eq!(vars.len(), 14);
+    // A standalone node (no lister) has no service variables and never waits.
+    let vars = source(&InMemoryObjectSource::new())
+        .make_environment_variables(&api_pod, &Container::default(), &[])
+        .await
+        .expect("env");
+    assert!(vars.is_empty());
 }
