@@ -48,13 +48,14 @@ impl std::fmt::Debug for ApiTokenSource {
 /// The TokenRequest body of `request` (upstream projected volume's `getServiceAccountToken`
 /// arguments).
 pub fn token_request(request: &TokenRequest) -> ApiTokenRequest {
+    let audiences = if request.audience.is_empty() {
+        Vec::new()
+    } else {
+        vec![request.audience.clone()]
+    };
     ApiTokenRequest {
-        spec: TokenRequestSpec {
-            audiences: if request.audience.is_empty() {
-                Vec::new()
-            } else {
-                vec![request.audience.clone()]
-            },
+        spec: Some(TokenRequestSpec {
+            audiences: Some(audiences),
             expiration_seconds: Some(request.expiration_seconds),
             bound_object_ref: Some(BoundObjectReference {
                 api_version: Some("v1".into()),
@@ -62,7 +63,8 @@ pub fn token_request(request: &TokenRequest) -> ApiTokenRequest {
                 name: Some(request.pod_name.clone()),
                 uid: Some(request.pod_uid.clone()),
             }),
-        },
+            ..Default::default()
+        }),
         ..Default::default()
     }
 }
@@ -121,15 +123,16 @@ impl TokenSource for ApiTokenSource {
                 Err(e) => return Err(to_objects_error(&e)),
             }
         };
-        let Some(status) = answer.status else {
+        let status = answer.status.unwrap_or_default();
+        let Some(token) = status.token.filter(|t| !t.is_empty()) else {
             return Err(objects::Error::Other(
-                "failed to fetch token: the TokenRequest answer has no status".into(),
+                "failed to fetch token: the TokenRequest answer has no token".into(),
             ));
         };
         Ok(Some(ServiceAccountToken {
-            token: status.token,
-            expiration: Some(to_system_time(&status.expiration_timestamp)),
-            expiration_seconds: answer.spec.expiration_seconds,
+            token,
+            expiration: status.expiration_timestamp.as_ref().map(to_system_time),
+            expiration_seconds: answer.spec.and_then(|s| s.expiration_seconds),
         }))
     }
 }
