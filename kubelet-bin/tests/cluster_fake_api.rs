@@ -524,11 +524,14 @@ async fn a_projected_token_is_rewritten_before_it_expires() {
     let body = requests[0].json();
     assert_eq!(body["spec"]["expirationSeconds"], 600);
     assert_eq!(body["spec"]["boundObjectRef"]["uid"], uid.as_str());
-    let dir = root
-        .path()
-        .join(format!("pods/{uid}/volumes/kubernetes.io~projected/kube-api-access-x"));
+    let dir = root.path().join(format!(
+        "pods/{uid}/volumes/kubernetes.io~projected/kube-api-access-x"
+    ));
     let first = std::fs::read_to_string(dir.join("token")).expect("token file");
-    assert!(first.starts_with("fake-sa-token.default.default."), "{first}");
+    assert!(
+        first.starts_with("fake-sa-token.default.default."),
+        "{first}"
+    );
     assert_eq!(
         std::fs::read_to_string(dir.join("namespace")).expect("namespace file"),
         "default"

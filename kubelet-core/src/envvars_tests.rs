@@ -212,7 +212,10 @@ fn service_env_var_map_matches_upstream_cases() {
     );
     assert_eq!(
         service_env_var_map(&services, "default", true),
-        map(vec![vars_of("NOT_SPECIAL", "1.2.3.8", "8088"), kubernetes()])
+        map(vec![
+            vars_of("NOT_SPECIAL", "1.2.3.8", "8088"),
+            kubernetes()
+        ])
     );
     // No services: nothing.
     assert!(service_env_var_map(&[], "default", true).is_empty());

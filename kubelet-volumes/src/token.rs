@@ -52,7 +52,12 @@ fn seconds(s: i64) -> Duration {
 /// Upstream `requiresRefresh`, turned into instants when `token` arrives at `now`
 /// (`wall_now` on the system clock): refresh 24 hours after issue or once 80 % of the
 /// granted lifetime has passed, whichever comes first.
-fn cached(token: ServiceAccountToken, requested: i64, now: Instant, wall_now: SystemTime) -> Cached {
+fn cached(
+    token: ServiceAccountToken,
+    requested: i64,
+    now: Instant,
+    wall_now: SystemTime,
+) -> Cached {
     let lifetime_secs = token.expiration_seconds.unwrap_or(requested).max(0);
     let lifetime = seconds(lifetime_secs);
     let left = match token.expiration {

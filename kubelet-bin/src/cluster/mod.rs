@@ -16,9 +16,9 @@ pub mod node_status;
 pub mod pod_source;
 pub mod rate_limit;
 pub mod services;
-pub mod tokens;
 #[cfg(test)]
 mod test_api;
+pub mod tokens;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

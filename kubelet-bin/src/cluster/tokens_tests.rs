@@ -32,8 +32,13 @@ async fn fake() -> FakeApiServer {
     let fake = FakeApiServer::start().await.expect("fake API server");
     fake.create("v1", "namespaces", "", json!({"metadata": {"name": "ns"}}))
         .expect("namespace");
-    fake.create("v1", "serviceaccounts", "ns", json!({"metadata": {"name": "sa"}}))
-        .expect("service account");
+    fake.create(
+        "v1",
+        "serviceaccounts",
+        "ns",
+        json!({"metadata": {"name": "sa"}}),
+    )
+    .expect("service account");
     fake
 }
 
@@ -66,13 +71,20 @@ async fn a_token_request_is_bound_to_the_pod_and_carries_the_lifetime() {
         .filter(|e| e.is("create", "serviceaccounts/token"))
         .collect();
     assert_eq!(posts.len(), 1, "{entries:#?}");
-    assert_eq!(posts[0].path, "/api/v1/namespaces/ns/serviceaccounts/sa/token");
+    assert_eq!(
+        posts[0].path,
+        "/api/v1/namespaces/ns/serviceaccounts/sa/token"
+    );
     assert_eq!(posts[0].status, 201);
     let body = posts[0].json();
     assert_eq!(body["kind"], "TokenRequest", "{body}");
     assert_eq!(body["apiVersion"], "authentication.k8s.io/v1");
     assert_eq!(body["spec"]["expirationSeconds"], 3607);
-    assert_eq!(body["spec"]["audiences"], json!([]), "no audience: the server's");
+    assert_eq!(
+        body["spec"]["audiences"],
+        json!([]),
+        "no audience: the server's"
+    );
     assert_eq!(
         body["spec"]["boundObjectRef"],
         json!({"apiVersion": "v1", "kind": "Pod", "name": "web", "uid": uid})
@@ -97,14 +109,20 @@ async fn a_missing_service_account_is_none_and_a_wrong_pod_an_error() {
     let source = ApiTokenSource::new(fake.client("kubelet-test").expect("client"));
     let mut r = request();
     r.service_account = "absent".into();
-    assert_eq!(source.service_account_token(&r).await.expect("answer"), None);
+    assert_eq!(
+        source.service_account_token(&r).await.expect("answer"),
+        None
+    );
     // The pod exists with another uid: a refusal, not retried.
     let err = source
         .service_account_token(&request())
         .await
         .expect_err("uid mismatch");
     assert!(matches!(err, objects::Error::Other(_)), "{err:?}");
-    assert!(err.to_string().starts_with("failed to fetch token"), "{err}");
+    assert!(
+        err.to_string().starts_with("failed to fetch token"),
+        "{err}"
+    );
     assert_eq!(
         fake.journal().count("create", "serviceaccounts/token"),
         2,

@@ -423,7 +423,12 @@ impl ServiceLister for Services {
     }
 }
 
-fn svc(name: &str, namespace: &str, ip: &str, port: i32) -> Arc<k8s_openapi::api::core::v1::Service> {
+fn svc(
+    name: &str,
+    namespace: &str,
+    ip: &str,
+    port: i32,
+) -> Arc<k8s_openapi::api::core::v1::Service> {
     Arc::new(
         serde_json::from_value(serde_json::json!({
             "metadata": {"name": name, "namespace": namespace},
@@ -462,12 +467,17 @@ async fn service_links_follow_upstream_cases() {
     };
     // "api server = Y, kubelet = Y": the container's own variables first and kept, the
     // master service's appended.
-    let mut c = Container::default();
-    c.env = Some(vec![
-        literal("FOO", "BAR"),
-        literal("TEST_SERVICE_HOST", "9.9.9.9"),
-        literal("URL", "https://$(KUBERNETES_SERVICE_HOST):$(KUBERNETES_SERVICE_PORT)"),
-    ]);
+    let c = Container {
+        env: Some(vec![
+            literal("FOO", "BAR"),
+            literal("TEST_SERVICE_HOST", "9.9.9.9"),
+            literal(
+                "URL",
+                "https://$(KUBERNETES_SERVICE_HOST):$(KUBERNETES_SERVICE_PORT)",
+            ),
+        ]),
+        ..Default::default()
+    };
     let vars = env
         .make_environment_variables(&in_namespace("test1", Some(false)), &c, &[])
         .await
@@ -488,9 +498,7 @@ async fn service_links_follow_upstream_cases() {
         ]
     );
     let get = |vars: &[(String, String)], k: &str| {
-        vars.iter()
-            .find(|(n, _)| n == k)
-            .map(|(_, v)| v.clone())
+        vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
     };
     assert_eq!(get(&vars, "TEST_SERVICE_HOST").as_deref(), Some("9.9.9.9"));
     assert_eq!(get(&vars, "URL").as_deref(), Some("https://1.2.3.1:8081"));
@@ -510,7 +518,11 @@ async fn service_links_follow_upstream_cases() {
     }
     // Another namespace with links on: only the master service.
     let vars = env
-        .make_environment_variables(&in_namespace("other", Some(true)), &Container::default(), &[])
+        .make_environment_variables(
+            &in_namespace("other", Some(true)),
+            &Container::default(),
+            &[],
+        )
         .await
         .expect("env");
     assert_eq!(vars.len(), 7, "{vars:?}");
