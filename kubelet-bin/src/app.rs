@@ -66,6 +66,13 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     if let Some(addr) = settings.read_only {
         builder = builder.read_only_addr(addr);
     }
+    builder = builder.secure_server(kubelet::server::SecureOptions {
+        addr: settings.secure,
+        tls: settings.server.tls.clone(),
+        authn: settings.server.authn.clone(),
+        authz: settings.server.authz.clone(),
+        configz: Arc::new(crate::configz::configz(&settings)),
+    });
     let node = builder.build().await.map_err(|e| {
         let context = match &e {
             kubelet::Error::RootDir { .. } => "--root-dir".to_owned(),
@@ -74,6 +81,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
             }
             kubelet::Error::Bind { .. } => "starting the endpoints".to_owned(),
             kubelet::Error::Cluster(_) => "--kubeconfig".to_owned(),
+            kubelet::Error::Server(_) => "the secure port (--port, TLS and auth flags)".to_owned(),
             kubelet::Error::NodeStatus(_) => "the node status options".to_owned(),
         };
         anyhow::Error::new(e).context(context)

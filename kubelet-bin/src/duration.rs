@@ -84,9 +84,61 @@ pub fn parse(s: &str) -> Result<Duration, Error> {
     })
 }
 
+/// Formats `d` as Go's `time.Duration.String` does (`2m0s`, `1h0m0s`, `500ms`, `1.5s`, `0s`),
+/// the form `metav1.Duration` takes in JSON (e.g. in `/configz`).
+pub fn format(d: Duration) -> String {
+    fn trimmed(whole: u128, frac: u128, digits: usize) -> String {
+        if frac == 0 {
+            return whole.to_string();
+        }
+        let frac = format!("{frac:0digits$}");
+        format!("{whole}.{}", frac.trim_end_matches('0'))
+    }
+    let ns = d.as_nanos();
+    if ns == 0 {
+        return "0s".into();
+    }
+    if ns < 1_000 {
+        return format!("{ns}ns");
+    }
+    if ns < 1_000_000 {
+        return format!("{}µs", trimmed(ns / 1_000, ns % 1_000, 3));
+    }
+    if ns < 1_000_000_000 {
+        return format!("{}ms", trimmed(ns / 1_000_000, ns % 1_000_000, 6));
+    }
+    let secs = ns / 1_000_000_000;
+    let seconds = trimmed(secs % 60, ns % 1_000_000_000, 9);
+    match (secs / 3600, secs / 60 % 60) {
+        (0, 0) => format!("{seconds}s"),
+        (0, m) => format!("{m}m{seconds}s"),
+        (h, m) => format!("{h}h{m}m{seconds}s"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn formats_as_go_does() {
+        for (d, want) in [
+            (Duration::ZERO, "0s"),
+            (Duration::from_secs(120), "2m0s"),
+            (Duration::from_secs(30), "30s"),
+            (Duration::from_secs(300), "5m0s"),
+            (Duration::from_secs(3600), "1h0m0s"),
+            (Duration::from_secs(5430), "1h30m30s"),
+            (Duration::from_millis(1500), "1.5s"),
+            (Duration::from_millis(500), "500ms"),
+            (Duration::from_micros(1500), "1.5ms"),
+            (Duration::from_nanos(1500), "1.5µs"),
+            (Duration::from_nanos(15), "15ns"),
+        ] {
+            assert_eq!(format(d), want);
+            assert_eq!(parse(want), Ok(d), "{want} round-trips");
+        }
+    }
 
     #[test]
     fn parses_go_durations() {

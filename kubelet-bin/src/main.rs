@@ -6,9 +6,11 @@
 
 mod app;
 mod cluster_settings;
+mod configz;
 mod node_status_flags;
 use kubelet::duration;
 mod pod_runtime;
+mod server_settings;
 mod settings;
 
 use clap::Parser;

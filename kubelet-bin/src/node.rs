@@ -18,7 +18,7 @@
 //! | cluster mode | standalone | [`cluster`](NodeBuilder::cluster) |
 //! | services (service-link env vars) | none; in cluster mode a watch of all Services ([`ApiServiceLister`](crate::cluster::ApiServiceLister)) | — |
 //! | events | `events::LogRecorder` (log lines); in cluster mode the API server's ([`ApiEventRecorder`](crate::cluster::events::ApiEventRecorder)) | [`event_recorder`](NodeBuilder::event_recorder) |
-//! | endpoints | none | [`healthz_addr`](NodeBuilder::healthz_addr), [`read_only_addr`](NodeBuilder::read_only_addr) |
+//! | endpoints | none | [`healthz_addr`](NodeBuilder::healthz_addr), [`read_only_addr`](NodeBuilder::read_only_addr), [`secure_server`](NodeBuilder::secure_server) |
 //!
 //! The core wiring (pod config, pod workers, sync loop…) is
 //! [`kubelet_core::kubelet::KubeletBuilder`]; this module adds the implementations that live
@@ -91,6 +91,9 @@ pub enum Error {
     /// Cluster mode could not start (kubeconfig, API client).
     #[error(transparent)]
     Cluster(#[from] crate::cluster::Error),
+    /// The secure port could not be set up (TLS files, authentication, authorization).
+    #[error(transparent)]
+    Server(#[from] server::Error),
 }
 
 /// What the runtime constructor gets (see [`NodeBuilder::new`]).
@@ -139,6 +142,7 @@ pub struct NodeBuilder {
     sync_loop: sync_loop::Config,
     healthz_addr: Option<SocketAddr>,
     read_only_addr: Option<SocketAddr>,
+    secure: Option<server::SecureOptions>,
     drain_timeout: Duration,
     cluster: Option<ClusterOptions>,
     events: Option<Arc<dyn EventRecorder>>,
@@ -154,6 +158,7 @@ impl std::fmt::Debug for NodeBuilder {
             .field("admit_handlers", &self.admit.len())
             .field("healthz_addr", &self.healthz_addr)
             .field("read_only_addr", &self.read_only_addr)
+            .field("secure", &self.secure.as_ref().map(|s| s.addr))
             .field("cluster", &self.cluster.is_some())
             .finish_non_exhaustive()
     }
@@ -214,6 +219,7 @@ impl NodeBuilder {
             sync_loop: sync_loop::Config::default(),
             healthz_addr: None,
             read_only_addr: None,
+            secure: None,
             drain_timeout: Duration::from_secs(10),
             cluster: None,
             events: None,
@@ -362,6 +368,16 @@ impl NodeBuilder {
     /// (port 0: any port, see [`Node::read_only_addr`]).
     pub fn read_only_addr(mut self, addr: SocketAddr) -> Self {
         self.read_only_addr = Some(addr);
+        self
+    }
+
+    /// Serves the secure (HTTPS) endpoints with these options: TLS, authentication and
+    /// authorization in front of `/pods`, `/runningpods/`, `/healthz`, `/configz` (upstream
+    /// port 10250; port 0: any port, see [`Node::secure_addr`]). Webhook authentication or
+    /// authorization needs [`cluster`](Self::cluster) mode: its main API client creates the
+    /// reviews.
+    pub fn secure_server(mut self, options: server::SecureOptions) -> Self {
+        self.secure = Some(options);
         self
     }
 
@@ -520,6 +536,7 @@ impl NodeBuilder {
             cgroups: self.cgroups,
         };
 
+        let (node_name, node_ips) = (self.node_name.clone(), self.node_ips.clone());
         let mut kubelet = KubeletBuilder::new(managers, pleg_events, probe_updates)
             .node_name(self.node_name.clone())
             .root_dir(self.root_dir)
@@ -576,7 +593,20 @@ impl NodeBuilder {
             servers.push(bind("healthz", addr, server::healthz_router(state.clone())).await?);
         }
         if let Some(addr) = self.read_only_addr {
-            servers.push(bind("read-only", addr, server::read_only_router(state)).await?);
+            servers.push(bind("read-only", addr, server::read_only_router(state.clone())).await?);
+        }
+        if let Some(opts) = &self.secure {
+            let reviews = cluster
+                .as_ref()
+                .map(|c| Arc::new(c.clients.client.clone()) as Arc<dyn server::webhook::Reviews>);
+            let ips: Vec<std::net::IpAddr> =
+                node_ips.iter().filter_map(|ip| ip.parse().ok()).collect();
+            let secure = server::secure(opts, &node_name, &ips, reviews, state)?;
+            servers.push(
+                bind("secure", opts.addr, secure.router)
+                    .await?
+                    .with_tls(secure.tls),
+            );
         }
         Ok(Node {
             service,

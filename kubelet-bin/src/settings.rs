@@ -47,7 +47,8 @@ pub struct Flags {
     /// The node's IP (reported as the pods' hostIP).
     #[arg(long)]
     pub node_ip: Option<IpAddr>,
-    /// Address the read-only port listens on.
+    /// Address the secure port (default 0.0.0.0) and the read-only port (default 127.0.0.1)
+    /// listen on.
     #[arg(long)]
     pub address: Option<IpAddr>,
     /// Read-only port (/pods, /runningpods/, /healthz); 0 disables it.
@@ -94,6 +95,9 @@ pub struct Flags {
     /// Node registration and node status flags (labels, taints, reservations, …).
     #[command(flatten)]
     pub node_status: crate::node_status_flags::Flags,
+    /// The secure port's TLS, authentication and authorization flags.
+    #[command(flatten)]
+    pub server: crate::server_settings::Flags,
 }
 
 /// The subset of `KubeletConfiguration` this kubelet reads (same field names).
@@ -118,6 +122,8 @@ struct ConfigFile {
     cluster: crate::cluster_settings::ConfigFile,
     #[serde(flatten)]
     node_status: crate::node_status_flags::ConfigFile,
+    #[serde(flatten)]
+    server: crate::server_settings::ConfigFile,
     #[serde(flatten)]
     other: std::collections::BTreeMap<String, serde_json::Value>,
 }
@@ -151,6 +157,10 @@ pub struct Settings {
     pub node_name: String,
     /// Node IPs.
     pub node_ips: Vec<String>,
+    /// The secure port's address (`--address`, default 0.0.0.0, and `--port`).
+    pub secure: std::net::SocketAddr,
+    /// The secure port's TLS, authentication and authorization.
+    pub server: crate::server_settings::Settings,
     /// Read-only server address (None = disabled).
     pub read_only: Option<std::net::SocketAddr>,
     /// Healthz server address (None = disabled).
@@ -345,10 +355,16 @@ impl Settings {
             ));
         }
         let localhost: IpAddr = [127, 0, 0, 1].into();
+        // Upstream's legacy flag default 10255; the config file's default is 0 (off).
+        let from_config = flags.config.is_some();
         let read_only_port = flags
             .read_only_port
             .or(file.read_only_port)
-            .unwrap_or(10255);
+            .unwrap_or(if from_config { 0 } else { 10255 });
+        let secure_address = flags
+            .address
+            .or(file.address)
+            .unwrap_or([0, 0, 0, 0].into());
         let address = flags.address.or(file.address).unwrap_or(localhost);
         let healthz_port = flags.healthz_port.or(file.healthz_port).unwrap_or(10248);
         let healthz_address = flags
@@ -360,13 +376,28 @@ impl Settings {
             .map(|h| h.trim().to_lowercase())
             .filter(|h| !h.is_empty())
             .unwrap_or_else(kubelet::node::hostname);
+        let root_dir = flags
+            .root_dir
+            .unwrap_or_else(|| PathBuf::from("/var/lib/kubelet"));
+        let node_status =
+            crate::node_status_flags::Settings::merge(flags.node_status, file.node_status)?;
+        if node_status.port == 0 {
+            return Err(UsageError(
+                "--port must be between 1 and 65535, inclusive".into(),
+            ));
+        }
         Ok(Self {
+            secure: (secure_address, node_status.port).into(),
+            server: crate::server_settings::Settings::merge(
+                flags.server,
+                file.server,
+                from_config,
+                &root_dir,
+            )?,
             pod_manifest_path: flags.pod_manifest_path.or(file.static_pod_path),
             runtime_socket: socket_from_endpoint(&endpoint)?,
             runtime_endpoint: endpoint,
-            root_dir: flags
-                .root_dir
-                .unwrap_or_else(|| PathBuf::from("/var/lib/kubelet")),
+            root_dir,
             pod_log_dir: flags
                 .pod_log_dir
                 .or(file.pod_logs_dir)
@@ -388,10 +419,7 @@ impl Settings {
             ignored_config_fields: file.other.into_keys().collect(),
             pod_runtime: crate::pod_runtime::Settings::merge(flags.pod_runtime, file.pod_runtime)?,
             cluster: crate::cluster_settings::Settings::merge(flags.cluster, file.cluster)?,
-            node_status: crate::node_status_flags::Settings::merge(
-                flags.node_status,
-                file.node_status,
-            )?,
+            node_status,
         })
     }
 }
@@ -411,6 +439,7 @@ mod tests {
         let s = parse(&["--hostname-override", "Node-A"]).expect("valid");
         assert_eq!(s.node_name, "node-a");
         assert_eq!(s.read_only, Some("127.0.0.1:10255".parse().expect("addr")));
+        assert_eq!(s.secure, "0.0.0.0:10250".parse().expect("addr"));
         assert_eq!(s.healthz, Some("127.0.0.1:10248".parse().expect("addr")));
         assert_eq!(s.sync_frequency, Duration::from_secs(60));
         assert_eq!(s.file_check_frequency, Duration::from_secs(20));

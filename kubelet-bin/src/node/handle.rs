@@ -14,12 +14,22 @@ use tracing::{info, warn};
 
 use super::{Error, Task};
 use crate::cluster::Cluster;
+use crate::server::listener::{Peer, TlsListener};
 
-/// An endpoint, bound and not yet serving.
+/// An endpoint, bound and not yet serving; HTTPS when it has a TLS config.
 pub(super) struct Server {
     name: &'static str,
     addr: SocketAddr,
     listener: Option<(tokio::net::TcpListener, axum::Router)>,
+    tls: Option<Arc<rustls::ServerConfig>>,
+}
+
+impl Server {
+    /// Serves HTTPS with `config`.
+    pub(super) fn with_tls(mut self, config: Arc<rustls::ServerConfig>) -> Self {
+        self.tls = Some(config);
+        self
+    }
 }
 
 pub(super) async fn bind(
@@ -37,6 +47,7 @@ pub(super) async fn bind(
         name,
         addr,
         listener: Some((listener, router)),
+        tls: None,
     })
 }
 
@@ -98,15 +109,33 @@ impl Node {
             let (name, addr) = (server.name, server.addr);
             info!(%addr, "serving {name} endpoints");
             let token = token.child_token();
-            tracker.spawn(async move {
-                let shutdown = async move { token.cancelled().await };
-                if let Err(e) = axum::serve(listener, router)
-                    .with_graceful_shutdown(shutdown)
-                    .await
-                {
-                    warn!(error = %e, "{name} server failed");
+            let shutdown = async move { token.cancelled().await };
+            match server.tls.clone() {
+                None => {
+                    tracker.spawn(async move {
+                        if let Err(e) = axum::serve(listener, router)
+                            .with_graceful_shutdown(shutdown)
+                            .await
+                        {
+                            warn!(error = %e, "{name} server failed");
+                        }
+                    });
                 }
-            });
+                Some(config) => match TlsListener::new(listener, config) {
+                    Ok(listener) => {
+                        let app = router.into_make_service_with_connect_info::<Peer>();
+                        tracker.spawn(async move {
+                            if let Err(e) = axum::serve(listener, app)
+                                .with_graceful_shutdown(shutdown)
+                                .await
+                            {
+                                warn!(error = %e, "{name} server failed");
+                            }
+                        });
+                    }
+                    Err(e) => warn!(error = %e, "{name} server failed"),
+                },
+            }
         }
     }
 
@@ -175,6 +204,11 @@ impl Node {
     /// Where the read-only endpoints listen, if enabled.
     pub fn read_only_addr(&self) -> Option<SocketAddr> {
         self.addr("read-only")
+    }
+
+    /// Where the secure (HTTPS) endpoints listen, if enabled.
+    pub fn secure_addr(&self) -> Option<SocketAddr> {
+        self.addr("secure")
     }
 
     fn addr(&self, name: &str) -> Option<SocketAddr> {

@@ -22,6 +22,8 @@ pub struct Node {
     kubelet: Option<Child>,
     pub read_only_port: u16,
     pub healthz_port: u16,
+    /// The secure (HTTPS) port, `--port`.
+    pub port: u16,
     /// `--cgroup-root` of this node's kubelet: its own, so suites never share pod cgroups.
     pub cgroup_root: String,
     starts: u32,
@@ -60,6 +62,7 @@ impl Node {
             kubelet: None,
             read_only_port: free_port(),
             healthz_port: free_port(),
+            port: free_port(),
             cgroup_root: format!("/rk-it-{}-{name}", checkout_tag()),
             starts: 0,
             extra_args: Vec::new(),
@@ -104,6 +107,7 @@ impl Node {
             .args(["--hostname-override", NODE, "--node-ip", "192.0.2.10"])
             .args(["--read-only-port", &self.read_only_port.to_string()])
             .args(["--healthz-port", &self.healthz_port.to_string()])
+            .args(["--port", &self.port.to_string()])
             .args(["--cgroup-root", &self.cgroup_root])
             .args(&self.extra_args)
             .env("RUST_LOG", "info")

@@ -1,10 +1,11 @@
-//! The kubelet's HTTP endpoints (upstream `pkg/kubelet/server/server.go`): the localhost
-//! healthz port and the read-only port.
+//! The routes of the kubelet's HTTP endpoints (upstream `pkg/kubelet/server/server.go`
+//! `InstallAuthNotRequiredHandlers` and `InstallAuthRequiredHandlers`), by port:
 //!
 //! * healthz port: `/healthz`, `/healthz/ping`, `/healthz/syncloop`.
 //! * read-only port: the same health checks, `/pods` (a v1 `PodList` of the pods this kubelet
 //!   runs, each with its current status, as the standalone upstream kubelet serves it) and
 //!   `/runningpods/` (pods as the runtime lists them).
+//! * secure port: the read-only routes and `/configz`, all behind the auth filter.
 
 use std::sync::Arc;
 
@@ -15,40 +16,25 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ListMeta, ObjectMeta};
-use kubelet_core::kubelet::sync_loop;
 use kubelet_core::pod::PodExt;
-use kubelet_core::pod_manager::PodManager;
-use kubelet_core::runtime::Runtime;
-use kubelet_core::status::StatusManager;
+
+use super::ServerState;
 
 /// A v1 `PodList`.
 type PodList = k8s_openapi::List<Pod>;
 
-/// What the handlers read.
-#[derive(Clone)]
-pub struct ServerState {
-    /// Desired pods.
-    pub pod_manager: PodManager,
-    /// Their statuses.
-    pub status: Arc<dyn StatusManager>,
-    /// The runtime, for `/runningpods/`.
-    pub runtime: Arc<dyn Runtime>,
-    /// Sync loop liveness.
-    pub syncloop: sync_loop::Health,
-}
-
 /// Routes of the healthz port.
-pub fn healthz_router(state: ServerState) -> Router {
+pub(crate) fn healthz(state: ServerState) -> Router {
     Router::new()
-        .route("/healthz", get(healthz))
+        .route("/healthz", get(healthz_check))
         .route("/healthz/ping", get(|| async { "ok" }))
         .route("/healthz/syncloop", get(healthz_syncloop))
         .with_state(state)
 }
 
 /// Routes of the read-only port.
-pub fn read_only_router(state: ServerState) -> Router {
-    healthz_router(state.clone()).merge(
+pub(crate) fn read_only(state: ServerState) -> Router {
+    healthz(state.clone()).merge(
         Router::new()
             .route("/pods", get(pods))
             .route("/pods/", get(pods))
@@ -58,7 +44,21 @@ pub fn read_only_router(state: ServerState) -> Router {
     )
 }
 
-async fn healthz(State(state): State<ServerState>) -> Response {
+/// Routes of the secure port (the auth filter is added by the caller): the read-only ones and
+/// `/configz`, which serves `configz` (upstream's `{"kubeletconfig": {...}}`).
+pub(crate) fn secure(state: ServerState, configz: Arc<serde_json::Value>) -> Router {
+    read_only(state)
+        .merge(Router::new().route("/configz", get(move || configz_handler(configz.clone()))))
+}
+
+async fn configz_handler(configz: Arc<serde_json::Value>) -> Response {
+    match serde_json::to_vec(&*configz) {
+        Ok(body) => ([(header::CONTENT_TYPE, "application/json")], body).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
+async fn healthz_check(State(state): State<ServerState>) -> Response {
     match state.syncloop.check() {
         Ok(()) => "ok".into_response(),
         Err(reason) => (

@@ -1,0 +1,89 @@
+//! The effective `KubeletConfiguration` that `/configz` serves (upstream
+//! `cmd/kubelet/app/server.go` `initConfigz`: the v1beta1 object with its kind and apiVersion
+//! under `kubeletconfig`), from the merged settings: the fields this kubelet reads, with
+//! upstream's names and Go's duration strings.
+
+use serde_json::{Value, json};
+
+use crate::duration::format;
+use crate::settings::Settings;
+
+/// `{"kubeletconfig": {...}}` of `s`.
+pub fn configz(s: &Settings) -> Value {
+    let pr = &s.pod_runtime;
+    let c = &s.cluster;
+    let ns = &s.node_status;
+    let mut config = json!({
+        "kind": "KubeletConfiguration",
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "staticPodPath": s.pod_manifest_path.clone().unwrap_or_default(),
+        "syncFrequency": format(s.sync_frequency),
+        "fileCheckFrequency": format(s.file_check_frequency),
+        "httpCheckFrequency": format(c.http_check_frequency),
+        "staticPodURL": c.manifest_url.clone().unwrap_or_default(),
+        "address": s.secure.ip().to_string(),
+        "port": s.secure.port(),
+        "readOnlyPort": s.read_only.map_or(0, |a| a.port()),
+        "healthzPort": s.healthz.map_or(0, |a| a.port()),
+        "healthzBindAddress": s.healthz.map(|a| a.ip().to_string()).unwrap_or_default(),
+        "containerRuntimeEndpoint": s.runtime_endpoint,
+        "podLogsDir": s.pod_log_dir,
+        "clusterDomain": pr.cluster_domain,
+        "clusterDNS": pr.cluster_dns,
+        "resolvConf": pr.resolv_conf,
+        "cgroupRoot": pr.cgroup_root,
+        "cgroupsPerQOS": pr.cgroups_per_qos,
+        "cgroupDriver": "cgroupfs",
+        "cpuCFSQuota": pr.cpu_cfs_quota,
+        "cpuCFSQuotaPeriod": format(std::time::Duration::from_micros(pr.cpu_cfs_quota_period_us)),
+        "kubeAPIQPS": c.api_limits.qps,
+        "kubeAPIBurst": c.api_limits.burst,
+        "eventRecordQPS": c.event_limits.qps,
+        "eventBurst": c.event_limits.burst,
+        "nodeStatusUpdateFrequency": format(c.node_status_update_frequency),
+        "nodeStatusReportFrequency": format(ns.report_frequency),
+        "nodeLeaseDurationSeconds": c.node_lease_duration.as_secs(),
+        "registerNode": ns.register_node,
+        "maxPods": ns.max_pods,
+        "nodeStatusMaxImages": ns.max_images,
+        "crashLoopBackOff": {
+            "maxContainerRestartPeriod": format(s.crash_loop_backoff.1),
+        },
+    });
+    if let (Some(all), Value::Object(server)) = (config.as_object_mut(), s.server.configz()) {
+        all.extend(server);
+    }
+    json!({ "kubeletconfig": config })
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    #[test]
+    fn upstreams_shape_and_names() {
+        let flags = crate::settings::Flags::try_parse_from([
+            "kubelet",
+            "--hostname-override",
+            "n",
+            "--port",
+            "10260",
+            "--sync-frequency",
+            "90s",
+        ])
+        .expect("flags");
+        let s = crate::settings::Settings::from_flags(flags).expect("valid");
+        let z = super::configz(&s);
+        let k = &z["kubeletconfig"];
+        assert_eq!(k["kind"], "KubeletConfiguration");
+        assert_eq!(k["apiVersion"], "kubelet.config.k8s.io/v1beta1");
+        assert_eq!(k["port"], 10260);
+        assert_eq!(k["address"], "0.0.0.0");
+        assert_eq!(k["syncFrequency"], "1m30s");
+        assert_eq!(k["readOnlyPort"], 10255);
+        assert_eq!(k["authorization"]["mode"], "AlwaysAllow");
+        assert_eq!(k["authentication"]["anonymous"]["enabled"], true);
+        assert_eq!(k["authentication"]["webhook"]["cacheTTL"], "2m0s");
+        assert_eq!(k["tlsCertFile"], "/var/lib/kubelet/pki/kubelet.crt");
+    }
+}
