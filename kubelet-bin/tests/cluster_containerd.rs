@@ -16,44 +16,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use support::{NODE, Node};
+use support::{NODE, Node, get_json, kubectl_create, kubectl_wait};
 use xtask::apiserver::Cluster;
-
-/// `kubectl … -o json` as the admin.
-fn get_json(cluster: &Cluster, args: &[&str]) -> Value {
-    let mut all = args.to_vec();
-    all.extend(["-o", "json"]);
-    let out = cluster.kubectl(&all).expect("kubectl get");
-    serde_json::from_str(&out).expect("kubectl prints JSON")
-}
-
-/// `kubectl wait … --timeout=<secs>s`, returning how long it took.
-fn kubectl_wait(cluster: &Cluster, node: &Node, args: &[&str], secs: u64) -> Duration {
-    let started = Instant::now();
-    let timeout = format!("--timeout={secs}s");
-    let mut all = vec!["wait"];
-    all.extend(args);
-    all.push(&timeout);
-    if let Err(e) = cluster.kubectl(&all) {
-        let log = node.log();
-        let tail: Vec<&str> = log.lines().rev().take(40).collect();
-        panic!(
-            "kubectl {all:?}: {e:#}\n--- kubelet log tail:\n{}\n--- apiserver:\n{}",
-            tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
-            cluster.log_tail()
-        );
-    }
-    started.elapsed()
-}
-
-/// Writes `yaml` to a file under the node's directory and `kubectl create`s it.
-fn create(cluster: &Cluster, node: &Node, file: &str, yaml: &str) {
-    let path = node.dir.join(file);
-    std::fs::write(&path, yaml).expect("write manifest");
-    cluster
-        .kubectl(&["create", "-f", &path.display().to_string()])
-        .expect("kubectl create");
-}
 
 /// A `kubectl get pods --watch` in the background, collecting its lines.
 struct PodWatch {
@@ -186,7 +150,7 @@ fn a_real_cluster_sees_the_node_its_pods_and_their_deletion() {
          mountPath: /term\n  volumes:\n  - name: term\n    hostPath:\n      path: {}\n",
         term_dir.display()
     );
-    create(&cluster, &node, "web.yaml", &pod);
+    kubectl_create(&cluster, &node, "web.yaml", &pod);
     let running = kubectl_wait(&cluster, &node, &["--for=condition=Ready", "pod/web"], 60);
     println!("pod web Ready {running:?} after kubectl create returned");
     let web = get_json(&cluster, &["get", "pod", "web"]);
@@ -258,7 +222,7 @@ fn a_real_cluster_sees_the_node_its_pods_and_their_deletion() {
          imagePullPolicy: IfNotPresent\n    command: [\"sleep\", \"3600\"]\n    resources:\n      \
          requests:\n        cpu: \"1000\"\n"
     );
-    create(&cluster, &node, "huge.yaml", &huge);
+    kubectl_create(&cluster, &node, "huge.yaml", &huge);
     kubectl_wait(
         &cluster,
         &node,

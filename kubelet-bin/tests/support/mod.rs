@@ -328,3 +328,45 @@ pub fn start_with_volumes(name: &str) -> (Node, PathBuf, Unmount) {
     let guard = Unmount(node.dir.join("kubelet"));
     (node, out, guard)
 }
+
+/// `kubectl … -o json` as the admin of `cluster`.
+pub fn get_json(cluster: &xtask::apiserver::Cluster, args: &[&str]) -> Value {
+    let mut all = args.to_vec();
+    all.extend(["-o", "json"]);
+    let out = cluster.kubectl(&all).expect("kubectl get");
+    serde_json::from_str(&out).expect("kubectl prints JSON")
+}
+
+/// `kubectl wait … --timeout=<secs>s` as the admin, returning how long it took; on a timeout
+/// panics with the kubelet's log tail and the API server's.
+pub fn kubectl_wait(
+    cluster: &xtask::apiserver::Cluster,
+    node: &Node,
+    args: &[&str],
+    secs: u64,
+) -> Duration {
+    let started = Instant::now();
+    let timeout = format!("--timeout={secs}s");
+    let mut all = vec!["wait"];
+    all.extend(args);
+    all.push(&timeout);
+    if let Err(e) = cluster.kubectl(&all) {
+        let log = node.log();
+        let tail: Vec<&str> = log.lines().rev().take(40).collect();
+        panic!(
+            "kubectl {all:?}: {e:#}\n--- kubelet log tail:\n{}\n--- apiserver:\n{}",
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
+            cluster.log_tail()
+        );
+    }
+    started.elapsed()
+}
+
+/// Writes `yaml` to a file under the node's directory and `kubectl create`s it as the admin.
+pub fn kubectl_create(cluster: &xtask::apiserver::Cluster, node: &Node, file: &str, yaml: &str) {
+    let path = node.dir.join(file);
+    std::fs::write(&path, yaml).expect("write manifest");
+    cluster
+        .kubectl(&["create", "-f", &path.display().to_string()])
+        .expect("kubectl create");
+}
