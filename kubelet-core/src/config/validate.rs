@@ -13,7 +13,7 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
-use k8s_openapi::api::core::v1::{Container, EnvFromSource, EnvVar, Pod, PodSpec};
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 
 /// Longest DNS-1123 label (upstream `DNS1123LabelMaxLength`).
 pub const DNS1123_LABEL_MAX_LEN: usize = 63;
@@ -349,82 +349,18 @@ pub fn api_object_reference(pod: &Pod) -> Option<&'static str> {
     None
 }
 
-type EnvRefs<'a> = (&'a Option<Vec<EnvVar>>, &'a Option<Vec<EnvFromSource>>);
-
-/// `env` and `envFrom` of init, app and ephemeral containers.
-fn all_containers(spec: &PodSpec) -> impl Iterator<Item = EnvRefs<'_>> {
-    let init = spec
-        .init_containers
-        .iter()
-        .flatten()
-        .map(|c| (&c.env, &c.env_from));
-    let app = spec.containers.iter().map(|c| (&c.env, &c.env_from));
-    let eph = spec
-        .ephemeral_containers
-        .iter()
-        .flatten()
-        .map(|c| (&c.env, &c.env_from));
-    init.chain(app).chain(eph)
-}
-
-/// Upstream `VisitPodSecretNames`: pull secrets, env, envFrom and the volume plugins that
-/// take a secret reference.
+/// Upstream `VisitPodSecretNames` visits at least one name.
 fn references_secrets(spec: &PodSpec) -> bool {
-    if spec
-        .image_pull_secrets
-        .as_ref()
-        .is_some_and(|s| !s.is_empty())
-    {
-        return true;
-    }
-    let containers = all_containers(spec).any(|(env, env_from)| {
-        env.iter().flatten().any(|e| {
-            e.value_from
-                .as_ref()
-                .is_some_and(|v| v.secret_key_ref.is_some())
-        }) || env_from.iter().flatten().any(|e| e.secret_ref.is_some())
-    });
-    containers
-        || spec.volumes.iter().flatten().any(|v| {
-            v.secret.is_some()
-                || v.azure_file.is_some()
-                || v.cephfs.as_ref().is_some_and(|s| s.secret_ref.is_some())
-                || v.cinder.as_ref().is_some_and(|s| s.secret_ref.is_some())
-                || v.flex_volume
-                    .as_ref()
-                    .is_some_and(|s| s.secret_ref.is_some())
-                || v.iscsi.as_ref().is_some_and(|s| s.secret_ref.is_some())
-                || v.rbd.as_ref().is_some_and(|s| s.secret_ref.is_some())
-                || v.scale_io.is_some()
-                || v.storageos.as_ref().is_some_and(|s| s.secret_ref.is_some())
-                || v.csi
-                    .as_ref()
-                    .is_some_and(|s| s.node_publish_secret_ref.is_some())
-                || v.projected
-                    .as_ref()
-                    .is_some_and(|p| p.sources.iter().flatten().any(|s| s.secret.is_some()))
-        })
+    let mut any = false;
+    crate::objects::references::visit_secret_names(spec, |_| any = true);
+    any
 }
 
-/// Upstream `VisitPodConfigmapNames`: env, envFrom, configMap and projected volumes.
+/// Upstream `VisitPodConfigmapNames` visits at least one name.
 fn references_config_maps(spec: &PodSpec) -> bool {
-    let containers = all_containers(spec).any(|(env, env_from)| {
-        env.iter().flatten().any(|e| {
-            e.value_from
-                .as_ref()
-                .is_some_and(|v| v.config_map_key_ref.is_some())
-        }) || env_from
-            .iter()
-            .flatten()
-            .any(|e| e.config_map_ref.is_some())
-    });
-    containers
-        || spec.volumes.iter().flatten().any(|v| {
-            v.config_map.is_some()
-                || v.projected
-                    .as_ref()
-                    .is_some_and(|p| p.sources.iter().flatten().any(|s| s.config_map.is_some()))
-        })
+    let mut any = false;
+    crate::objects::references::visit_config_map_names(spec, |_| any = true);
+    any
 }
 
 #[cfg(test)]

@@ -39,6 +39,7 @@ use tokio_util::task::TaskTracker;
 use crate::backoff::Backoff;
 use crate::config::{PodConfig, PodSource};
 use crate::events::{EventRecorder, NoopRecorder};
+use crate::objects::ObjectSource;
 use crate::pleg;
 use crate::pod_manager::PodManager;
 use crate::pod_workers::{self, PodWorkers};
@@ -70,6 +71,7 @@ pub struct KubeletBuilder {
     sync_loop: sync_loop::Config,
     runtime_status_period: Duration,
     events: Arc<dyn EventRecorder>,
+    objects: Option<Arc<dyn ObjectSource>>,
 }
 
 impl std::fmt::Debug for KubeletBuilder {
@@ -113,7 +115,15 @@ impl KubeletBuilder {
             sync_loop: sync_loop::Config::default(),
             runtime_status_period: RUNTIME_STATUS_PERIOD,
             events: Arc::new(NoopRecorder),
+            objects: None,
         }
+    }
+
+    /// The object source the volumes and env read: each synced pod is registered with it
+    /// and unregistered once terminated (default: none registered).
+    pub fn object_source(mut self, objects: Arc<dyn ObjectSource>) -> Self {
+        self.objects = Some(objects);
+        self
     }
 
     /// Where the kubelet's pod events go (admission rejections, `FailedMount`, …; default:
@@ -234,18 +244,20 @@ impl KubeletBuilder {
             self.crash_loop_backoff.0,
             self.crash_loop_backoff.1,
         ));
-        let syncer = Arc::new(
-            KubeletPodSyncer::new(
-                self.managers.clone(),
-                pod_manager.clone(),
-                runtime_state.clone(),
-                crash_backoff.clone(),
-                self.root_dir,
-                self.node_ips,
-            )
-            .with_mirror_pods(self.mirror.clone(), nodes)
-            .with_event_recorder(self.events.clone()),
-        );
+        let mut syncer = KubeletPodSyncer::new(
+            self.managers.clone(),
+            pod_manager.clone(),
+            runtime_state.clone(),
+            crash_backoff.clone(),
+            self.root_dir,
+            self.node_ips,
+        )
+        .with_mirror_pods(self.mirror.clone(), nodes)
+        .with_event_recorder(self.events.clone());
+        if let Some(objects) = self.objects {
+            syncer = syncer.with_object_source(objects);
+        }
+        let syncer = Arc::new(syncer);
         let workers = PodWorkers::new(
             syncer,
             self.managers.pleg.clone(),

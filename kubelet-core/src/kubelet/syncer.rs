@@ -13,6 +13,7 @@ use crate::backoff::Backoff;
 use crate::cache::PodCache;
 use crate::cm::PodContainerManager;
 use crate::events::{EventRecorder, EventType, NoopRecorder, pod_ref, reasons as events};
+use crate::objects::{InMemoryObjectSource, ObjectSource};
 use crate::pleg::Pleg;
 use crate::pod::{PodExt, PodUid};
 use crate::pod_manager::PodManager;
@@ -64,6 +65,7 @@ pub struct KubeletPodSyncer {
     reasons: ReasonCache,
     mirror: Option<(Arc<dyn MirrorClient>, Arc<dyn NodeProvider>)>,
     events: Arc<dyn EventRecorder>,
+    objects: Arc<dyn ObjectSource>,
 }
 
 impl std::fmt::Debug for KubeletPodSyncer {
@@ -95,7 +97,17 @@ impl KubeletPodSyncer {
             reasons: ReasonCache::default(),
             mirror: None,
             events: Arc::new(NoopRecorder),
+            objects: Arc::new(InMemoryObjectSource::new()),
         }
+    }
+
+    /// Registers each synced pod with `objects` and unregisters it once terminated (upstream
+    /// `secretManager`/`configMapManager` `RegisterPod`/`UnregisterPod`; default: an empty
+    /// in-memory source, which needs neither).
+    #[must_use]
+    pub fn with_object_source(mut self, objects: Arc<dyn ObjectSource>) -> Self {
+        self.objects = objects;
+        self
     }
 
     /// This syncer with static pods' mirror pods reconciled through `client` (owned by
@@ -216,6 +228,9 @@ impl PodSyncer for KubeletPodSyncer {
         {
             return Err(Error::Other(format!("network is not ready: {e}")));
         }
+        // Upstream: the kubelet knows the secrets and configMaps the pod references before
+        // anything of the pod reads them.
+        self.objects.register_pod(pod);
         // Upstream creates the pod cgroup before anything else of the pod, after sizing the
         // QoS cgroups for it.
         if !self.managers.cgroups.pod_cgroup_exists(pod) {
@@ -371,6 +386,8 @@ impl PodSyncer for KubeletPodSyncer {
         self.reasons.remove(&uid);
         self.managers.probes.remove_pod(pod);
         self.managers.volumes.unmount_pod(&uid).await?;
+        // After the volumes are torn down nothing reads the pod's objects any more.
+        self.objects.unregister_pod(pod);
         if !self.pod_manager.contains(&uid) {
             // Gone from the config: nothing will read its exit codes any more.
             self.managers

@@ -631,3 +631,86 @@ async fn a_custom_admit_handler_fails_the_pod_and_the_runtime_never_sees_it() {
 }
 
 mod mirror_pods;
+
+/// Records `register_pod`/`unregister_pod` calls as `("register", uid)`.
+#[derive(Clone, Default)]
+struct RegisteringObjects {
+    calls: Arc<std::sync::Mutex<Vec<(&'static str, String)>>>,
+}
+
+impl RegisteringObjects {
+    fn count(&self, what: &str) -> usize {
+        self.calls
+            .lock()
+            .map(|c| c.iter().filter(|(w, _)| *w == what).count())
+            .unwrap_or_default()
+    }
+
+    fn push(&self, what: &'static str, pod: &Pod) {
+        if let Ok(mut c) = self.calls.lock() {
+            c.push((what, pod.uid().to_string()));
+        }
+    }
+}
+
+#[async_trait]
+impl crate::objects::ObjectSource for RegisteringObjects {
+    fn register_pod(&self, pod: &Pod) {
+        self.push("register", pod);
+    }
+    fn unregister_pod(&self, pod: &Pod) {
+        self.push("unregister", pod);
+    }
+    async fn config_map(
+        &self,
+        _: &str,
+        _: &str,
+    ) -> crate::objects::Result<Option<k8s_openapi::api::core::v1::ConfigMap>> {
+        Ok(None)
+    }
+    async fn secret(
+        &self,
+        _: &str,
+        _: &str,
+    ) -> crate::objects::Result<Option<k8s_openapi::api::core::v1::Secret>> {
+        Ok(None)
+    }
+    async fn service_account_token(
+        &self,
+        _: &crate::objects::TokenRequest,
+    ) -> crate::objects::Result<Option<String>> {
+        Ok(None)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn synced_pods_are_registered_with_the_object_source_until_terminated() {
+    let objects = RegisteringObjects::default();
+    let source = objects.clone();
+    let n = node_built(
+        Arc::new(crate::probe::NoProbes),
+        FakeRuntime::new(),
+        move |b| b.object_source(Arc::new(source)),
+    )
+    .await;
+    let p = pod("refs");
+    n.send(Operation::Add, vec![p.clone()]).await;
+    eventually(Duration::from_secs(30), "running", || {
+        running(&n.runtime, &p.uid(), "app").is_some()
+    })
+    .await;
+    assert!(objects.count("register") >= 1, "registered before it ran");
+    assert_eq!(objects.count("unregister"), 0);
+    n.send(Operation::Remove, vec![p.clone()]).await;
+    eventually(Duration::from_secs(30), "unregistered", || {
+        objects.count("unregister") == 1
+    })
+    .await;
+    assert!(
+        n.volumes.unmounted().contains(&p.uid()),
+        "unregistered after the volumes were torn down"
+    );
+    let calls = objects.calls.lock().map(|c| c.clone()).unwrap_or_default();
+    assert_eq!(calls.last().map(|(w, _)| *w), Some("unregister"));
+    n.token.cancel();
+}

@@ -2,15 +2,19 @@
 //! configMaps, secrets and service-account tokens (upstream `pkg/kubelet/configmap`,
 //! `pkg/kubelet/secret` and `pkg/kubelet/token`).
 //!
-//! The API-server mode implements [`ObjectSource`] over a watch or TTL cache; standalone
-//! nodes and tests use [`InMemoryObjectSource`].
+//! The API-server mode implements [`ObjectSource`] over watches of the objects its pods
+//! reference (the kubelet registers each pod it syncs and unregisters it once terminated,
+//! as upstream's `RegisterPod`/`UnregisterPod`); standalone nodes and tests use
+//! [`InMemoryObjectSource`]. [`references`] lists what a pod references.
+
+pub mod references;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use async_trait::async_trait;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 
 /// Errors from an [`ObjectSource`].
 #[derive(Debug, thiserror::Error)]
@@ -93,9 +97,25 @@ pub trait TokenSource: Send + Sync + 'static {
 /// Read access to configMaps, secrets and service-account tokens.
 ///
 /// `Ok(None)` means the object does not exist (an `optional` volume then projects nothing).
+///
+/// The kubelet calls [`register_pod`](Self::register_pod) at every sync of a pod that is not
+/// terminating, before its volumes and containers read objects, and
+/// [`unregister_pod`](Self::unregister_pod) once the pod is terminated and its volumes are
+/// torn down (upstream `SyncPod` and `SyncTerminatedPod` in `pkg/kubelet/kubelet.go`): a
+/// source that caches only what pods reference (upstream's `Watch` strategy) starts and
+/// stops its watches there. Both are cheap and never block on the network.
 #[cfg_attr(any(test, feature = "test-util"), mockall::automock)]
 #[async_trait]
 pub trait ObjectSource: Send + Sync + 'static {
+    /// `pod` will read the objects it references (see [`references`]); a second call for
+    /// the same pod updates its references. Default: nothing.
+    fn register_pod(&self, pod: &Pod) {
+        let _ = pod;
+    }
+    /// `pod` reads no objects any more. Default: nothing.
+    fn unregister_pod(&self, pod: &Pod) {
+        let _ = pod;
+    }
     /// The configMap `namespace/name`.
     async fn config_map(&self, namespace: &str, name: &str) -> Result<Option<ConfigMap>>;
     /// The secret `namespace/name`.
@@ -144,6 +164,15 @@ impl ObjectSource for WithTokens {
     ) -> Result<Option<ServiceAccountToken>> {
         self.tokens.service_account_token(request).await
     }
+}
+
+/// Where service-account tokens come from (upstream's TokenRequest in
+/// `pkg/kubelet/token/token_manager.go`), for an [`ObjectSource`] that delegates its
+/// [`ObjectSource::service_account_token`].
+#[async_trait]
+pub trait TokenSource: Send + Sync + 'static {
+    /// A token for `request`, `None` when the service account does not exist.
+    async fn service_account_token(&self, request: &TokenRequest) -> Result<Option<String>>;
 }
 
 #[derive(Debug, Default)]
