@@ -9,7 +9,7 @@
 //! | PLEG | `kubelet_pleg::GenericPleg` over the runtime | [`pleg_config`](NodeBuilder::pleg_config), [`evented_pleg`](NodeBuilder::evented_pleg) |
 //! | status manager | `kubelet_status::LocalStatusManager` | [`status_manager`](NodeBuilder::status_manager) |
 //! | volumes | `kubelet_volumes::DefaultVolumeManager` under the root dir | [`volume_manager`](NodeBuilder::volume_manager) |
-//! | objects (configMaps, secrets, tokens) | `InMemoryObjectSource` (empty); in cluster mode with tokens from the TokenRequest API ([`ApiTokenSource`](crate::cluster::ApiTokenSource)) | [`object_source`](NodeBuilder::object_source) |
+//! | objects (configMaps, secrets, tokens) | `InMemoryObjectSource` (empty); in cluster mode watches of the objects the pods reference ([`ApiObjectSource`](crate::cluster::objects::ApiObjectSource)) with tokens from the TokenRequest API ([`ApiTokenSource`](crate::cluster::ApiTokenSource)) | [`object_source`](NodeBuilder::object_source) |
 //! | probes | `kubelet_probe::Manager` | [`no_probes`](NodeBuilder::no_probes) |
 //! | admission | the sysctl check, then predicates (resource fit, node affinity, host ports…) against the standalone node | [`admit_handler`](NodeBuilder::admit_handler) |
 //! | node object | a standalone node from the machine's capacity | [`node_provider`](NodeBuilder::node_provider) |
@@ -305,7 +305,9 @@ impl NodeBuilder {
     }
 
     /// Where configMaps, secrets and service-account tokens come from (default: an empty
-    /// in-memory source; in cluster mode, tokens from the API server).
+    /// in-memory source; in cluster mode an
+    /// [`ApiObjectSource`](crate::cluster::objects::ApiObjectSource) over the main client,
+    /// with tokens from the API server). Every synced pod is registered with it.
     pub fn object_source(mut self, objects: Arc<dyn ObjectSource>) -> Self {
         self.objects = Some(objects);
         self
@@ -500,7 +502,7 @@ impl NodeBuilder {
         let objects: Arc<dyn ObjectSource> = match (self.objects.take(), &cluster) {
             (Some(objects), _) => objects,
             (None, Some(cluster)) => Arc::new(WithTokens::new(
-                Arc::new(InMemoryObjectSource::new()),
+                Arc::new(cluster.object_source(&tracker, &token)),
                 Arc::new(cluster.token_source()),
             )),
             (None, None) => Arc::new(InMemoryObjectSource::new()),
@@ -520,7 +522,7 @@ impl NodeBuilder {
                 node_name: self.node_name.clone(),
                 host_ips: self.node_ips.clone(),
                 allocatable,
-                objects,
+                objects: objects.clone(),
                 services,
             })
             .with_cgroups(self.cgroups.clone())
@@ -542,6 +544,7 @@ impl NodeBuilder {
             .root_dir(self.root_dir)
             .node_ips(self.node_ips)
             .sync_loop_config(self.sync_loop)
+            .object_source(objects)
             .event_recorder(events);
         if let Some((initial, max)) = self.crash_loop_backoff {
             kubelet = kubelet.crash_loop_backoff(initial, max);

@@ -13,6 +13,7 @@ pub mod lease;
 pub mod mirror;
 pub mod node_cache;
 pub mod node_status;
+pub mod objects;
 pub mod pod_source;
 pub mod rate_limit;
 pub mod services;
@@ -242,6 +243,20 @@ impl Cluster {
         self.service_watch
             .get_or_insert_with(ApiServiceLister::new)
             .clone()
+    }
+
+    /// The configMaps and secrets of this node's pods, from watches over the main client
+    /// that run on `tracker` and stop with `token`.
+    pub fn object_source(
+        &self,
+        tracker: &TaskTracker,
+        token: &CancellationToken,
+    ) -> objects::ApiObjectSource {
+        objects::ApiObjectSource::new(
+            self.clients.client.clone(),
+            tracker.clone(),
+            token.child_token(),
+        )
     }
 
     /// The mirror pods of this node's static pods, over the main client.

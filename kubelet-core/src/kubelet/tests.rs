@@ -678,7 +678,7 @@ impl crate::objects::ObjectSource for RegisteringObjects {
     async fn service_account_token(
         &self,
         _: &crate::objects::TokenRequest,
-    ) -> crate::objects::Result<Option<String>> {
+    ) -> crate::objects::Result<Option<crate::objects::ServiceAccountToken>> {
         Ok(None)
     }
 }

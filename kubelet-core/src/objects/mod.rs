@@ -150,6 +150,14 @@ impl std::fmt::Debug for WithTokens {
 
 #[async_trait]
 impl ObjectSource for WithTokens {
+    fn register_pod(&self, pod: &Pod) {
+        self.objects.register_pod(pod);
+    }
+
+    fn unregister_pod(&self, pod: &Pod) {
+        self.objects.unregister_pod(pod);
+    }
+
     async fn config_map(&self, namespace: &str, name: &str) -> Result<Option<ConfigMap>> {
         self.objects.config_map(namespace, name).await
     }
@@ -164,15 +172,6 @@ impl ObjectSource for WithTokens {
     ) -> Result<Option<ServiceAccountToken>> {
         self.tokens.service_account_token(request).await
     }
-}
-
-/// Where service-account tokens come from (upstream's TokenRequest in
-/// `pkg/kubelet/token/token_manager.go`), for an [`ObjectSource`] that delegates its
-/// [`ObjectSource::service_account_token`].
-#[async_trait]
-pub trait TokenSource: Send + Sync + 'static {
-    /// A token for `request`, `None` when the service account does not exist.
-    async fn service_account_token(&self, request: &TokenRequest) -> Result<Option<String>>;
 }
 
 #[derive(Debug, Default)]
