@@ -15,7 +15,7 @@
 //! [`WithTokens`](kubelet_core::objects::WithTokens) with the
 //! [`ApiTokenSource`](super::ApiTokenSource).
 
-mod cache;
+pub mod cache;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Mutex, PoisonError};
