@@ -13,7 +13,9 @@
 //!   when the image is present (the counts per verb and resource are printed);
 //! - issue 13 acceptance 3's refresh: a projected service-account token of the API's minimum
 //!   lifetime (600 s) is requested bound to the pod and rewritten in the volume by the pod's
-//!   periodic sync after 80 % of its lifetime and before it expires.
+//!   periodic sync after 80 % of its lifetime and before it expires;
+//! - issue 13, acceptance 6: the ConfigMaps and Secrets a pod uses cost one list and one watch
+//!   each at its start, and no GET or list at its later syncs.
 //!
 //! A paused clock alone jumps to the next timer whenever the runtime is idle, and over real
 //! sockets it is idle while the kernel still carries a request: under load that let minutes of
@@ -568,5 +570,92 @@ async fn a_projected_token_is_rewritten_before_it_expires() {
         "token file rewritten {:?} after the token was issued",
         issued.elapsed()
     );
+    assert!(node.stop().await, "every task stops");
+}
+
+/// `(verb, resource)` → count of the journal's requests to configMaps and secrets.
+fn object_requests(fake: &FakeApiServer) -> std::collections::BTreeMap<(String, String), usize> {
+    let mut counts = std::collections::BTreeMap::new();
+    for e in fake.journal().entries() {
+        if e.resource == "configmaps" || e.resource == "secrets" {
+            *counts.entry((e.verb, e.resource)).or_default() += 1;
+        }
+    }
+    counts
+}
+
+/// Issue 13, acceptance 6: a pod that uses a ConfigMap (volume) and a Secret (env) costs one
+/// list and one watch of each at its start, and its syncs after that read them from the
+/// watches: no GET, no list. An edit of the ConfigMap reaches the volume's file within a sync
+/// period (1 min) through the watch.
+#[tokio::test(start_paused = true)]
+async fn pod_syncs_read_config_maps_and_secrets_from_watches_with_no_get() {
+    let _pacer = pace_clock();
+    let fake = FakeApiServer::start().await.expect("fake API server");
+    let root = tempfile::tempdir().expect("tempdir");
+    let config_map = |mode: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "settings", "namespace": "default"}, "data": {"mode": mode}})
+    };
+    fake.create("v1", "configmaps", "default", config_map("fast"))
+        .expect("create configmap");
+    fake.create(
+        "v1",
+        "secrets",
+        "default",
+        json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "creds", "namespace": "default"}, "data": {"password": "czNjcmV0"}}),
+    )
+    .expect("create secret");
+    let mut pod = bound_pod("reader", "Always");
+    pod["spec"]["volumes"] = json!([{"name": "config", "configMap": {"name": "settings"}}]);
+    pod["spec"]["containers"][0]["volumeMounts"] =
+        json!([{"name": "config", "mountPath": "/config"}]);
+    pod["spec"]["containers"][0]["env"] =
+        json!([{"name": "P", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "password"}}}]);
+    let created = fake
+        .create("v1", "pods", "default", pod)
+        .expect("create pod");
+    let uid = created["metadata"]["uid"].as_str().expect("uid").to_owned();
+    let node = start_node(&fake, FakeRuntime::new(), root.path()).await;
+    wait_phase(&fake, "reader", "Running").await;
+    let file = root
+        .path()
+        .join("pods")
+        .join(&uid)
+        .join("volumes/kubernetes.io~configmap/config/mode");
+    assert_eq!(std::fs::read_to_string(&file).ok().as_deref(), Some("fast"));
+    let start = object_requests(&fake);
+    println!("configMap and secret requests of the pod's start: {start:?}");
+    let key = |verb: &str, resource: &str| (verb.to_owned(), resource.to_owned());
+    for resource in ["configmaps", "secrets"] {
+        assert_eq!(start.get(&key("list", resource)), Some(&1), "{start:?}");
+        assert_eq!(start.get(&key("get", resource)), None, "{start:?}");
+    }
+    fake.journal().clear();
+
+    // Five sync periods, then an edit that only a sync after it can write to the file.
+    sleep(Duration::from_secs(300)).await;
+    fake.update("v1", "configmaps", "default", config_map("slow"), false)
+        .expect("edit configmap");
+    let edited = Instant::now();
+    timeout(Duration::from_secs(90), async {
+        while std::fs::read_to_string(&file).ok().as_deref() != Some("slow") {
+            sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("the edit reaches the volume within 90 s");
+    println!(
+        "the edit reached the file {:?} (virtual) after it was made",
+        edited.elapsed()
+    );
+    let syncs = object_requests(&fake);
+    println!("configMap and secret requests over 5+ sync periods after the start: {syncs:?}");
+    for verb in ["get", "list"] {
+        for resource in ["configmaps", "secrets"] {
+            assert_eq!(syncs.get(&key(verb, resource)), None, "{syncs:?}");
+        }
+    }
     assert!(node.stop().await, "every task stops");
 }
