@@ -21,6 +21,9 @@
 //!   `reported_ms`.
 //! - `{"op": "kubelet_stop", "timeout_ms": T}`: deletes those manifests and waits until the
 //!   runtime has no sandbox of those pods. Replies `ms` and `left` (pods still there).
+//! - `{"op": "wait_gone", "pods": [[NAMESPACE, NAME], …], "timeout_ms": T}`: waits until the
+//!   runtime has no sandbox of those pods (e.g. API pods the kubelet is stopping). Replies
+//!   `ms` and `left`.
 //! - `{"op": "raw_start", …, "concurrency": N, "timeout_ms": T}`: decodes each manifest as the
 //!   kubelet's file source does (a different pod name, so a different UID), captures the
 //!   kubelet's requests for it (not timed, see `capture`), then from `t0` replays the
@@ -106,6 +109,7 @@ impl Agent {
         match cmd["op"].as_str().unwrap_or_default() {
             "kubelet_start" => self.kubelet_start(cmd).await,
             "kubelet_stop" => self.kubelet_stop(cmd).await,
+            "wait_gone" => self.wait_gone(cmd).await,
             "raw_start" => self.raw_start(cmd).await,
             "raw_stop" => self.raw_stop().await,
             op => Err(format!("unknown op {op:?}").into()),
@@ -158,6 +162,13 @@ impl Agent {
             }
         }
         let keys: Vec<_> = pods.into_iter().map(|p| p.key).collect();
+        let left = poll::wait_gone(&self.poller, &keys, timeout(cmd)).await?;
+        Ok(json!({ "ms": ms(started.elapsed()), "left": left }))
+    }
+
+    async fn wait_gone(&mut self, cmd: &Value) -> Result<Value, Error> {
+        let started = Instant::now();
+        let keys: Vec<(String, String)> = serde_json::from_value(cmd["pods"].clone())?;
         let left = poll::wait_gone(&self.poller, &keys, timeout(cmd)).await?;
         Ok(json!({ "ms": ms(started.elapsed()), "left": left }))
     }

@@ -6,7 +6,9 @@
 //! - **G13**: an API pod (the G1 pod, bound to the node) from its `ADDED` event to the event
 //!   that shows it `Running`, both read from one `kubectl get pods --watch` stream, against the
 //!   raw CRI start of the same pod (G1's arm B) measured in the same run.
-//! - RSS of the kubelet in cluster mode: idle, after the rounds, and with 110 API pods.
+//! - RSS of the kubelet in cluster mode: idle, after the rounds, and with 110 API pods; the
+//!   kubelet's CPU time per pod start over that batch (from the first create to the last
+//!   `Running` on the watch); RSS again once those pods are deleted and stopped.
 
 use std::{
     io::BufReader,
@@ -23,6 +25,7 @@ use xtask::{apiserver, target_dir, testbed};
 use super::{
     SETTLE,
     agent::Agent,
+    cpu,
     kubelet::{Dirs, Kubelet},
     rss, scenario,
     stats::{percentile, ratio_ci},
@@ -220,6 +223,7 @@ pub(crate) fn run(
     let rss_after = rss::sample(kubelet.pid())?;
 
     println!("==> RSS with {BATCH} API pods running");
+    let cpu_before = cpu::seconds(kubelet.pid())?;
     for i in 0..BATCH {
         let (status, body) =
             cluster.admin_request("POST", pods_path, Some(&api_pod(&format!("batch-{i}"))))?;
@@ -238,9 +242,38 @@ pub(crate) fn run(
             pending.remove(&line.name);
         }
     }
+    let cpu_per_pod_ms = (cpu::seconds(kubelet.pid())? - cpu_before) * 1e3 / BATCH as f64;
     thread::sleep(SETTLE);
     let rss_batch = rss::sample(kubelet.pid())?;
-    println!("    {}", rss_batch.to_json());
+    println!(
+        "    {}; kubelet CPU {cpu_per_pod_ms:.1} ms per pod start",
+        rss_batch.to_json()
+    );
+
+    println!("==> RSS after the {BATCH} API pods are deleted and stopped");
+    for i in 0..BATCH {
+        let name = format!("batch-{i}");
+        let (status, body) = cluster.admin_request(
+            "DELETE",
+            &format!("{pods_path}/{name}"),
+            Some(&json!({"gracePeriodSeconds": 0})),
+        )?;
+        if !(200..300).contains(&status) {
+            bail!("deleting pod {name}: {status} {body}");
+        }
+    }
+    let keys: Vec<[String; 2]> = (0..BATCH)
+        .map(|i| ["default".to_owned(), format!("batch-{i}")])
+        .collect();
+    let gone = agent.call(json!({
+        "op": "wait_gone", "pods": keys, "timeout_ms": TIMEOUT.as_millis() as u64,
+    }))?;
+    if let Some(left) = gone["left"].as_array().filter(|l| !l.is_empty()) {
+        bail!("the kubelet did not stop {left:?} within {TIMEOUT:?}");
+    }
+    thread::sleep(SETTLE);
+    let rss_batch_after = rss::sample(kubelet.pid())?;
+    println!("    {}", rss_batch_after.to_json());
     drop(watch);
 
     let raw = g1.b_totals();
@@ -257,6 +290,8 @@ pub(crate) fn run(
         "rss_idle_kib": rss_idle.to_json(),
         "rss_after_kib": rss_after.to_json(),
         "rss_110_pods_kib": rss_batch.to_json(),
+        "rss_after_110_pods_kib": rss_batch_after.to_json(),
+        "cpu_ms_per_pod_start": cpu_per_pod_ms,
         "g13_ms": g13,
         "raw_cri_ms": raw,
     });
@@ -264,7 +299,8 @@ pub(crate) fn run(
         "\nG11 process start → Node Ready: {:.0} ms (goal ≤ 1000)\n\
          G13 API pod → Running on a watch: p50 {:.1} ms, p99 {:.1} ms; raw CRI p50 {:.1} ms, \
          p99 {:.1} ms; ratio p50 {:.2} [{lo:.2}–{hi:.2}] (goal ≤ 1.15)\n\
-         kubelet RSS in cluster mode: idle {}, after the rounds {}, with {BATCH} pods {}",
+         kubelet RSS in cluster mode: idle {}, after the rounds {}, with {BATCH} pods {}, after them {}; \
+         kubelet CPU per pod start in the batch: {cpu_per_pod_ms:.1} ms",
         rows["g11_node_ready_ms"].as_f64().unwrap_or(f64::NAN),
         rows["g13_p50_ms"].as_f64().unwrap_or(f64::NAN),
         rows["g13_p99_ms"].as_f64().unwrap_or(f64::NAN),
@@ -274,6 +310,7 @@ pub(crate) fn run(
         rows["rss_idle_kib"],
         rows["rss_after_kib"],
         rows["rss_110_pods_kib"],
+        rows["rss_after_110_pods_kib"],
     );
     std::fs::create_dir_all(out)?;
     std::fs::write(

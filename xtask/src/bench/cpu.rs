@@ -47,6 +47,11 @@ pub(crate) struct Window {
 }
 
 impl Window {
+    /// CPU seconds process `i` used over the window (0 when it was not sampled).
+    pub(crate) fn cpu_seconds(&self, i: usize) -> f64 {
+        self.mean.get(i).map_or(0.0, |m| m * self.seconds / 1e3)
+    }
+
     /// As JSON, with `names` for the processes.
     pub(crate) fn to_json(&self, names: &[&str]) -> Value {
         let per: serde_json::Map<String, Value> = names

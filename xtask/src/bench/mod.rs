@@ -98,6 +98,10 @@ pub(crate) struct Args {
     /// kube-apiserver, built by `cargo xtask apiserver` when missing); writes `cluster.json`.
     #[arg(long)]
     cluster: bool,
+    /// Stop after the memory samples (idle, G1, G2 with the batch running, idle again) and
+    /// print the memory rows with the kubelet's CPU per pod; a short run for memory work.
+    #[arg(long)]
+    memory: bool,
 }
 
 /// Runs the benchmark and writes the report.
@@ -116,29 +120,17 @@ pub(crate) fn run(args: Args) -> Result<()> {
 
     // protoc before cargo builds k8s-cri; containerd and friends for the testbed.
     testbed::ensure_packages()?;
-    let (kubelet_bin, agent_bin) = build(args.kubelet, args.prebuilt)?;
+    let offline = !(args.memory || args.cluster);
+    let (kubelet_bin, agent_bin) = build(args.kubelet, args.prebuilt, offline)?;
     if args.cluster {
         return cluster::run(&kubelet_bin, &agent_bin, rounds, &out, &interrupted);
     }
 
-    println!("==> G6: relist at 500 pods / 1000 containers on a fake CRI server");
-    let relist_rounds = if args.quick { 50 } else { 200 };
-    let g6 = offline::run(
-        &example("relist_cost"),
-        &["--pods", "500", "--rounds", &relist_rounds.to_string()].map(String::from),
-    )?;
-    println!("==> G8: sync-loop throughput on the fake runtime");
-    let sync_rounds = if args.quick { 5 } else { 20 };
-    let g8 = offline::run(
-        &example("sync_throughput"),
-        &[
-            "--pods",
-            &batch.to_string(),
-            "--rounds",
-            &sync_rounds.to_string(),
-        ]
-        .map(String::from),
-    )?;
+    let (g6, g8) = if args.memory {
+        (Value::Null, Value::Null)
+    } else {
+        offline_runs(args.quick, batch)?
+    };
 
     let work = target_dir().join("testbed").join("bench");
     let dirs = Dirs::fresh(&work)?;
@@ -166,6 +158,7 @@ pub(crate) fn run(args: Args) -> Result<()> {
     thread::sleep(SETTLE);
     (mem.kubelet_idle, mem.containerd_idle) =
         (rss::sample(kubelet.pid())?, rss::sample(containerd)?);
+    let cpu_idle = cpu::seconds(kubelet.pid())?;
 
     println!("==> G1: single pod, {rounds} rounds per arm (A = kubelet, B = raw CRI)");
     let g1 = scenario::single_pod(&mut agent, &kubelet, &dirs.manifests, rounds, &interrupted)?;
@@ -185,7 +178,7 @@ pub(crate) fn run(args: Args) -> Result<()> {
         |i| {
             thread::sleep(SETTLE);
             busy.push((rss::sample(kubelet_pid)?, rss::sample(containerd)?));
-            if i + 1 == blocks {
+            if i + 1 == blocks && !args.memory {
                 println!("    G5: CPU of the kubelet and containerd over {cpu_window:?}");
                 g5 = cpu::window(&[kubelet_pid, containerd], cpu_window)?;
             }
@@ -198,7 +191,16 @@ pub(crate) fn run(args: Args) -> Result<()> {
     thread::sleep(SETTLE);
     (mem.kubelet_after, mem.containerd_after) =
         (rss::sample(kubelet.pid())?, rss::sample(containerd)?);
+    let pods_started = rounds + blocks * batch;
+    mem.kubelet_cpu_ms_per_pod =
+        (cpu::seconds(kubelet.pid())? - cpu_idle - g5.cpu_seconds(0)) * 1e3 / pods_started as f64;
     check(&interrupted, &mut kubelet)?;
+    if args.memory {
+        println!("\n{}\n", report::text(&report::memory_rows(&mem, batch)));
+        drop(agent);
+        kubelet.stop();
+        return testbed.shutdown();
+    }
 
     println!(
         "==> G3: containers exiting on their own, {exit_blocks} blocks of 10 pods",
@@ -287,8 +289,33 @@ pub(crate) fn run(args: Args) -> Result<()> {
     testbed.shutdown()
 }
 
-/// Builds the release kubelet (unless given) and the agent; returns both paths.
-fn build(kubelet: Option<PathBuf>, prebuilt: bool) -> Result<(PathBuf, PathBuf)> {
+/// G6 and G8: the relist and sync-loop examples on fakes, without containerd.
+fn offline_runs(quick: bool, batch: usize) -> Result<(Value, Value)> {
+    println!("==> G6: relist at 500 pods / 1000 containers on a fake CRI server");
+    let relist_rounds = if quick { 50 } else { 200 };
+    let g6 = offline::run(
+        &example("relist_cost"),
+        &["--pods", "500", "--rounds", &relist_rounds.to_string()].map(String::from),
+    )?;
+    println!("==> G8: sync-loop throughput on the fake runtime");
+    let sync_rounds = if quick { 5 } else { 20 };
+    let g8 = offline::run(
+        &example("sync_throughput"),
+        &[
+            "--pods",
+            &batch.to_string(),
+            "--rounds",
+            &sync_rounds.to_string(),
+        ]
+        .map(String::from),
+    )?;
+
+    Ok((g6, g8))
+}
+
+/// Builds the release kubelet (unless given), the agent and, with `offline`, G6's and G8's
+/// examples; returns the kubelet's and the agent's paths.
+fn build(kubelet: Option<PathBuf>, prebuilt: bool, offline: bool) -> Result<(PathBuf, PathBuf)> {
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let release = target_dir().join("release");
     if prebuilt {
@@ -297,17 +324,17 @@ fn build(kubelet: Option<PathBuf>, prebuilt: bool) -> Result<(PathBuf, PathBuf)>
             example("cri_replay"),
         ));
     }
-    let mut builds = vec![
-        vec!["-p", "kubelet-cri", "--example", "cri_replay"],
-        vec![
+    let mut builds = vec![vec!["-p", "kubelet-cri", "--example", "cri_replay"]];
+    if offline {
+        builds.push(vec![
             "-p",
             "kubelet-bin",
             "--example",
             "relist_cost",
             "--example",
             "sync_throughput",
-        ],
-    ];
+        ]);
+    }
     if kubelet.is_none() {
         builds.insert(0, vec!["-p", "kubelet-bin", "--bin", "kubelet"]);
     }

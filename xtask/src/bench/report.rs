@@ -142,6 +142,9 @@ pub(crate) struct Memory {
     pub(crate) kubelet_after: Mem,
     /// containerd at the same moment.
     pub(crate) containerd_after: Mem,
+    /// The kubelet's CPU time from the idle sample to the after sample (G1 and G2: its pods
+    /// started and stopped, the raw arm's frozen), per pod it started, in ms.
+    pub(crate) kubelet_cpu_ms_per_pod: f64,
 }
 
 fn ms(v: f64) -> String {
@@ -261,7 +264,7 @@ fn mem_row(what: &str, kubelet: u64, containerd: u64, must_mib: f64, stretch_mib
     }
 }
 
-fn memory_rows(m: &Memory, n: usize) -> Vec<Row> {
+pub(crate) fn memory_rows(m: &Memory, n: usize) -> Vec<Row> {
     let slope = |busy: u64, idle: u64| (busy as f64 - idle as f64) / n as f64;
     let (ks, cs) = (
         slope(m.kubelet_busy.rss_kib, m.kubelet_idle.rss_kib),
@@ -316,6 +319,14 @@ fn memory_rows(m: &Memory, n: usize) -> Vec<Row> {
                 )
             ),
             goal: "(leak check)".into(),
+            verdict: Verdict::Info,
+        },
+        Row {
+            metric: "kubelet CPU per pod started and stopped (G1 + G2)".into(),
+            kubelet: ms(m.kubelet_cpu_ms_per_pod),
+            baseline: String::new(),
+            ratio: String::new(),
+            goal: "(CPU side of the memory trade-off)".into(),
             verdict: Verdict::Info,
         },
     ]
