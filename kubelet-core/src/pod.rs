@@ -6,6 +6,7 @@
 use std::fmt;
 
 use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 
 /// A pod's UID, as in `metadata.uid` (upstream `types.UID`).
@@ -138,6 +139,14 @@ pub fn is_static_pod(pod: &Pod) -> bool {
 pub fn is_mirror_pod(pod: &Pod) -> bool {
     pod.annotation(crate::config::CONFIG_MIRROR_ANNOTATION)
         .is_some()
+}
+
+/// Drops what the kubelet never reads from an API object it keeps: `metadata.managedFields`,
+/// server-side apply's record of who set which field. For a pod whose status the kubelet
+/// writes it is often larger than the rest of the object, and every cached copy carries it
+/// (the strip of client-go informers' `TransformStripManagedFields`).
+pub fn strip_managed_fields(meta: &mut ObjectMeta) {
+    meta.managed_fields = None;
 }
 
 /// Grace period when neither the pod nor a caller says anything (the API default of

@@ -13,6 +13,7 @@ use kube::Api;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kubelet_core::kubelet::NodeProvider;
+use kubelet_core::pod::strip_managed_fields;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, warn};
@@ -73,8 +74,11 @@ impl ApiNodeProvider {
         }
     }
 
-    /// Takes in one watch event.
-    pub fn apply(&self, event: Event<Node>) {
+    /// Takes in one watch event (keeping the Node without `managedFields`).
+    pub fn apply(&self, mut event: Event<Node>) {
+        if let Event::Apply(node) | Event::InitApply(node) = &mut event {
+            strip_managed_fields(&mut node.metadata);
+        }
         let mut state = self.state.write().unwrap_or_else(PoisonError::into_inner);
         match event {
             Event::Apply(node) => state.current = Some(Arc::new(node)),

@@ -20,6 +20,17 @@ fn fallback() -> Node {
 }
 
 #[test]
+fn the_node_is_kept_without_managed_fields() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+    let mut managed = node("u1", "a");
+    managed.metadata.managed_fields = Some(vec![ManagedFieldsEntry::default()]);
+    let p = ApiNodeProvider::new(fallback());
+    p.apply(Event::Apply(managed));
+    assert_eq!(p.node().metadata.uid.as_deref(), Some("u1"));
+    assert_eq!(p.node().metadata.managed_fields, None);
+}
+
+#[test]
 fn the_latest_node_wins_and_the_fallback_fills_the_gaps() {
     let p = ApiNodeProvider::new(fallback());
     assert_eq!(p.node().metadata.uid, None);

@@ -11,6 +11,9 @@
 //!   until it is complete and then sent as one `Set`: pods that still exist are unchanged
 //!   for the merge, so a relist kills nothing.
 //! - Events that are already queued are applied together and cost one `Set` (coalescing).
+//! - Pods are kept without `managedFields`, which the kubelet never reads (see
+//!   [`strip_managed_fields`]): every copy down the pipeline (config, pod manager, workers)
+//!   is smaller for it.
 //! - Failed lists and watches are retried with kube's default backoff (800 ms doubling to
 //!   30 s with jitter, reset after 2 min quiet), the reflector's own numbers.
 
@@ -23,6 +26,7 @@ use kube::Api;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kubelet_core::config::{API_SERVER_SOURCE, Operation, PodSource, PodUpdate};
+use kubelet_core::pod::strip_managed_fields;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
@@ -98,7 +102,10 @@ fn key(pod: &Pod) -> String {
 
 impl Store {
     /// Applies one event; `true` when the set the kubelet should see changed.
-    fn apply(&mut self, event: Event<Pod>) -> bool {
+    fn apply(&mut self, mut event: Event<Pod>) -> bool {
+        if let Event::Apply(pod) | Event::InitApply(pod) = &mut event {
+            strip_managed_fields(&mut pod.metadata);
+        }
         match event {
             Event::Init => {
                 self.relisting = Some(BTreeMap::new());

@@ -133,3 +133,23 @@ async fn watches_only_this_nodes_pods() {
     );
     assert_eq!(PodSource::name(&source), "api");
 }
+
+#[tokio::test]
+async fn pods_are_kept_without_managed_fields() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+    let mut managed = pod("a");
+    managed.metadata.managed_fields = Some(vec![ManagedFieldsEntry {
+        manager: Some("kubelet".into()),
+        ..ManagedFieldsEntry::default()
+    }]);
+    let (events, mut rx, _token) = start();
+    send(&events, Event::Init);
+    send(&events, Event::InitApply(managed.clone()));
+    send(&events, Event::InitDone);
+    let listed = rx.recv().await.expect("set");
+    assert_eq!(listed.pods[0].metadata.managed_fields, None);
+    send(&events, Event::Apply(managed));
+    let watched = rx.recv().await.expect("set");
+    assert_eq!(watched.pods[0].metadata.managed_fields, None);
+    assert_eq!(watched.pods[0].metadata.name.as_deref(), Some("a"));
+}

@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Pod, PodStatus as ApiPodStatus};
-use kubelet_core::pod::{is_mirror_pod, is_static_pod};
+use kubelet_core::pod::{is_mirror_pod, is_static_pod, strip_managed_fields};
 use kubelet_core::pod_manager::PodManager;
 use kubelet_core::status::{PodDeletionSafety, is_terminal_phase};
 use kubelet_core::{PodExt, PodUid};
@@ -117,7 +117,8 @@ struct Target {
 struct State {
     /// The version of the local status last written, by API UID.
     api_versions: HashMap<PodUid, u64>,
-    /// The pod as the API answered the last PATCH, by API UID.
+    /// The pod as the API answered the last PATCH, by API UID: its metadata and status (see
+    /// [`written_copy`]).
     api_pods: HashMap<PodUid, Pod>,
     /// API UIDs whose copy must be read again before the next write (the last one conflicted).
     stale: HashSet<PodUid>,
@@ -426,7 +427,9 @@ impl ApiStatusSyncer {
                 Ok(patched) => {
                     debug!(pod = %format!("{namespace}/{name}"), version = status.version, %patch, "status for pod updated");
                     self.learn_dropped_fields(&patch, &patched);
-                    self.state.api_pods.insert(api_uid.clone(), patched.clone());
+                    self.state
+                        .api_pods
+                        .insert(api_uid.clone(), written_copy(&patched));
                     patched
                 }
                 Err(Error::NotFound { .. }) => {
@@ -493,6 +496,19 @@ impl ApiStatusSyncer {
         };
         map.retain(|field, _| !self.state.dropped_fields.contains(field));
         serde_json::from_value(Value::Object(map)).unwrap_or(status)
+    }
+}
+
+/// What the syncer keeps of a pod the API answered a write with: what [`ApiStatusSyncer`]
+/// reads from it (UID, resourceVersion, deletion timestamp, annotations, status), without the
+/// spec and `managedFields`, which one cached copy per pod would otherwise hold.
+pub(super) fn written_copy(pod: &Pod) -> Pod {
+    let mut metadata = pod.metadata.clone();
+    strip_managed_fields(&mut metadata);
+    Pod {
+        metadata,
+        spec: None,
+        status: pod.status.clone(),
     }
 }
 

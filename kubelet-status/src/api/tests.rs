@@ -636,3 +636,20 @@ async fn a_change_is_written_at_once_and_the_resync_reconciles_every_ten_seconds
     token.cancel();
     task.await.expect("syncer stops");
 }
+
+#[test]
+fn the_syncer_keeps_only_metadata_and_status_of_a_written_pod() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+    let mut pod = api_pod("a", "u1");
+    pod.metadata.managed_fields = Some(vec![ManagedFieldsEntry::default()]);
+    pod.status = Some(running());
+    let kept = super::syncer::written_copy(&pod);
+    assert_eq!(kept.metadata.managed_fields, None);
+    assert_eq!(kept.spec, None);
+    assert_eq!(kept.status, pod.status);
+    assert_eq!(kept.metadata.uid, pod.metadata.uid);
+    assert_eq!(
+        kept.metadata.resource_version,
+        pod.metadata.resource_version
+    );
+}
