@@ -27,6 +27,7 @@ use crate::util;
 #[must_use]
 pub struct ClusterBuilder {
     nodes: Vec<String>,
+    users: Vec<(String, Vec<String>)>,
     apiserver_args: Vec<String>,
     bind_node_group: bool,
     binary: Option<PathBuf>,
@@ -37,6 +38,16 @@ impl ClusterBuilder {
     /// its kubeconfig ([`Cluster::node_kubeconfig`]).
     pub fn node(mut self, name: impl Into<String>) -> Self {
         self.nodes.push(name.into());
+        self
+    }
+
+    /// Adds a user with a bearer token ([`Cluster::user_token`]) in `groups`, and no
+    /// permissions until a test binds it a role.
+    pub fn user(mut self, name: impl Into<String>, groups: &[&str]) -> Self {
+        self.users.push((
+            name.into(),
+            groups.iter().map(|g| (*g).to_owned()).collect(),
+        ));
         self
     }
 
@@ -122,6 +133,8 @@ pub struct Cluster {
     admin_kubeconfig: PathBuf,
     /// Per node: its token and kubeconfig.
     nodes: BTreeMap<String, (String, PathBuf)>,
+    /// Per [`ClusterBuilder::user`]: its token.
+    users: BTreeMap<String, String>,
     apiserver_log: PathBuf,
     started_in: Duration,
     /// Declared last: removed after the processes are gone (fields drop in order).
@@ -153,6 +166,14 @@ impl Cluster {
             .iter()
             .map(|(name, (token, _))| (format!("system:node:{name}"), token.clone()))
             .collect();
+        let mut user_tokens = BTreeMap::new();
+        for (name, groups) in &opts.users {
+            user_tokens.insert(name.clone(), (files::random_token()?, groups.clone()));
+        }
+        let user_groups: Vec<Vec<&str>> = user_tokens
+            .values()
+            .map(|(_, groups)| groups.iter().map(String::as_str).collect())
+            .collect();
         let mut entries = vec![TokenEntry {
             token: &admin_token,
             user: ADMIN_USER,
@@ -165,6 +186,17 @@ impl Cluster {
             uid: user,
             groups: &["system:nodes"],
         }));
+        entries.extend(
+            user_tokens
+                .iter()
+                .zip(&user_groups)
+                .map(|((user, (token, _)), groups)| TokenEntry {
+                    token,
+                    user,
+                    uid: user,
+                    groups,
+                }),
+        );
         let paths = process::Files::new(path);
         files::write_token_file(&paths.tokens, &entries)?;
         files::write_service_account_keys(&paths.sa_key, &paths.sa_pub)?;
@@ -190,6 +222,10 @@ impl Cluster {
             admin_token,
             admin_kubeconfig,
             nodes,
+            users: user_tokens
+                .into_iter()
+                .map(|(name, (token, _))| (name, token))
+                .collect(),
             started_in: Duration::ZERO,
             dir,
         };
@@ -219,6 +255,14 @@ impl Cluster {
     /// [`ClusterBuilder::node`].
     pub fn node_token(&self, name: &str) -> Result<&str> {
         Ok(&self.node(name)?.0)
+    }
+
+    /// The bearer token of a [`ClusterBuilder::user`]; an error for another name.
+    pub fn user_token(&self, name: &str) -> Result<&str> {
+        self.users
+            .get(name)
+            .map(String::as_str)
+            .with_context(|| format!("no user {name:?} in this cluster (ClusterBuilder::user)"))
     }
 
     /// A kubeconfig file for the admin, for `kubectl --kubeconfig`.
