@@ -4,9 +4,11 @@
 //!
 //! 1. x509: a client certificate that verifies against `--client-ca-file` (client auth usage)
 //!    is the user of its CommonName, in the groups of its Organizations;
-//! 2. a bearer token (`Authorization: Bearer …`) is checked with a TokenReview when
+//! 2. a bearer token (`Authorization: Bearer …`, or on a websocket request the subprotocol
+//!    `base64url.bearer.authorization.k8s.io.<token>`) is checked with a TokenReview when
 //!    `authentication.webhook.enabled`; answers are cached for `cacheTTL` (2 m), keyed by the
-//!    token's SHA-256, failures too; errors are not cached;
+//!    token's SHA-256, failures too; errors are not cached. An accepted token is removed from
+//!    the request (the header, or the subprotocol), as upstream;
 //! 3. authenticated users get group `system:authenticated`;
 //! 4. when nothing authenticated the request and nothing failed, it is `system:anonymous` in
 //!    `system:unauthenticated` if `authentication.anonymous.enabled`. A certificate or token
@@ -17,7 +19,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::HeaderMap;
+use base64::Engine as _;
+use http::{HeaderMap, HeaderValue};
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
 use rustls::pki_types::{CertificateDer, UnixTime};
 use sha2::{Digest, Sha256};
@@ -87,6 +90,9 @@ pub enum Error {
     /// The API server says the bearer token is not valid.
     #[error("invalid bearer token{}", if .0.is_empty() { String::new() } else { format!(": {}", .0) })]
     InvalidToken(String),
+    /// The websocket bearer subprotocol is malformed (not base64url, twice, or alone).
+    #[error("{0}")]
+    WebsocketProtocol(&'static str),
     /// The TokenReview failed (after retries).
     #[error("token review: {0}")]
     Review(#[source] kube::Error),
@@ -169,6 +175,64 @@ fn bearer_token(headers: &HeaderMap) -> Option<&str> {
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
+/// `Sec-WebSocket-Protocol`.
+const WEBSOCKET_PROTOCOL: &str = "sec-websocket-protocol";
+/// The subprotocol prefix of a bearer token (upstream `websocket.ProtocolAuthenticator`).
+const BEARER_PROTOCOL_PREFIX: &str = "base64url.bearer.authorization.k8s.io.";
+
+/// Upstream `wsstream.IsWebSocketRequest`: `Upgrade: websocket` and `Connection` naming
+/// `upgrade`.
+fn is_websocket(headers: &HeaderMap) -> bool {
+    let get = |name| {
+        headers
+            .get(name)
+            .and_then(|v: &HeaderValue| v.to_str().ok())
+    };
+    get(http::header::UPGRADE).is_some_and(|u| u.eq_ignore_ascii_case("websocket"))
+        && get(http::header::CONNECTION).is_some_and(|c| {
+            c.split(',')
+                .any(|t| t.trim().eq_ignore_ascii_case("upgrade"))
+        })
+}
+
+/// The bearer token of a websocket request's subprotocols and the other subprotocols.
+fn websocket_token(headers: &HeaderMap) -> Result<Option<(String, Vec<String>)>, Error> {
+    if !is_websocket(headers) {
+        return Ok(None);
+    }
+    let mut token = None;
+    let mut others = Vec::new();
+    for value in headers.get_all(WEBSOCKET_PROTOCOL) {
+        let Ok(value) = value.to_str() else { continue };
+        for protocol in value.split(',').map(str::trim) {
+            let Some(encoded) = protocol.strip_prefix(BEARER_PROTOCOL_PREFIX) else {
+                others.push(protocol.to_owned());
+                continue;
+            };
+            if token.is_some() {
+                return Err(Error::WebsocketProtocol(
+                    "multiple base64.bearer.authorization tokens specified",
+                ));
+            }
+            let decoded = base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(encoded)
+                .map_err(|_| {
+                    Error::WebsocketProtocol("invalid base64.bearer.authorization token encoding")
+                })?;
+            token = Some(String::from_utf8(decoded).map_err(|_| {
+                Error::WebsocketProtocol("invalid base64.bearer.authorization token")
+            })?);
+        }
+    }
+    match token.filter(|t| !t.is_empty()) {
+        None => Ok(None),
+        Some(_) if others.is_empty() => {
+            Err(Error::WebsocketProtocol("missing additional subprotocol"))
+        }
+        Some(t) => Ok(Some((t, others))),
+    }
+}
+
 fn with_authenticated_group(mut user: User) -> User {
     const AUTHENTICATED: &str = "system:authenticated";
     if !user.groups.iter().any(|g| g == AUTHENTICATED) {
@@ -205,11 +269,11 @@ impl Authenticator {
     }
 
     /// The user of a request with these peer certificates and headers; `Ok(None)` when nothing
-    /// authenticated it (anonymous off).
+    /// authenticated it (anonymous off). An accepted bearer token is removed from `headers`.
     pub async fn authenticate(
         &self,
         peer_certificates: &[CertificateDer<'static>],
-        headers: &HeaderMap,
+        headers: &mut HeaderMap,
     ) -> Result<Option<User>, Error> {
         let mut failure = None;
         if let (Some(ca), Some((leaf, intermediates))) =
@@ -221,9 +285,27 @@ impl Authenticator {
                 Err(e) => failure = Some(e),
             }
         }
-        if let (Some(webhook), Some(token)) = (&self.tokens, bearer_token(headers)) {
-            match webhook.authenticate(token).await {
-                Ok(user) => return Ok(Some(with_authenticated_group(user))),
+        if let Some(webhook) = &self.tokens {
+            if let Some(token) = bearer_token(headers).map(str::to_owned) {
+                match webhook.authenticate(&token).await {
+                    Ok(user) => {
+                        headers.remove(http::header::AUTHORIZATION);
+                        return Ok(Some(with_authenticated_group(user)));
+                    }
+                    Err(e) => failure = Some(e),
+                }
+            }
+            match websocket_token(headers) {
+                Ok(Some((token, others))) => match webhook.authenticate(&token).await {
+                    Ok(user) => {
+                        if let Ok(value) = HeaderValue::from_str(&others.join(",")) {
+                            headers.insert(WEBSOCKET_PROTOCOL, value);
+                        }
+                        return Ok(Some(with_authenticated_group(user)));
+                    }
+                    Err(e) => failure = Some(e),
+                },
+                Ok(None) => {}
                 Err(e) => failure = Some(e),
             }
         }

@@ -54,17 +54,20 @@ fn bearer_tokens_as_upstream_reads_them() {
         HeaderValue::from_static("Basic abc"),
     );
     assert_eq!(bearer_token(&h), None);
-    assert_eq!(bearer_token(&HeaderMap::new()), None);
+    assert_eq!(bearer_token(&mut HeaderMap::new()), None);
 }
 
 #[tokio::test]
 async fn anonymous_when_enabled_and_nothing_else() {
     let a = Authenticator::new(&opts(false, true), None, None).expect("valid");
-    let user = a.authenticate(&[], &HeaderMap::new()).await.expect("ok");
+    let user = a
+        .authenticate(&[], &mut HeaderMap::new())
+        .await
+        .expect("ok");
     assert_eq!(user, Some(User::anonymous()));
     assert_eq!(User::anonymous().groups, vec!["system:unauthenticated"]);
     // Without the token webhook a bearer token is not looked at.
-    let user = a.authenticate(&[], &bearer("x")).await.expect("ok");
+    let user = a.authenticate(&[], &mut bearer("x")).await.expect("ok");
     assert_eq!(user.map(|u| u.name), Some("system:anonymous".into()));
 }
 
@@ -87,16 +90,18 @@ async fn tokens_are_reviewed_and_cached_for_the_ttl() {
     let reviews = Arc::new(FakeReviews::default().token("good", "alice"));
     let a = webhook(&reviews, false);
     let user = a
-        .authenticate(&[], &bearer("good"))
+        .authenticate(&[], &mut bearer("good"))
         .await
         .expect("ok")
         .expect("authenticated");
     assert_eq!(user.name, "alice");
     assert_eq!(user.groups, vec!["team", "system:authenticated"]);
-    a.authenticate(&[], &bearer("good")).await.expect("cached");
+    a.authenticate(&[], &mut bearer("good"))
+        .await
+        .expect("cached");
     assert_eq!(reviews.token_calls.load(Ordering::SeqCst), 1);
     tokio::time::advance(DEFAULT_CACHE_TTL).await;
-    a.authenticate(&[], &bearer("good"))
+    a.authenticate(&[], &mut bearer("good"))
         .await
         .expect("reviewed again");
     assert_eq!(reviews.token_calls.load(Ordering::SeqCst), 2);
@@ -106,12 +111,20 @@ async fn tokens_are_reviewed_and_cached_for_the_ttl() {
 async fn a_rejected_token_fails_even_with_anonymous_and_the_failure_is_cached() {
     let reviews = Arc::new(FakeReviews::default());
     let a = webhook(&reviews, true);
-    let err = a.authenticate(&[], &bearer("bad")).await.expect_err("401");
+    let err = a
+        .authenticate(&[], &mut bearer("bad"))
+        .await
+        .expect_err("401");
     assert!(matches!(err, Error::InvalidToken(_)), "{err}");
-    a.authenticate(&[], &bearer("bad")).await.expect_err("401");
+    a.authenticate(&[], &mut bearer("bad"))
+        .await
+        .expect_err("401");
     assert_eq!(reviews.token_calls.load(Ordering::SeqCst), 1);
     // No token: anonymous.
-    let user = a.authenticate(&[], &HeaderMap::new()).await.expect("ok");
+    let user = a
+        .authenticate(&[], &mut HeaderMap::new())
+        .await
+        .expect("ok");
     assert_eq!(user.map(|u| u.name), Some("system:anonymous".into()));
 }
 
@@ -121,13 +134,16 @@ async fn review_errors_are_retried_and_not_cached() {
     reviews.failing.store(true, Ordering::SeqCst);
     let a = webhook(&reviews, false);
     let err = a
-        .authenticate(&[], &bearer("good"))
+        .authenticate(&[], &mut bearer("good"))
         .await
         .expect_err("down");
     assert!(matches!(err, Error::Review(_)), "{err}");
     assert_eq!(reviews.token_calls.load(Ordering::SeqCst), 5);
     reviews.failing.store(false, Ordering::SeqCst);
-    let user = a.authenticate(&[], &bearer("good")).await.expect("back");
+    let user = a
+        .authenticate(&[], &mut bearer("good"))
+        .await
+        .expect("back");
     assert_eq!(user.map(|u| u.name), Some("alice".into()));
 }
 
@@ -185,7 +201,7 @@ async fn client_certificates_of_the_ca_are_their_common_name_in_their_organizati
     // (rcgen keeps one value per attribute type: one Organization here.)
     let cert = client_cert(&ours, "carol", &["ops"]);
     let user = a
-        .authenticate(&[cert], &HeaderMap::new())
+        .authenticate(&[cert], &mut HeaderMap::new())
         .await
         .expect("ok")
         .expect("authenticated");
@@ -194,18 +210,84 @@ async fn client_certificates_of_the_ca_are_their_common_name_in_their_organizati
     // Signed by another CA: a 401 even with anonymous on.
     let theirs = ca("other-ca");
     let err = a
-        .authenticate(&[client_cert(&theirs, "mallory", &[])], &HeaderMap::new())
+        .authenticate(
+            &[client_cert(&theirs, "mallory", &[])],
+            &mut HeaderMap::new(),
+        )
         .await
         .expect_err("unknown issuer");
     assert!(matches!(err, Error::Certificate(_)), "{err}");
     // No certificate: anonymous.
-    let user = a.authenticate(&[], &HeaderMap::new()).await.expect("ok");
+    let user = a
+        .authenticate(&[], &mut HeaderMap::new())
+        .await
+        .expect("ok");
     assert_eq!(user.map(|u| u.name), Some("system:anonymous".into()));
     // No CommonName: not authenticated by it.
     let (strict, _dir2) = x509_authenticator(&ours, false);
     let user = strict
-        .authenticate(&[client_cert(&ours, "", &["ops"])], &HeaderMap::new())
+        .authenticate(&[client_cert(&ours, "", &["ops"])], &mut HeaderMap::new())
         .await
         .expect("ok");
     assert_eq!(user, None);
+}
+
+fn websocket(protocols: &str) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    h.insert(http::header::UPGRADE, HeaderValue::from_static("websocket"));
+    h.insert(
+        http::header::CONNECTION,
+        HeaderValue::from_static("keep-alive, Upgrade"),
+    );
+    h.insert(
+        WEBSOCKET_PROTOCOL,
+        HeaderValue::from_str(protocols).expect("header"),
+    );
+    h
+}
+
+#[tokio::test]
+async fn websocket_subprotocol_tokens_as_upstream() {
+    let reviews = Arc::new(FakeReviews::default().token("good", "alice"));
+    let a = webhook(&reviews, false);
+    // base64url("good") = "Z29vZA"
+    let mut h = websocket("base64url.bearer.authorization.k8s.io.Z29vZA, v5.channel.k8s.io");
+    let user = a
+        .authenticate(&[], &mut h)
+        .await
+        .expect("ok")
+        .expect("user");
+    assert_eq!(user.name, "alice");
+    assert_eq!(
+        h.get(WEBSOCKET_PROTOCOL).expect("kept"),
+        "v5.channel.k8s.io"
+    );
+    // Alone, twice, or not base64url: errors.
+    for bad in [
+        "base64url.bearer.authorization.k8s.io.Z29vZA",
+        "base64url.bearer.authorization.k8s.io.Z29vZA,base64url.bearer.authorization.k8s.io.Z29vZA,v4",
+        "base64url.bearer.authorization.k8s.io.!!!,v4",
+    ] {
+        let err = a
+            .authenticate(&[], &mut websocket(bad))
+            .await
+            .expect_err(bad);
+        assert!(matches!(err, Error::WebsocketProtocol(_)), "{bad}: {err}");
+    }
+    // Not a websocket request: the subprotocol is not read.
+    let mut h = websocket("base64url.bearer.authorization.k8s.io.Z29vZA, v4");
+    h.remove(http::header::UPGRADE);
+    assert_eq!(a.authenticate(&[], &mut h).await.expect("ok"), None);
+}
+
+#[tokio::test]
+async fn an_accepted_bearer_token_is_removed_from_the_request() {
+    let reviews = Arc::new(FakeReviews::default().token("good", "alice"));
+    let a = webhook(&reviews, false);
+    let mut h = bearer("good");
+    a.authenticate(&[], &mut h)
+        .await
+        .expect("ok")
+        .expect("user");
+    assert!(h.get(http::header::AUTHORIZATION).is_none());
 }

@@ -76,7 +76,7 @@ fn authorization_error(attrs: &Attributes) -> Response {
 /// The middleware: authenticates, authorizes, then runs the route.
 pub(crate) async fn auth_filter(
     State(auth): State<Arc<KubeletAuth>>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
     let certificates = request
@@ -86,7 +86,7 @@ pub(crate) async fn auth_filter(
         .unwrap_or_else(|| Arc::from([]));
     let user = match auth
         .authenticator
-        .authenticate(&certificates, request.headers())
+        .authenticate(&certificates, request.headers_mut())
         .await
     {
         Ok(Some(user)) => user,
