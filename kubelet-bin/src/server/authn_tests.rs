@@ -54,7 +54,7 @@ fn bearer_tokens_as_upstream_reads_them() {
         HeaderValue::from_static("Basic abc"),
     );
     assert_eq!(bearer_token(&h), None);
-    assert_eq!(bearer_token(&mut HeaderMap::new()), None);
+    assert_eq!(bearer_token(&HeaderMap::new()), None);
 }
 
 #[tokio::test]
