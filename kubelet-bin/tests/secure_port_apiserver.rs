@@ -208,9 +208,8 @@ fn the_secure_port_authenticates_and_authorizes_through_the_api_server() {
         curl(&node, "/pods", &["-H", &token("alice")]),
         (
             403,
-            format!(
-                "Forbidden (user=alice, verb=get, resource=nodes, subresource(s)=[pods proxy])\n"
-            )
+            "Forbidden (user=alice, verb=get, resource=nodes, subresource(s)=[pods proxy])\n"
+                .to_owned()
         )
     );
     let (code, body) = curl(&node, "/pods", &["-H", &token("bob")]);
