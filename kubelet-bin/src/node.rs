@@ -499,12 +499,14 @@ impl NodeBuilder {
             }
         };
         let allocatable = NodeAllocatable::detect();
+        let mut api_objects = None;
         let objects: Arc<dyn ObjectSource> = match (self.objects.take(), &cluster) {
             (Some(objects), _) => objects,
-            (None, Some(cluster)) => Arc::new(WithTokens::new(
-                Arc::new(cluster.object_source(&tracker, &token)),
-                Arc::new(cluster.token_source()),
-            )),
+            (None, Some(cluster)) => {
+                let source = Arc::new(cluster.object_source(&tracker, &token));
+                api_objects = Some(source.clone());
+                Arc::new(WithTokens::new(source, Arc::new(cluster.token_source())))
+            }
             (None, None) => Arc::new(InMemoryObjectSource::new()),
         };
         let services = cluster
@@ -584,6 +586,16 @@ impl NodeBuilder {
             kubelet = kubelet.admit_handler(handler);
         }
         let service = kubelet.build(&tracker, &token);
+        if let Some(source) = api_objects {
+            // A changed ConfigMap or Secret is written to the volumes of the pods that use it
+            // at their next sync: ask for it now rather than at the periodic resync.
+            let workers = service.kubelet().workers().clone();
+            source.set_change_handler(move |uids| {
+                for uid in uids {
+                    workers.resync(&kubelet_core::PodUid::from(uid.as_str()));
+                }
+            });
+        }
 
         let state = ServerState {
             pod_manager: service.pod_manager().clone(),

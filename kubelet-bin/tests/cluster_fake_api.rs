@@ -586,8 +586,8 @@ fn object_requests(fake: &FakeApiServer) -> std::collections::BTreeMap<(String, 
 
 /// Issue 13, acceptance 6: a pod that uses a ConfigMap (volume) and a Secret (env) costs one
 /// list and one watch of each at its start, and its syncs after that read them from the
-/// watches: no GET, no list. An edit of the ConfigMap reaches the volume's file within a sync
-/// period (1 min) through the watch.
+/// watches: no GET, no list. An edit of the ConfigMap reaches the volume's file within 90 s
+/// (the watch asks for a sync of the pod at once).
 #[tokio::test(start_paused = true)]
 async fn pod_syncs_read_config_maps_and_secrets_from_watches_with_no_get() {
     let _pacer = pace_clock();

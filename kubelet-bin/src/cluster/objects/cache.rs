@@ -7,6 +7,9 @@
 //! once, with no grace period). An object marked `immutable` stops its watch and keeps the
 //! value, as upstream.
 //!
+//! Every change a watch sees after its first list (an update, a deletion, a relist) is
+//! reported to the cache's [`Notify`] with the object's namespace and name.
+//!
 //! [`ObjectCache::get`] answers from the cache only: it waits up to the sync timeout
 //! (upstream: 1 s) for the watch's first list, then returns the object or `None`; it never
 //! sends a request.
@@ -30,6 +33,9 @@ use tracing::{debug, warn};
 
 /// Upstream's wait for a new watch's first list in `Get` (`wait.PollImmediate(10ms, 1s)`).
 pub const DEFAULT_SYNC_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Told `(namespace, name)` of an object whose watch saw it change after its first list.
+pub type Notify = Arc<dyn Fn(&str, &str) + Send + Sync>;
 
 /// What a watch knows of its object.
 #[derive(Clone, Debug)]
@@ -55,6 +61,7 @@ pub struct ObjectCache<K> {
     /// The resource in messages: `configmap`, `secret`.
     resource: &'static str,
     is_immutable: fn(&K) -> bool,
+    notify: Notify,
     items: Mutex<HashMap<(String, String), Item<K>>>,
     tracker: TaskTracker,
     token: CancellationToken,
@@ -97,12 +104,13 @@ where
         + Sync
         + 'static,
 {
-    /// A cache of `resource` objects over `client`; watches run on `tracker` and all stop
-    /// with `token`.
+    /// A cache of `resource` objects over `client` that tells `notify` of changes; watches
+    /// run on `tracker` and all stop with `token`.
     pub fn new(
         client: kube::Client,
         resource: &'static str,
         is_immutable: fn(&K) -> bool,
+        notify: Notify,
         tracker: TaskTracker,
         token: CancellationToken,
     ) -> Self {
@@ -110,6 +118,7 @@ where
             client,
             resource,
             is_immutable,
+            notify,
             items: Mutex::default(),
             tracker,
             token,
@@ -193,8 +202,9 @@ where
         debug!(resource = self.resource, %namespace, %name, "watching");
         self.tracker.spawn(run(
             Api::namespaced(self.client.clone(), namespace),
-            name.to_owned(),
+            (namespace.to_owned(), name.to_owned()),
             self.is_immutable,
+            self.notify.clone(),
             tx,
             stop.clone(),
         ));
@@ -216,12 +226,14 @@ fn watcher_config(name: &str) -> watcher::Config {
     config
 }
 
-/// Watches `name` until `stop`, publishing what it sees on `state`; ends early once the
-/// object is immutable (its value stays).
+/// Watches `namespace/name` until `stop`, publishing what it sees on `state` and telling
+/// `notify` of changes after the first list; ends early once the object is immutable (its
+/// value stays).
 async fn run<K>(
     api: Api<K>,
-    name: String,
+    (namespace, name): (String, String),
     is_immutable: fn(&K) -> bool,
+    notify: Notify,
     state: watch::Sender<State<K>>,
     stop: CancellationToken,
 ) where
@@ -256,7 +268,10 @@ async fn run<K>(
             Some(Ok(Event::Delete(_))) => None,
         };
         let immutable = seen.as_ref().is_some_and(is_immutable);
-        state.send_replace(State::Synced(seen.map(Arc::new)));
+        let previous = state.send_replace(State::Synced(seen.map(Arc::new)));
+        if matches!(previous, State::Synced(_)) {
+            notify(&namespace, &name);
+        }
         if immutable {
             debug!(%name, "stopped watching for changes: the object is immutable");
             return;

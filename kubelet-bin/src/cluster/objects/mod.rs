@@ -11,6 +11,12 @@
 //! Volumes and env read from those watches, never with a GET, which is also all that the
 //! node authorizer allows (a node may read only what its pods reference).
 //!
+//! Volumes pick up a change at the pod's next sync. Upstream waits for the periodic sync
+//! (the sync period with up to 50 % jitter: 60–90 s by default); here a change a watch sees
+//! also asks for a sync of the registered pods that reference the object, through the
+//! handler set with [`ApiObjectSource::set_change_handler`], so mounted files follow within
+//! seconds. The env of a running container never changes.
+//!
 //! Service-account tokens are not its business: cluster mode wraps it in
 //! [`WithTokens`](kubelet_core::objects::WithTokens) with the
 //! [`ApiTokenSource`](super::ApiTokenSource).
@@ -18,7 +24,7 @@
 pub mod cache;
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -29,7 +35,10 @@ use kubelet_core::objects::{Error, ObjectSource, Result, ServiceAccountToken, To
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-pub use cache::{DEFAULT_SYNC_TIMEOUT, ObjectCache};
+pub use cache::{DEFAULT_SYNC_TIMEOUT, Notify, ObjectCache};
+
+/// Told the UIDs of the registered pods that reference an object that changed.
+pub type ChangeHandler = Arc<dyn Fn(&[String]) + Send + Sync>;
 
 /// A registered pod (upstream's `objectKey`: namespace, name, UID).
 type PodKey = (String, String, String);
@@ -66,7 +75,48 @@ fn pod_key(pod: &Pod) -> PodKey {
 pub struct ApiObjectSource {
     config_maps: ObjectCache<ConfigMap>,
     secrets: ObjectCache<Secret>,
-    registered: Mutex<HashMap<PodKey, Refs>>,
+    registered: Arc<Mutex<HashMap<PodKey, Refs>>>,
+    on_change: Arc<Mutex<Option<ChangeHandler>>>,
+}
+
+/// Which kind of object changed.
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    ConfigMap,
+    Secret,
+}
+
+/// A [`Notify`] that tells `on_change` the registered pods referencing the object.
+fn notifier(
+    kind: Kind,
+    registered: Arc<Mutex<HashMap<PodKey, Refs>>>,
+    on_change: Arc<Mutex<Option<ChangeHandler>>>,
+) -> Notify {
+    Arc::new(move |namespace: &str, name: &str| {
+        let uids: Vec<String> = registered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .filter(|((ns, _, _), refs)| {
+                ns == namespace
+                    && match kind {
+                        Kind::ConfigMap => refs.config_maps.contains(name),
+                        Kind::Secret => refs.secrets.contains(name),
+                    }
+            })
+            .map(|((_, _, uid), _)| uid.clone())
+            .collect();
+        let handler = on_change
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if let Some(handler) = handler
+            && !uids.is_empty()
+        {
+            tracing::debug!(?kind, %namespace, %name, pods = uids.len(), "referenced object changed; resyncing its pods");
+            handler(&uids);
+        }
+    })
 }
 
 impl std::fmt::Debug for ApiObjectSource {
@@ -82,11 +132,14 @@ impl ApiObjectSource {
     /// A source over `client` (the main, rate-limited client); its watches run on `tracker`
     /// and stop with `token`. No token source.
     pub fn new(client: kube::Client, tracker: TaskTracker, token: CancellationToken) -> Self {
+        let registered = Arc::<Mutex<HashMap<PodKey, Refs>>>::default();
+        let on_change = Arc::<Mutex<Option<ChangeHandler>>>::default();
         Self {
             config_maps: ObjectCache::new(
                 client.clone(),
                 "configmap",
                 |cm: &ConfigMap| cm.immutable == Some(true),
+                notifier(Kind::ConfigMap, registered.clone(), on_change.clone()),
                 tracker.clone(),
                 token.clone(),
             ),
@@ -94,11 +147,23 @@ impl ApiObjectSource {
                 client,
                 "secret",
                 |s: &Secret| s.immutable == Some(true),
+                notifier(Kind::Secret, registered.clone(), on_change.clone()),
                 tracker,
                 token,
             ),
-            registered: Mutex::default(),
+            registered,
+            on_change,
         }
+    }
+
+    /// After this, a change to a watched object calls `handler` with the UIDs of the
+    /// registered pods that reference it (e.g. to sync them; the node builder does). Called
+    /// from the watch tasks: it must not block.
+    pub fn set_change_handler(&self, handler: impl Fn(&[String]) + Send + Sync + 'static) {
+        *self
+            .on_change
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(handler));
     }
 
     /// How long a read waits for a new watch's first list (default

@@ -307,3 +307,42 @@ async fn registration_passes_through_with_tokens() {
     wrapped.unregister_pod(&p);
     assert!(source.watched().is_empty());
 }
+
+#[tokio::test]
+async fn a_change_names_the_registered_pods_that_reference_the_object() {
+    let f = fixture().await;
+    f.fake
+        .create(
+            "v1",
+            "configmaps",
+            NS,
+            config_map("conf", json!({"k": "v1"})),
+        )
+        .expect("create");
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    f.source.set_change_handler(move |uids| {
+        let mut uids = uids.to_vec();
+        uids.sort();
+        let _ = tx.send(uids);
+    });
+    f.source.register_pod(&pod_using("a", "uid-a", "conf", "s"));
+    f.source.register_pod(&pod_using("b", "uid-b", "conf", "s"));
+    f.source
+        .register_pod(&pod_using("c", "uid-c", "other", "s"));
+    f.source.config_map(NS, "conf").await.expect("first list");
+    assert!(rx.try_recv().is_err(), "the first list is no change");
+    f.fake
+        .update(
+            "v1",
+            "configmaps",
+            NS,
+            config_map("conf", json!({"k": "v2"})),
+            false,
+        )
+        .expect("update");
+    let uids = tokio::time::timeout(Duration::from_secs(10), rx.recv())
+        .await
+        .expect("told of the change")
+        .expect("handler alive");
+    assert_eq!(uids, ["uid-a", "uid-b"]);
+}
