@@ -262,3 +262,53 @@ fn the_secure_port_authenticates_and_authorizes_through_the_api_server() {
     assert_eq!(curl(&node, "/pods", &["-H", &token("alice")]).0, 200);
     assert_eq!(curl(&node, "/pods", &[]), (401, "Unauthorized".into()));
 }
+
+/// The API server as the kubelet's client (issue 14 acceptance 1's plumbing): with
+/// `--kubelet-client-certificate` signed by the kubelet's `--client-ca-file`,
+/// `kubectl get --raw /api/v1/nodes/<node>/proxy/...` reaches the secure port, authenticated by
+/// x509 and authorized by a SubjectAccessReview (the certificate is in `system:masters`).
+#[test]
+fn the_api_server_reaches_the_kubelet_with_its_client_certificate() {
+    let Some(cluster) = Cluster::builder()
+        .node(NODE)
+        .kubelet_client_certificate()
+        .start_or_skip()
+        .expect("cluster")
+    else {
+        return;
+    };
+    let mut node = Node::new("secure-port-proxy");
+    node.node_ip = "127.0.0.1".into();
+    let kubeconfig = cluster.node_kubeconfig(NODE).expect("node kubeconfig");
+    let ca = cluster.kubelet_client_ca().expect("kubelet client CA");
+    node.extra_args = vec![
+        "--kubeconfig".into(),
+        kubeconfig.display().to_string(),
+        "--anonymous-auth=false".into(),
+        "--authentication-token-webhook".into(),
+        "--authorization-mode".into(),
+        "Webhook".into(),
+        "--client-ca-file".into(),
+        ca.display().to_string(),
+    ];
+    node.start_kubelet();
+    let pods = format!("/api/v1/nodes/{NODE}/proxy/pods");
+    let body = node.wait_for(
+        Duration::from_secs(90),
+        "nodes/proxy/pods through the API server",
+        |_| cluster.kubectl(&["get", "--raw", &pods]).ok(),
+    );
+    let list: serde_json::Value = serde_json::from_str(&body).expect("a PodList");
+    assert_eq!(list["kind"], "PodList");
+    let configz = cluster
+        .kubectl(&[
+            "get",
+            "--raw",
+            &format!("/api/v1/nodes/{NODE}/proxy/configz"),
+        ])
+        .expect("configz");
+    let configz: serde_json::Value = serde_json::from_str(&configz).expect("json");
+    assert_eq!(configz["kubeletconfig"]["port"], node.port);
+    // Without the certificate the kubelet refuses the same path.
+    assert_eq!(curl(&node, "/pods", &[]), (401, "Unauthorized".into()));
+}

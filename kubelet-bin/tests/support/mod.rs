@@ -24,6 +24,9 @@ pub struct Node {
     pub healthz_port: u16,
     /// The secure (HTTPS) port, `--port`.
     pub port: u16,
+    /// `--node-ip` (default 192.0.2.10, a documentation address nothing dials; 127.0.0.1 for
+    /// an API server that must reach the kubelet).
+    pub node_ip: String,
     /// `--cgroup-root` of this node's kubelet: its own, so suites never share pod cgroups.
     pub cgroup_root: String,
     starts: u32,
@@ -63,6 +66,7 @@ impl Node {
             read_only_port: free_port(),
             healthz_port: free_port(),
             port: free_port(),
+            node_ip: "192.0.2.10".into(),
             cgroup_root: format!("/rk-it-{}-{name}", checkout_tag()),
             starts: 0,
             extra_args: Vec::new(),
@@ -104,7 +108,7 @@ impl Node {
             .arg(kdir.join("root"))
             .arg("--pod-log-dir")
             .arg(kdir.join("logs"))
-            .args(["--hostname-override", NODE, "--node-ip", "192.0.2.10"])
+            .args(["--hostname-override", NODE, "--node-ip", &self.node_ip])
             .args(["--read-only-port", &self.read_only_port.to_string()])
             .args(["--healthz-port", &self.healthz_port.to_string()])
             .args(["--port", &self.port.to_string()])

@@ -26,6 +26,7 @@ use crate::util;
 #[derive(Debug, Clone, Default)]
 #[must_use]
 pub struct ClusterBuilder {
+    kubelet_client: bool,
     nodes: Vec<String>,
     users: Vec<(String, Vec<String>)>,
     apiserver_args: Vec<String>,
@@ -48,6 +49,16 @@ impl ClusterBuilder {
             name.into(),
             groups.iter().map(|g| (*g).to_owned()).collect(),
         ));
+        self
+    }
+
+    /// Gives kube-apiserver a client certificate for kubelets (`--kubelet-client-certificate`,
+    /// `--kubelet-client-key`; CN `kube-apiserver-kubelet-client`, O `system:masters`) signed
+    /// by a CA of its own ([`Cluster::kubelet_client_ca`]: the kubelet's `--client-ca-file`),
+    /// and has it dial kubelets at their `InternalIP` (`--kubelet-preferred-address-types`), so
+    /// `nodes/<node>/proxy/...`, logs and exec reach a kubelet on this machine.
+    pub fn kubelet_client_certificate(mut self) -> Self {
+        self.kubelet_client = true;
         self
     }
 
@@ -133,6 +144,8 @@ pub struct Cluster {
     admin_kubeconfig: PathBuf,
     /// Per node: its token and kubeconfig.
     nodes: BTreeMap<String, (String, PathBuf)>,
+    /// The CA of kube-apiserver's kubelet client certificate, if it has one.
+    kubelet_client_ca: Option<PathBuf>,
     /// Per [`ClusterBuilder::user`]: its token.
     users: BTreeMap<String, String>,
     apiserver_log: PathBuf,
@@ -199,11 +212,24 @@ impl Cluster {
         );
         let paths = process::Files::new(path);
         files::write_token_file(&paths.tokens, &entries)?;
+        let mut extra_args = opts.apiserver_args.clone();
+        let kubelet_client_ca = if opts.kubelet_client {
+            let dir = path.join("kubelet-client");
+            let (ca, cert, key) = files::write_kubelet_client_pki(&dir)?;
+            extra_args.extend([
+                format!("--kubelet-client-certificate={}", cert.display()),
+                format!("--kubelet-client-key={}", key.display()),
+                "--kubelet-preferred-address-types=InternalIP".to_owned(),
+            ]);
+            Some(ca)
+        } else {
+            None
+        };
         files::write_service_account_keys(&paths.sa_key, &paths.sa_pub)?;
         let spec = process::Spec {
             apiserver: binary,
             etcd,
-            extra_args: &opts.apiserver_args,
+            extra_args: &extra_args,
             token: &admin_token,
         };
         let processes = process::start(&spec, &paths)?;
@@ -222,6 +248,7 @@ impl Cluster {
             admin_token,
             admin_kubeconfig,
             nodes,
+            kubelet_client_ca,
             users: user_tokens
                 .into_iter()
                 .map(|(name, (token, _))| (name, token))
@@ -255,6 +282,15 @@ impl Cluster {
     /// [`ClusterBuilder::node`].
     pub fn node_token(&self, name: &str) -> Result<&str> {
         Ok(&self.node(name)?.0)
+    }
+
+    /// The CA that signed kube-apiserver's kubelet client certificate (for the kubelet's
+    /// `--client-ca-file`); an error without
+    /// [`ClusterBuilder::kubelet_client_certificate`].
+    pub fn kubelet_client_ca(&self) -> Result<&Path> {
+        self.kubelet_client_ca
+            .as_deref()
+            .context("no kubelet client certificate (ClusterBuilder::kubelet_client_certificate)")
     }
 
     /// The bearer token of a [`ClusterBuilder::user`]; an error for another name.

@@ -79,6 +79,71 @@ pub(crate) fn write_service_account_keys(key: &Path, public: &Path) -> Result<()
     Ok(())
 }
 
+/// Writes a CA and a client certificate it signed for kube-apiserver's calls to kubelets
+/// (CN `kube-apiserver-kubelet-client`, O `system:masters`, client auth), ECDSA P-256, with the
+/// `openssl` CLI, in `dir`; returns the CA, the certificate and its key.
+pub(crate) fn write_kubelet_client_pki(
+    dir: &Path,
+) -> Result<(std::path::PathBuf, std::path::PathBuf, std::path::PathBuf)> {
+    fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let openssl = |args: &[&str]| util::output(Command::new("openssl").current_dir(dir).args(args));
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+    ];
+    let mut ca = vec!["req", "-x509"];
+    ca.extend(ec);
+    ca.extend([
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.crt",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=e2e-kubelet-client-ca",
+    ]);
+    openssl(&ca)?;
+    let mut csr = vec!["req"];
+    csr.extend(ec);
+    csr.extend([
+        "-keyout",
+        "client.key",
+        "-out",
+        "client.csr",
+        "-subj",
+        "/O=system:masters/CN=kube-apiserver-kubelet-client",
+    ]);
+    openssl(&csr)?;
+    fs::write(dir.join("ext"), "extendedKeyUsage=clientAuth\n")
+        .with_context(|| format!("cannot write {}", dir.display()))?;
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "client.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-extfile",
+        "ext",
+        "-out",
+        "client.crt",
+    ])?;
+    Ok((
+        dir.join("ca.crt"),
+        dir.join("client.crt"),
+        dir.join("client.key"),
+    ))
+}
+
 /// Writes a kubeconfig (JSON, which kubectl and kube-rs read as YAML) for `user` with a bearer
 /// token, trusting `ca_file`.
 pub(crate) fn write_kubeconfig(
