@@ -37,7 +37,6 @@ use kubelet_core::config::{FileSource, PodSource};
 use kubelet_core::envvars::ServiceLister;
 use kubelet_core::events::{self, EventRecorder, EventType};
 use kubelet_core::kubelet::env::EnvSource;
-use kubelet_core::kubelet::node;
 use kubelet_core::kubelet::{
     KubeletBuilder, KubeletRuntimeHelper, Managers, MirrorClient, NodeProvider, PodAdmitHandler,
     sync_loop,
@@ -554,11 +553,7 @@ impl NodeBuilder {
         if let Some(cluster) = &mut cluster {
             // Cluster mode: the Node from the API server, and mirror pods in it.
             if self.nodes.is_none() {
-                let fallback = node::standalone_node(
-                    &self.node_name,
-                    node::machine_capacity(&allocatable, node::DEFAULT_MAX_PODS),
-                    node::default_labels(&self.node_name),
-                );
+                let fallback = cluster.initial_node();
                 self.nodes = Some(Arc::new(cluster.node_provider(fallback)));
             }
             if self.mirror.is_none() {

@@ -219,9 +219,28 @@ impl Cluster {
         &self.node_name
     }
 
-    /// The `api` pod source of this node, over the main client.
+    /// The `api` pod source of this node, over the main client; once
+    /// [`node_provider`](Self::node_provider) was called, it waits for that Node's first
+    /// list (upstream `nodeHasSynced`).
     pub fn pod_source(&self) -> ApiPodSource {
-        ApiPodSource::new(self.clients.client.clone(), self.node_name.clone())
+        let source = ApiPodSource::new(self.clients.client.clone(), self.node_name.clone());
+        match &self.node_watch {
+            Some(provider) => source.after_node_sync(provider.synced()),
+            None => source,
+        }
+    }
+
+    /// The Node admission uses until the node's own has been read from the API server
+    /// (upstream `initialNode`, see [`node_status::initial::fallback_node`]): the labels,
+    /// taints, capacity and allocatable the kubelet registers.
+    pub fn initial_node(&self) -> k8s_openapi::api::core::v1::Node {
+        let opts = self
+            .options
+            .node_status
+            .clone()
+            .unwrap_or_else(|| node_status::NodeStatusOptions::new(self.node_name.clone()));
+        let machine = node_status::machine::MachineInfo::read(&opts.root_dir);
+        node_status::initial::fallback_node(&opts, &machine)
     }
 
     /// Service-account tokens through the TokenRequest API, over the main client.

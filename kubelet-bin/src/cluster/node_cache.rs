@@ -4,6 +4,11 @@
 //! latest object to predicate admission and the mirror pods' owner reference. Until the
 //! Node has been read, or while it does not exist, it serves the fallback node (the one the
 //! kubelet registers), which has no UID, so no mirror pod is created before the Node exists.
+//!
+//! [`ApiNodeProvider::synced`] tells when the first list is complete, whether or not it
+//! found the Node (upstream's node informer `HasSynced`): the `api` pod source waits for it
+//! before it watches pods, as upstream `NewSourceApiserver` waits for `nodeHasSynced`, so
+//! API pods are admitted against the Node the API server has once it exists.
 
 use std::sync::{Arc, PoisonError, RwLock};
 
@@ -14,6 +19,7 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kubelet_core::kubelet::NodeProvider;
 use kubelet_core::pod::strip_managed_fields;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, warn};
@@ -30,6 +36,7 @@ struct State {
 pub struct ApiNodeProvider {
     state: Arc<RwLock<State>>,
     fallback: Arc<Node>,
+    synced: Arc<watch::Sender<bool>>,
 }
 
 impl ApiNodeProvider {
@@ -38,7 +45,14 @@ impl ApiNodeProvider {
         Self {
             state: Arc::default(),
             fallback: Arc::new(fallback),
+            synced: Arc::new(watch::channel(false).0),
         }
+    }
+
+    /// Turns `true` once the first list of the Node is complete, found or not (upstream's
+    /// node informer `HasSynced`); it stays `true` through later relists.
+    pub fn synced(&self) -> watch::Receiver<bool> {
+        self.synced.subscribe()
     }
 
     /// Watches the Node `name` through `client` on `tracker` until `token` is cancelled;
@@ -88,6 +102,7 @@ impl ApiNodeProvider {
             Event::InitDone => {
                 state.current = state.relist.take().flatten();
                 debug!(found = state.current.is_some(), "node listed");
+                self.synced.send_replace(true);
             }
         }
     }

@@ -14,6 +14,10 @@
 //! - Pods are kept without `managedFields`, which the kubelet never reads (see
 //!   [`strip_managed_fields`]): every copy down the pipeline (config, pod manager, workers)
 //!   is smaller for it.
+//! - With [`ApiPodSource::after_node_sync`], nothing is listed before the node's own Node
+//!   has been listed (upstream waits for `nodeHasSynced`, checking every
+//!   `WaitForAPIServerSyncPeriod`; here the signal wakes it), so API pods are admitted
+//!   against the Node the API server has.
 //! - Failed lists and watches are retried with kube's default backoff (800 ms doubling to
 //!   30 s with jitter, reset after 2 min quiet), the reflector's own numbers.
 
@@ -27,7 +31,7 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kubelet_core::config::{API_SERVER_SOURCE, Operation, PodSource, PodUpdate};
 use kubelet_core::pod::strip_managed_fields;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
@@ -36,6 +40,7 @@ use tracing::{debug, info, warn};
 pub struct ApiPodSource {
     client: kube::Client,
     node_name: String,
+    node_synced: Option<watch::Receiver<bool>>,
 }
 
 impl std::fmt::Debug for ApiPodSource {
@@ -52,7 +57,17 @@ impl ApiPodSource {
         Self {
             client,
             node_name: node_name.into(),
+            node_synced: None,
         }
+    }
+
+    /// Watches pods only once `synced` is `true` (e.g.
+    /// [`ApiNodeProvider::synced`](super::ApiNodeProvider::synced)); a closed signal no
+    /// longer holds it back.
+    #[must_use]
+    pub fn after_node_sync(mut self, synced: watch::Receiver<bool>) -> Self {
+        self.node_synced = Some(synced);
+        self
     }
 
     /// The watcher's config: this node's pods, lists served from the API server's watch
@@ -74,6 +89,14 @@ impl PodSource for ApiPodSource {
     }
 
     async fn run(self: Box<Self>, updates: mpsc::Sender<PodUpdate>, token: CancellationToken) {
+        if let Some(mut synced) = self.node_synced.clone() {
+            info!(node = %self.node_name, "waiting for node sync before watching apiserver pods");
+            tokio::select! {
+                biased;
+                () = token.cancelled() => return,
+                _ = synced.wait_for(|s| *s) => {}
+            }
+        }
         info!(node = %self.node_name, "watching the API server for this node's pods");
         let config = self.watcher_config();
         let pods: Api<Pod> = Api::all(self.client);

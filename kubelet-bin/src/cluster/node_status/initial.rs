@@ -5,11 +5,12 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Node, NodeSpec, Taint};
+use k8s_openapi::api::core::v1::{Node, NodeSpec, NodeStatus, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{Map, Value, json};
 
-use super::setters::go_arch;
+use super::machine::MachineInfo;
+use super::setters::{self, go_arch};
 use super::{Error, NodeStatusOptions};
 
 /// `kubernetes.io/hostname`.
@@ -67,6 +68,22 @@ pub fn initial_node(opts: &NodeStatusOptions) -> Node {
         }),
         status: None,
     }
+}
+
+/// The Node the kubelet admits pods against until it has read its own from the API server
+/// (upstream `getNodeAnyWay` falls back to `initialNode`, which runs the status setters):
+/// [`initial_node`] (labels with `--node-labels`, `--register-with-taints`) with the status
+/// setters that need no runtime: addresses, capacity and allocatable (after reservations and
+/// hard eviction thresholds, with `pods` = `maxPods`), machine ids and daemon endpoints. It
+/// has no UID, so no mirror pod is owned by it.
+pub fn fallback_node(opts: &NodeStatusOptions, machine: &MachineInfo) -> Node {
+    let mut node = initial_node(opts);
+    let status = node.status.get_or_insert_with(NodeStatus::default);
+    setters::node_address(status, opts);
+    // A fresh node has no boot id to compare, so there is no reboot event to drop.
+    let _ = setters::machine_info(status, opts, machine);
+    setters::daemon_endpoints(status, opts);
+    node
 }
 
 /// What adopting `existing` changes, as a JSON merge patch of its metadata; `None` when
@@ -205,6 +222,33 @@ mod tests {
                 "annotations": {ANNOTATION_CONTROLLER_ATTACH: "true"},
             }}))
         );
+    }
+
+    #[test]
+    fn the_fallback_node_has_labels_taints_and_allocatable() {
+        let mut o = opts();
+        o.max_pods = 7;
+        o.kube_reserved = "cpu=500m".parse().unwrap_or_default();
+        let machine = MachineInfo {
+            num_cores: 2,
+            memory_bytes: 4 << 30,
+            ..MachineInfo::default()
+        };
+        let node = fallback_node(&o, &machine);
+        assert_eq!(node.metadata.name.as_deref(), Some("node-a"));
+        assert_eq!(node.metadata.uid, None);
+        let labels = node.metadata.labels.clone().unwrap_or_default();
+        assert_eq!(labels["role"], "edge");
+        assert_eq!(labels[LABEL_HOSTNAME], "node-a");
+        let taints = node.spec.clone().and_then(|s| s.taints).unwrap_or_default();
+        assert_eq!(taints.len(), 1);
+        let status = node.status.unwrap_or_default();
+        let capacity = status.capacity.unwrap_or_default();
+        let allocatable = status.allocatable.unwrap_or_default();
+        assert_eq!(capacity["cpu"].0, "2");
+        assert_eq!(allocatable["cpu"].0, "1500m");
+        assert_eq!(allocatable["pods"].0, "7");
+        assert!(allocatable.contains_key("memory"));
     }
 
     #[test]
