@@ -31,6 +31,8 @@ struct State {
     /// Notified on every Lease write.
     lease_written: Arc<tokio::sync::Notify>,
     watch: Option<fmpsc::UnboundedSender<Result<Frame<Bytes>, std::convert::Infallible>>>,
+    /// The node watch, kept open (no events).
+    node_watch: Option<fmpsc::UnboundedSender<Result<Frame<Bytes>, std::convert::Infallible>>>,
 }
 
 fn bound(name: &str) -> Value {
@@ -74,6 +76,22 @@ async fn handle(state: Arc<Mutex<State>>, req: Request<kube::client::Body>) -> R
         (Method::GET, "/api/v1/pods") => json_response(
             StatusCode::OK,
             &json!({"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": "5"}, "items": [bound("listed")]}),
+        ),
+        // The node's own Node (the pod source waits for its first list).
+        (Method::GET, "/api/v1/nodes") if query.contains("watch=true") => {
+            let (tx, rx) = fmpsc::unbounded();
+            st.node_watch = Some(tx);
+            Response::builder()
+                .header("content-type", "application/json")
+                .body(Either::Right(StreamBody::new(rx)))
+                .expect("response")
+        }
+        (Method::GET, "/api/v1/nodes") => json_response(
+            StatusCode::OK,
+            &json!({"kind": "NodeList", "apiVersion": "v1", "metadata": {"resourceVersion": "5"},
+                "items": [{"kind": "Node", "apiVersion": "v1",
+                    "metadata": {"name": NODE, "uid": "node-uid", "resourceVersion": "5"},
+                    "status": {"allocatable": {"pods": "110", "cpu": "4", "memory": "8Gi"}}}]}),
         ),
         (Method::GET, "/api/v1/nodes/node-a") => json_response(
             StatusCode::OK,
@@ -140,7 +158,10 @@ async fn api_pods_run_and_the_lease_is_kept() {
     while !running(&status, "listed") {
         tokio::time::timeout(Duration::from_secs(30), changes.changed())
             .await
-            .expect("Running within 30 s")
+            .unwrap_or_else(|_| {
+                let st = state.lock().unwrap_or_else(PoisonError::into_inner);
+                panic!("not Running within 30 s; requests: {:?}", st.requests)
+            })
             .expect("status manager alive");
     }
     // A pod added through the watch runs too.
