@@ -33,6 +33,8 @@ struct State {
     watch: Option<fmpsc::UnboundedSender<Result<Frame<Bytes>, std::convert::Infallible>>>,
     /// The node watch, kept open (no events).
     node_watch: Option<fmpsc::UnboundedSender<Result<Frame<Bytes>, std::convert::Infallible>>>,
+    /// The service watch, kept open (no events).
+    service_watch: Option<fmpsc::UnboundedSender<Result<Frame<Bytes>, std::convert::Infallible>>>,
 }
 
 fn bound(name: &str) -> Value {
@@ -76,6 +78,19 @@ async fn handle(state: Arc<Mutex<State>>, req: Request<kube::client::Body>) -> R
         (Method::GET, "/api/v1/pods") => json_response(
             StatusCode::OK,
             &json!({"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": "5"}, "items": [bound("listed")]}),
+        ),
+        // No Services (containers start once they have been listed, for their env vars).
+        (Method::GET, "/api/v1/services") if query.contains("watch=true") => {
+            let (tx, rx) = fmpsc::unbounded();
+            st.service_watch = Some(tx);
+            Response::builder()
+                .header("content-type", "application/json")
+                .body(Either::Right(StreamBody::new(rx)))
+                .expect("response")
+        }
+        (Method::GET, "/api/v1/services") => json_response(
+            StatusCode::OK,
+            &json!({"kind": "ServiceList", "apiVersion": "v1", "metadata": {"resourceVersion": "5"}, "items": []}),
         ),
         // The node's own Node (the pod source waits for its first list).
         (Method::GET, "/api/v1/nodes") if query.contains("watch=true") => {
