@@ -6,8 +6,17 @@
 //! - The heartbeat client (node status and Lease) is a second client over the same config
 //!   with no rate limit and a timeout of the smaller of the node status update frequency and
 //!   the lease duration, as upstream, so a busy main client can never starve the heartbeat.
+//! - After repeated heartbeat failures the heartbeat client drops its connections, so the
+//!   next attempt dials anew instead of waiting on a connection that may be half dead
+//!   (upstream's `OnHeartbeatFailure`, `closeAllConns` from `updateDialer`):
+//!   [`ApiClients::on_heartbeat_failure`]. A `kube::Client` cannot close its pooled
+//!   connections, so the heartbeat client forwards each request to an inner client that
+//!   this replaces with a fresh one (a new, empty connection pool); the old connections close
+//!   once their requests end. Upstream's connection-rotating dialer is shared by both
+//!   clients; here only the heartbeat client (node status, Lease, events) rotates.
 
 use std::path::Path;
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use http::{HeaderValue, header::USER_AGENT};
@@ -17,13 +26,18 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use super::Error;
 use super::rate_limit::{Limits, RateLimitLayer};
 
+/// What to do when a heartbeat (node status or Lease) failed repeatedly (upstream
+/// `OnHeartbeatFailure`): drop the heartbeat client's connections.
+pub type OnHeartbeatFailure = Arc<dyn Fn() + Send + Sync>;
+
 /// The kubelet's two API clients.
 #[derive(Clone)]
 pub struct ApiClients {
-    /// Pods, mirror pods, pod status, events: rate limited.
+    /// Pods, mirror pods, pod status: rate limited.
     pub client: kube::Client,
-    /// Node status and the node Lease: not rate limited, with a short timeout.
+    /// Node status, the node Lease and events: not rate limited, with a short timeout.
     pub heartbeat: kube::Client,
+    reconnect: Option<OnHeartbeatFailure>,
 }
 
 impl std::fmt::Debug for ApiClients {
@@ -54,19 +68,53 @@ impl ApiClients {
             .map_err(Error::Client)?
             .with_layer(&RateLimitLayer::new(limits))
             .build();
-        let heartbeat = ClientBuilder::try_from(heartbeat_config)
-            .map_err(Error::Client)?
-            .build();
-        Ok(Self { client, heartbeat })
+        let (heartbeat, reconnect) = reconnecting_client(heartbeat_config)?;
+        Ok(Self {
+            client,
+            heartbeat,
+            reconnect: Some(reconnect),
+        })
     }
 
-    /// One client for both roles (tests: a `kube::Client` over a mock service).
+    /// One client for both roles (tests: a `kube::Client` over a mock service); it cannot
+    /// drop its connections.
     pub fn from_client(client: kube::Client) -> Self {
         Self {
             heartbeat: client.clone(),
             client,
+            reconnect: None,
         }
     }
+
+    /// Drops the heartbeat client's connections (upstream `closeAllConns`); `None` for
+    /// clients given as they are ([`from_client`](Self::from_client)).
+    pub fn on_heartbeat_failure(&self) -> Option<OnHeartbeatFailure> {
+        self.reconnect.clone()
+    }
+}
+
+/// A client whose requests go to an inner client built from `config`, and the function that
+/// replaces that inner client with a fresh one (new connections).
+fn reconnecting_client(config: kube::Config) -> Result<(kube::Client, OnHeartbeatFailure), Error> {
+    let default_namespace = config.default_namespace.clone();
+    let build = move || ClientBuilder::try_from(config.clone()).map(|builder| builder.build());
+    let current = Arc::new(RwLock::new(build().map_err(Error::Client)?));
+    let inner = current.clone();
+    let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+        let client = inner.read().unwrap_or_else(PoisonError::into_inner).clone();
+        async move { client.send(request).await }
+    });
+    let reconnect = move || match build() {
+        Ok(fresh) => {
+            *current.write().unwrap_or_else(PoisonError::into_inner) = fresh;
+            tracing::info!("heartbeat failed repeatedly; the next one dials a new connection");
+        }
+        Err(e) => tracing::warn!(error = %e, "rebuilding the heartbeat client failed"),
+    };
+    Ok((
+        kube::Client::new(service, default_namespace),
+        Arc::new(reconnect),
+    ))
 }
 
 /// Whether a failed request may succeed later: transport failures, throttling and server

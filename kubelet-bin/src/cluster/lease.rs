@@ -7,7 +7,10 @@
 //! - Every `renew_interval` (duration × 0.25, plus up to 4 % jitter, counted from the end
 //!   of the last sync) the controller PUTs the last Lease it wrote with a new `renewTime`,
 //!   without a GET first; on failure it falls back to GET (and CREATE when missing) then PUT.
-//! - An update is tried up to 5 times in a row; a conflict re-reads the Lease first.
+//! - An update is tried up to 5 times in a row; a conflict re-reads the Lease first; any
+//!   other failure after the first calls the `OnHeartbeatFailure` hook
+//!   ([`Controller::on_repeated_heartbeat_failure`]), which drops the heartbeat client's
+//!   connections.
 //! - GET/CREATE failures are retried with a backoff of 200 ms doubling up to 7 s.
 //! - The Lease carries an owner reference to the Node (so it is garbage collected with
 //!   it). The reference needs the Node's UID: while the Node cannot be read the Lease is not
@@ -25,6 +28,8 @@ use kube::api::{Api, PostParams};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
+use super::client::OnHeartbeatFailure;
+
 /// The namespace of node Leases (upstream `corev1.NamespaceNodeLease`).
 pub const NAMESPACE_NODE_LEASE: &str = "kube-node-lease";
 /// Update attempts in a row before waiting for the next renewal (upstream `maxUpdateRetries`).
@@ -38,7 +43,6 @@ pub const RENEW_INTERVAL_FRACTION: f64 = 0.25;
 const JITTER: f64 = 0.04;
 
 /// Keeps the node's Lease (see the [module docs](self)).
-#[derive(Debug)]
 pub struct Controller {
     leases: Api<Lease>,
     nodes: Api<Node>,
@@ -47,6 +51,16 @@ pub struct Controller {
     renew_interval: Duration,
     latest: Option<Lease>,
     jitter: RandomState,
+    on_repeated_failure: Option<OnHeartbeatFailure>,
+}
+
+impl std::fmt::Debug for Controller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Controller")
+            .field("node_name", &self.node_name)
+            .field("renew_interval", &self.renew_interval)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A failed attempt to write the Lease.
@@ -71,7 +85,16 @@ impl Controller {
             renew_interval: duration.mul_f64(RENEW_INTERVAL_FRACTION),
             latest: None,
             jitter: RandomState::new(),
+            on_repeated_failure: None,
         }
+    }
+
+    /// Calls `hook` when a Lease update fails again after a failed one (upstream
+    /// `onRepeatedHeartbeatFailure`, e.g. [`ApiClients::on_heartbeat_failure`](super::ApiClients::on_heartbeat_failure)).
+    #[must_use]
+    pub fn on_repeated_heartbeat_failure(mut self, hook: Option<OnHeartbeatFailure>) -> Self {
+        self.on_repeated_failure = hook;
+        self
     }
 
     /// How often the Lease is renewed (before jitter).
@@ -178,7 +201,7 @@ impl Controller {
         mut base: Lease,
         token: &CancellationToken,
     ) -> Result<(), SyncError> {
-        for _ in 0..MAX_UPDATE_RETRIES {
+        for attempt in 0..MAX_UPDATE_RETRIES {
             let (lease, _) = self.new_lease(Some(&base)).await;
             match self
                 .leases
@@ -198,7 +221,14 @@ impl Controller {
                         None => return Err(SyncError::Cancelled),
                     }
                 }
-                Err(e) => warn!(error = %e, "failed to update lease"),
+                Err(e) => {
+                    warn!(error = %e, "failed to update lease");
+                    if attempt > 0
+                        && let Some(hook) = &self.on_repeated_failure
+                    {
+                        hook();
+                    }
+                }
             }
         }
         Err(SyncError::Update)

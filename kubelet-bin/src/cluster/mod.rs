@@ -335,7 +335,8 @@ impl Cluster {
         let inputs = match &self.events {
             Some(recorder) => inputs.events(recorder.clone()),
             None => inputs,
-        };
+        }
+        .on_repeated_heartbeat_failure(self.clients.on_heartbeat_failure());
         self.node_status = Some(node_status::spawn(
             self.clients.heartbeat.clone(),
             opts,
@@ -358,6 +359,7 @@ impl Cluster {
                 self.node_name.clone(),
                 self.options.node_lease_duration,
             )
+            .on_repeated_heartbeat_failure(self.clients.on_heartbeat_failure())
             .run(token.child_token()),
         );
         if let Some(lister) = self.service_watch.take() {

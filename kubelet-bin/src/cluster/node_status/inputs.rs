@@ -15,6 +15,7 @@ use tracing::debug;
 
 use super::machine::MachineInfo;
 use super::setters::Snapshot;
+use crate::cluster::client::OnHeartbeatFailure;
 
 /// Node pressure as the eviction manager sees it (upstream `IsUnderMemoryPressure`,
 /// `IsUnderDiskPressure`, `IsUnderPIDPressure`).
@@ -54,6 +55,7 @@ pub struct NodeStatusInputs {
     pub(super) images: Option<Arc<dyn ImageLister>>,
     pub(super) events: Arc<dyn EventRecorder>,
     pub(super) machine: Option<MachineInfo>,
+    pub(super) on_repeated_failure: Option<OnHeartbeatFailure>,
 }
 
 impl std::fmt::Debug for NodeStatusInputs {
@@ -74,7 +76,17 @@ impl NodeStatusInputs {
             images: None,
             events: Arc::new(LogRecorder),
             machine: None,
+            on_repeated_failure: None,
         }
+    }
+
+    /// Calls `hook` when a status update fails again after a failed one in the same round
+    /// (upstream `onRepeatedHeartbeatFailure` in `updateNodeStatus`, e.g.
+    /// [`ApiClients::on_heartbeat_failure`](crate::cluster::ApiClients::on_heartbeat_failure)).
+    #[must_use]
+    pub fn on_repeated_heartbeat_failure(mut self, hook: Option<OnHeartbeatFailure>) -> Self {
+        self.on_repeated_failure = hook;
+        self
     }
 
     /// Reports pressure conditions from `source` (without one: never under pressure).

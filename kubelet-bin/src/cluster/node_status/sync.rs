@@ -11,6 +11,9 @@
 //!   the first read may come from the API server's cache (`resourceVersion=0`).
 //! - Until a Ready=True status is written, rounds run every 100 ms (upstream
 //!   `fastStatusUpdateOnce`), for at most two minutes and only while the API answers.
+//! - A failed update after a failed one calls the `OnHeartbeatFailure` hook
+//!   ([`NodeStatusInputs::on_repeated_heartbeat_failure`]), which drops the heartbeat
+//!   client's connections (upstream `onRepeatedHeartbeatFailure`).
 //! - A Node deleted under the kubelet is registered again on the next round (upstream needs
 //!   a restart for that).
 
@@ -131,7 +134,14 @@ impl Syncer {
                     self.registered = false;
                     return false;
                 }
-                Err(e) => warn!(error = %e, attempt, "error updating node status, will retry"),
+                Err(e) => {
+                    if attempt > 0
+                        && let Some(hook) = &self.inputs.on_repeated_failure
+                    {
+                        hook();
+                    }
+                    warn!(error = %e, attempt, "error updating node status, will retry");
+                }
             }
         }
         warn!("unable to update node status: update node status exceeds retry count");

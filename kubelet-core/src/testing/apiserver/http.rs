@@ -34,10 +34,11 @@ pub(crate) async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     loop {
         tokio::select! {
             accepted = listener.accept() => {
-                let Ok((stream, _)) = accepted else { continue };
+                let Ok((stream, peer)) = accepted else { continue };
                 let shared = shared.clone();
                 conns.spawn(async move {
-                    let service = hyper::service::service_fn(move |req| handle(shared.clone(), req));
+                    let service =
+                        hyper::service::service_fn(move |req| handle(shared.clone(), peer, req));
                     let _ = hyper::server::conn::http1::Builder::new()
                         .timer(TokioTimer::new())
                         .serve_connection(TokioIo::new(stream), service)
@@ -205,7 +206,11 @@ fn header(req: &Request<Incoming>, name: hyper::header::HeaderName) -> Option<St
 }
 
 /// One request, start to finish. `Err` drops the connection without an answer.
-async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<Body>, io::Error> {
+async fn handle(
+    shared: Arc<Shared>,
+    peer: std::net::SocketAddr,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, io::Error> {
     let start = Instant::now();
     let method = req.method().clone();
     let path = req.uri().path().to_owned();
@@ -265,6 +270,7 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<
         body: String::from_utf8_lossy(&api.body).into_owned(),
         status: 0,
         latency: std::time::Duration::ZERO,
+        peer: Some(peer),
     };
     let info = RequestInfo {
         verb: &api.verb,

@@ -38,6 +38,8 @@ pub struct Entry {
     pub status: u16,
     /// Time from the request's arrival to the response headers.
     pub latency: Duration,
+    /// The client's address: one per connection (a new port is a new connection).
+    pub peer: Option<std::net::SocketAddr>,
 }
 
 impl Entry {
@@ -163,6 +165,7 @@ mod tests {
             body: String::new(),
             status: 200,
             latency: Duration::ZERO,
+            peer: None,
         }
     }
 
