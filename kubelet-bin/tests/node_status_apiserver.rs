@@ -138,7 +138,8 @@ async fn registers_reports_and_adopts_as_a_node() -> Result<()> {
     }
 
     // A restarted kubelet adopts the Node: its hostname label is put back, a label and a
-    // condition owned by others stay.
+    // condition owned by others stay; its addresses (a new IP) replace the list whole, as
+    // upstream's patch does (an address another writer added is gone).
     token.cancel();
     tracker.close();
     tracker.wait().await;
@@ -154,15 +155,19 @@ async fn registers_reports_and_adopts_as_a_node() -> Result<()> {
         .patch_status(
             "node-a",
             &PatchParams::default(),
-            &Patch::Strategic(json!({"status": {"conditions": [
-                {"type": "NetworkUnavailable", "status": "False", "reason": "RouteCreated"}]}})),
+            &Patch::Strategic(json!({"status": {
+                "conditions": [
+                    {"type": "NetworkUnavailable", "status": "False", "reason": "RouteCreated"}],
+                "addresses": [{"type": "ExternalIP", "address": "192.0.2.1"}]}})),
         )
         .await?;
     runtime.set_down(true);
     state.update(runtime.as_ref()).await;
     let token = CancellationToken::new();
     let tracker = TaskTracker::new();
-    node_status::spawn(node_client, options()?, inputs, &tracker, token.clone());
+    let mut moved = options()?;
+    moved.node_ips = vec!["10.0.0.6".parse()?];
+    node_status::spawn(node_client, moved, inputs, &tracker, token.clone());
     let node = eventually(&admin, |n| {
         condition(n, "Ready").is_some_and(|(s, _)| s == "False")
     })
@@ -173,6 +178,22 @@ async fn registers_reports_and_adopts_as_a_node() -> Result<()> {
     ensure!(
         condition(&node, "NetworkUnavailable").is_some(),
         "{node:#?}"
+    );
+    let addresses: Vec<_> = node
+        .status
+        .clone()
+        .and_then(|s| s.addresses)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|a| (a.type_, a.address))
+        .collect();
+    ensure!(
+        addresses
+            == [
+                ("InternalIP".to_owned(), "10.0.0.6".to_owned()),
+                ("Hostname".to_owned(), "node-a".to_owned())
+            ],
+        "{addresses:?}"
     );
     let (_, message) = condition(&node, "Ready").unwrap_or_default();
     ensure!(

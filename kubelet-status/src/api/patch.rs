@@ -25,7 +25,7 @@ pub fn status_patch(
     new: &ApiPodStatus,
 ) -> Result<Option<Value>, serde_json::Error> {
     let (old, new) = (to_object(old)?, to_object(new)?);
-    let diff = diff_object(&old, &new, true);
+    let diff = two_way_merge_patch(&old, &new, &MERGE_KEYS);
     if diff.is_empty() {
         return Ok(None);
     }
@@ -46,19 +46,36 @@ fn merge_key(field: &str) -> Option<&'static str> {
         .map(|(_, key)| *key)
 }
 
-/// The fields of `new` that differ from `old`; `top` says the maps are the status itself
-/// (where the merge keys apply).
+/// Lists merged by a key: `(field, key)` pairs.
+pub type MergeKeys<'a> = &'a [(&'a str, &'a str)];
+
+/// The strategic merge patch that turns the object `old` into `new` (upstream
+/// `strategicpatch.CreateTwoWayMergePatch`, without `$setElementOrder`): changed fields are
+/// set, removed ones `null`, nested objects are diffed in turn; the lists of `old`/`new` named
+/// in `merge_keys` send only the elements that changed (with their key), came, or went
+/// (`{"<key>": …, "$patch": "delete"}`); every other list is sent whole when it changed.
+/// Empty when nothing differs. Also the node status patch's diff (kubelet-bin).
+pub fn two_way_merge_patch(
+    old: &Map<String, Value>,
+    new: &Map<String, Value>,
+    merge_keys: MergeKeys<'_>,
+) -> Map<String, Value> {
+    diff_object(old, new, Some(merge_keys))
+}
+
+/// The fields of `new` that differ from `old`; `keys` are the merge keys of these maps' lists
+/// (`None` below the top, where none apply).
 fn diff_object(
     old: &Map<String, Value>,
     new: &Map<String, Value>,
-    top: bool,
+    keys: Option<MergeKeys<'_>>,
 ) -> Map<String, Value> {
     let mut out = Map::new();
     for (field, value) in new {
         match old.get(field) {
             Some(previous) if previous == value => {}
             Some(previous) => {
-                out.insert(field.clone(), diff_value(field, previous, value, top));
+                out.insert(field.clone(), diff_value(field, previous, value, keys));
             }
             None => {
                 out.insert(field.clone(), value.clone());
@@ -71,10 +88,13 @@ fn diff_object(
     out
 }
 
-fn diff_value(field: &str, old: &Value, new: &Value, top: bool) -> Value {
+fn diff_value(field: &str, old: &Value, new: &Value, keys: Option<MergeKeys<'_>>) -> Value {
+    let key = keys
+        .and_then(|keys| keys.iter().find(|(name, _)| *name == field))
+        .map(|(_, key)| *key);
     match (old, new) {
-        (Value::Object(o), Value::Object(n)) => Value::Object(diff_object(o, n, false)),
-        (Value::Array(o), Value::Array(n)) if top => match merge_key(field) {
+        (Value::Object(o), Value::Object(n)) => Value::Object(diff_object(o, n, None)),
+        (Value::Array(o), Value::Array(n)) => match key {
             Some(key) => diff_keyed_list(o, n, key).unwrap_or_else(|| new.clone()),
             None => new.clone(),
         },
@@ -99,7 +119,7 @@ fn diff_keyed_list(old: &[Value], new: &[Value], key: &str) -> Option<Value> {
                     out.push(element.clone());
                     continue;
                 };
-                let mut changed = diff_object(previous, element, false);
+                let mut changed = diff_object(previous, element, None);
                 changed.insert(key.to_owned(), k);
                 out.push(Value::Object(changed));
             }

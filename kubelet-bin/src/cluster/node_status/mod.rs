@@ -11,6 +11,7 @@
 //! | [`setters`] | `nodestatus.NodeAddress`, `MachineInfo`, `VersionInfo`, `DaemonEndpoints`, `Images`, `GoRuntime` |
 //! | [`conditions`] | `ReadyCondition`, `MemoryPressureCondition`, `DiskPressureCondition`, `PIDPressureCondition` |
 //! | [`diff`] | `nodeStatusHasChanged` |
+//! | [`patch`] | `nodeutil.PatchNodeStatus` (`preparePatchBytesforNodeStatus`) |
 //! | [`sync`] | `registerWithAPIServer`, `syncNodeStatus`, `tryUpdateNodeStatus`, `fastStatusUpdateOnce` |
 //!
 //! Wiring (what the cluster mode does):
@@ -35,6 +36,7 @@ pub mod diff;
 pub mod initial;
 mod inputs;
 pub mod machine;
+pub mod patch;
 pub mod quantity;
 pub mod setters;
 pub mod sync;

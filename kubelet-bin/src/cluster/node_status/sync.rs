@@ -5,9 +5,9 @@
 //! - Registration creates the Node; when it already exists the kubelet adopts it (a merge
 //!   patch of its managed labels and annotation). Failures retry every 100 ms doubling to 7 s.
 //! - Every `nodeStatusUpdateFrequency` the status is recomputed from the Node as the API
-//!   serves it; it is written (a strategic merge patch of `nodes/<n>/status`, so conditions
-//!   others own stay) only when it changed ([`super::diff`]) or `nodeStatusReportFrequency`
-//!   passed since the last write. A round tries 5 times (upstream `nodeStatusUpdateRetry`);
+//!   serves it; it is written (a strategic merge patch of `nodes/<n>/status` with what
+//!   changed, [`super::patch`], so conditions others own stay) only when it changed
+//!   ([`super::diff`]) or `nodeStatusReportFrequency` passed since the last write. A round tries 5 times (upstream `nodeStatusUpdateRetry`);
 //!   the first read may come from the API server's cache (`resourceVersion=0`).
 //! - Until a Ready=True status is written, rounds run every 100 ms (upstream
 //!   `fastStatusUpdateOnce`), for at most two minutes and only while the API answers.
@@ -24,7 +24,6 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::{GetParams, Patch, PatchParams, PostParams};
-use serde_json::json;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -34,6 +33,7 @@ use tracing::{info, warn};
 use super::diff::status_has_changed;
 use super::initial::{adopt_patch, initial_node};
 use super::machine::MachineInfo;
+use super::patch::node_status_patch;
 use super::setters::{NodeEvent, set_node_status};
 use super::{Error, NodeStatusInputs, NodeStatusOptions};
 
@@ -227,7 +227,7 @@ impl Syncer {
             self.publish(node);
             return Ok(());
         }
-        let patch = json!({ "status": node.status });
+        let patch = node_status_patch(original.as_ref(), node.status.as_ref())?;
         let updated = self
             .api
             .patch_status(

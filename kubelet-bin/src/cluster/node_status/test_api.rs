@@ -1,7 +1,6 @@
 //! A small in-memory API server for one Node behind a real `kube::Client` (tests only):
-//! create, get, merge/strategic patch of the object and of `/status` (applied as a JSON
-//! merge patch, which is what a strategic patch of a whole status amounts to here), a
-//! request journal and injected failures.
+//! create, get, merge/strategic patch of the object and of `/status` (a strategic patch is
+//! applied as the fake API server applies it), a request journal and injected failures.
 
 use std::sync::{Arc, Mutex};
 
@@ -121,11 +120,25 @@ impl FakeNodeApi {
                 };
                 let mut patch = body;
                 if sub.ends_with("/status") {
-                    patch = json!({ "status": patch["status"].clone() });
+                    patch = match patch.get("status") {
+                        Some(status) => json!({ "status": status }),
+                        None => json!({}),
+                    };
                 } else if let Some(p) = patch.as_object_mut() {
                     p.remove("status");
                 }
-                merge(node, &patch);
+                let strategic = parts
+                    .headers
+                    .get(http::header::CONTENT_TYPE)
+                    .is_some_and(|ct| ct.as_bytes().starts_with(b"application/strategic"));
+                if strategic {
+                    match kubelet_core::testing::apiserver::strategic_merge(node, &patch) {
+                        Ok(merged) => *node = merged,
+                        Err(_) => return status(StatusCode::BAD_REQUEST, "BadRequest"),
+                    }
+                } else {
+                    merge(node, &patch);
+                }
                 node["metadata"]["resourceVersion"] = json!(rv);
                 respond(StatusCode::OK, node)
             }

@@ -58,6 +58,7 @@ use tokio::task::JoinHandle;
 pub use auth::{Auth, UserInfo};
 pub use faults::{Fault, Faults, RequestFilter};
 pub use journal::{Entry, Journal};
+pub use patch::strategic_merge;
 
 use resource::Gvr;
 use store::Store;

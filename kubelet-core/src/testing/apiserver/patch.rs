@@ -26,6 +26,12 @@ impl PatchType {
     }
 }
 
+/// Applies a strategic merge `patch` to a copy of `doc`, as the fake API server does (for
+/// tests of code that computes such patches).
+pub fn strategic_merge(doc: &Value, patch: &Value) -> super::Result<Value> {
+    Ok(apply(doc, patch, PatchType::Strategic)?)
+}
+
 /// Applies `patch` to a copy of `doc`.
 pub(crate) fn apply(doc: &Value, patch: &Value, ty: PatchType) -> Result<Value, ApiError> {
     let mut out = doc.clone();
@@ -144,8 +150,14 @@ fn key_of<'a>(item: &'a Value, key: &str) -> Option<&'a Value> {
 }
 
 fn merge_list(orig: &[Value], patch: &[Value], key: &str) -> Result<Vec<Value>, ApiError> {
-    let mut out: Vec<Value> = orig.to_vec();
-    for item in patch {
+    let replace = |v: &Value| v.get("$patch").and_then(Value::as_str) == Some("replace");
+    // A `{"$patch": "replace"}` element: the list becomes the patch's other elements.
+    let mut out: Vec<Value> = if patch.iter().any(replace) {
+        Vec::new()
+    } else {
+        orig.to_vec()
+    };
+    for item in patch.iter().filter(|v| !replace(v)) {
         let Value::Object(pm) = item else {
             return Err(ApiError::bad_request(format!(
                 "a list merged by {key:?} must hold objects"
@@ -240,6 +252,20 @@ mod tests {
         assert_eq!(out["status"]["images"], json!([{"names": ["b"]}]));
         assert!(out["status"].get("x").is_none());
         assert_eq!(out["metadata"]["finalizers"], json!(["a", "b"]));
+    }
+
+    #[test]
+    fn a_replace_element_replaces_a_merge_list() {
+        let doc = json!({"status": {"addresses": [
+            {"type": "InternalIP", "address": "10.0.0.5"},
+            {"type": "ExternalIP", "address": "1.2.3.4"}]}});
+        let patch = json!({"status": {"addresses": [
+            {"type": "InternalIP", "address": "10.0.0.6"}, {"$patch": "replace"}]}});
+        let out = apply(&doc, &patch, PatchType::Strategic).unwrap_or_default();
+        assert_eq!(
+            out["status"]["addresses"],
+            json!([{"type": "InternalIP", "address": "10.0.0.6"}])
+        );
     }
 
     #[test]
