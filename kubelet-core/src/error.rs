@@ -52,6 +52,9 @@ pub enum Error {
     /// A ConfigMap, Secret or other object could not be read.
     #[error(transparent)]
     Object(#[from] crate::objects::Error),
+    /// Registry credentials could not be read from image pull secrets.
+    #[error(transparent)]
+    Credentials(#[from] crate::credentialprovider::Error),
     /// A downward API field path is invalid.
     #[error(transparent)]
     FieldPath(#[from] crate::fieldpath::Error),

@@ -22,6 +22,7 @@ pub mod cache;
 pub mod cm;
 pub mod config;
 pub mod container;
+pub mod credentialprovider;
 pub mod envvars;
 pub mod error;
 pub mod events;
