@@ -437,6 +437,22 @@ pub trait RuntimeHelper: Send + Sync {
     fn get_pod_cgroup_parent(&self, _pod: &Pod) -> String {
         String::new()
     }
+
+    /// The pod's image pull secrets (upstream `getPullSecretsForPod`, which the Go kubelet
+    /// passes to `SyncPod`): those that could be read, and the names of those that could
+    /// not (the pull is tried anyway). Asked before each image pull; the default has none.
+    async fn pull_secrets(&self, _pod: &Pod) -> PullSecrets {
+        PullSecrets::default()
+    }
+}
+
+/// A pod's image pull secrets, as [`RuntimeHelper::pull_secrets`] found them.
+#[derive(Clone, Debug, Default)]
+pub struct PullSecrets {
+    /// The secrets that could be read, in the pod's order.
+    pub secrets: Vec<k8s_openapi::api::core::v1::Secret>,
+    /// Names of referenced secrets that could not be read (missing or unreadable).
+    pub unavailable: Vec<String>,
 }
 
 /// A container runtime (upstream `kubecontainer.Runtime`), implemented over CRI by

@@ -185,7 +185,7 @@ impl Url {
         }
         let port = match host.strip_prefix('[') {
             Some(inner) => match inner.split_once(']') {
-                Some((_, after)) if after.is_empty() => None,
+                Some((_, "")) => None,
                 Some((_, after)) => match after.strip_prefix(':') {
                     Some(p) => Some(p),
                     None => return Err(format!("invalid port {after:?} after host")),

@@ -43,6 +43,9 @@ pub const FAILED_TO_INSPECT_IMAGE: &str = "InspectFailed";
 pub const ERR_IMAGE_NEVER_PULL_POLICY: &str = "ErrImageNeverPull";
 /// A pull is refused inside the image's backoff window.
 pub const BACK_OFF_PULL_IMAGE: &str = "BackOff";
+/// Some of the pod's image pull secrets could not be read (upstream's literal reason in
+/// `getPullSecretsForPod`).
+pub const FAILED_TO_RETRIEVE_IMAGE_PULL_SECRET: &str = "FailedToRetrieveImagePullSecret";
 
 // Kubelet (node) event reasons.
 /// The node became Ready.

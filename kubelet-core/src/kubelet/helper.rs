@@ -16,7 +16,9 @@ use crate::kubelet::hosts;
 use crate::objects::InMemoryObjectSource;
 use crate::pod::PodExt;
 use crate::resources::NodeAllocatable;
-use crate::runtime::{Mount, RunContainerOptions, RunContainerOptionsError, RuntimeHelper};
+use crate::runtime::{
+    Mount, PullSecrets, RunContainerOptions, RunContainerOptionsError, RuntimeHelper,
+};
 use crate::volume::VolumeManager;
 
 /// Builds container options from the pod spec, the volume manager and the node.
@@ -180,6 +182,10 @@ impl RuntimeHelper for KubeletRuntimeHelper {
 
     fn get_pod_cgroup_parent(&self, pod: &Pod) -> String {
         self.cgroups.pod_cgroup_parent(pod)
+    }
+
+    async fn pull_secrets(&self, pod: &Pod) -> PullSecrets {
+        super::pull_secrets::get_pull_secrets_for_pod(self.env.objects.as_ref(), pod).await
     }
 }
 

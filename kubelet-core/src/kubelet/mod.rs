@@ -14,6 +14,7 @@ pub mod mirror;
 pub mod node;
 pub mod predicate;
 mod propagation;
+pub mod pull_secrets;
 mod reason_cache;
 pub mod runtime_state;
 pub mod sync_loop;

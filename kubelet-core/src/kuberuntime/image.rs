@@ -6,17 +6,20 @@
 //! until its backoff window ends ([`super::pull_backoff`]) further starts are
 //! `ImagePullBackOff`. Each outcome is recorded as upstream's image manager records it
 //! (`Pulling`, `Pulled`, `Failed`, `BackOff`, `InspectFailed`, `ErrImageNeverPull`).
+//! Pulls use the pod's pull secrets (`kuberuntime/pull.rs`, upstream `PullImage`).
 
-use k8s_openapi::api::core::v1::{Container, ObjectReference};
+use k8s_openapi::api::core::v1::{Container, ObjectReference, Pod};
 
-use super::api::{PodSandboxConfig, PullImageRequest};
+use super::api::PodSandboxConfig;
+use super::pull::pull_image;
 use super::pull_backoff::ImagePullBackoff;
 use super::reasons::{
     ERR_IMAGE_NEVER_PULL, ERR_IMAGE_PULL, IMAGE_INSPECT_ERROR, INVALID_IMAGE_NAME,
 };
 use super::service::RuntimeService;
-use crate::events::{EventRecorder, EventType, reasons as events};
-use crate::runtime::{Error, Result};
+use crate::events::{EventRecorder, EventType, pod_ref, reasons as events};
+use crate::pod::PodExt;
+use crate::runtime::{Error, Result, RuntimeHelper};
 
 /// Where the image manager's events go: the recorder and the container's reference.
 pub(super) struct ImageEvents<'a> {
@@ -132,15 +135,20 @@ fn fail(reason: &'static str, e: Error) -> EnsureError {
 }
 
 /// Makes sure the container's image is present according to its pull policy and returns the
-/// reference to create the container from (the image ID when known).
+/// reference to create the container from (the image ID when known). A pull asks `helper`
+/// for the pod's pull secrets first.
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn ensure_image_exists<S: RuntimeService + ?Sized>(
     service: &S,
     pulls: &ImagePullBackoff,
-    pod_uid: &str,
+    pod: &Pod,
+    helper: &dyn RuntimeHelper,
     container: &Container,
     sandbox: &PodSandboxConfig<'_>,
     events: &ImageEvents<'_>,
 ) -> Result<String, EnsureError> {
+    let pod_uid = pod.uid();
+    let pod_uid = pod_uid.as_str();
     let raw = container.image.as_deref().unwrap_or("");
     let Some(image) = apply_default_tag(raw) else {
         let message =
@@ -214,13 +222,20 @@ pub(super) async fn ensure_image_exists<S: RuntimeService + ?Sized>(
         events::PULLING_IMAGE,
         &format!("Pulling image {raw:?}"),
     );
+    let secrets = helper.pull_secrets(pod).await;
+    if !secrets.unavailable.is_empty() {
+        events.recorder.event(
+            &pod_ref(pod),
+            EventType::Warning,
+            events::FAILED_TO_RETRIEVE_IMAGE_PULL_SECRET,
+            &format!(
+                "Unable to retrieve some image pull secrets ({}); attempting to pull the image may not succeed.",
+                secrets.unavailable.join(", ")
+            ),
+        );
+    }
     let started = tokio::time::Instant::now();
-    let request = PullImageRequest {
-        image: &image,
-        auth: None,
-        sandbox,
-    };
-    match service.pull_image(&request).await {
+    match pull_image(service, &image, sandbox, &secrets.secrets).await {
         Ok(image_ref) => {
             pulls.succeeded();
             // Upstream truncates to milliseconds; pulls are not queued here, so there is

@@ -7,7 +7,7 @@
 //! * [`KubeRuntimeManager`] (upstream `kubeGenericRuntimeManager`), generic over a
 //!   [`RuntimeService`], implements [`crate::runtime::Runtime`]: pod actions
 //!   ([`actions`]), init containers and sidecars, CrashLoopBackOff, image pull policy and
-//!   ImagePullBackOff ([`image`], [`pull_backoff`]), probe-triggered restarts, graceful
+//!   ImagePullBackOff ([`image`], [`pull_backoff`]) with the pod's pull secrets, probe-triggered restarts, graceful
 //!   termination with preStop hooks, postStart hooks (run by a
 //!   [`crate::lifecycle::HandlerRunner`]), termination messages ([`termination`]), DNS
 //!   ([`dns`]) and the labels that let it find its objects again ([`labels`]).
@@ -22,6 +22,7 @@ pub mod image;
 mod kill;
 pub mod labels;
 mod manager;
+mod pull;
 pub mod pull_backoff;
 pub mod reasons;
 pub mod security;

@@ -362,7 +362,8 @@ impl<S: RuntimeService> KubeRuntimeManager<S> {
         let image_ref = ensure_image_exists(
             self.service.as_ref(),
             &self.image_backoff,
-            pod.uid().as_str(),
+            pod,
+            ctx.helper,
             container,
             ctx.sandbox_config,
             &image_events,

@@ -25,6 +25,10 @@ use crate::runtime::{
     ContainerState, Error, ExecResult, Result, RuntimeStatus, SandboxState, Version,
 };
 
+/// What a pull without the credentials [`FakeRuntimeService::require_pull_credentials`] asks
+/// for fails with (a registry's answer, as containerd reports it).
+pub const UNAUTHORIZED: &str = "unexpected status code 401 Unauthorized";
+
 /// The exit code a container stopped by the fake reports (killed: 128 + SIGKILL).
 pub const STOPPED_EXIT_CODE: i32 = 137;
 
@@ -229,6 +233,10 @@ struct State {
     exec_results: HashMap<String, ExecResult>,
     images: BTreeMap<String, Image>,
     pull_failures: HashMap<String, Error>,
+    /// Images whose pulls need these credentials (`username`, `password`).
+    pull_credentials: HashMap<String, (String, String)>,
+    /// Every pull: the image and the user name of the credentials sent, if any.
+    pulls: Vec<(String, Option<String>)>,
     /// Containers ever started, per pod.
     started: HashMap<PodUid, usize>,
 }
@@ -266,6 +274,8 @@ impl FakeRuntimeService {
                 exec_results: HashMap::new(),
                 images: BTreeMap::new(),
                 pull_failures: HashMap::new(),
+                pull_credentials: HashMap::new(),
+                pulls: Vec::new(),
                 started: HashMap::new(),
             })),
             containers: ContainerStore::new(),
@@ -460,6 +470,20 @@ impl FakeRuntimeService {
     /// Lets `image` pull again.
     pub fn clear_pull_failure(&self, image: &str) {
         self.lock().pull_failures.remove(image);
+    }
+
+    /// Makes `image` pull only with these credentials, as a registry with basic auth: other
+    /// pulls fail with [`UNAUTHORIZED`] in the message.
+    pub fn require_pull_credentials(&self, image: &str, username: &str, password: &str) {
+        self.lock()
+            .pull_credentials
+            .insert(image.to_owned(), (username.to_owned(), password.to_owned()));
+    }
+
+    /// Every pull so far: the image and the user name of the credentials sent (`None`
+    /// without credentials).
+    pub fn pulls(&self) -> Vec<(String, Option<String>)> {
+        self.lock().pulls.clone()
     }
 
     fn stop_sandbox_containers(&self, sandbox_id: &str) {
@@ -657,9 +681,23 @@ impl RuntimeService for FakeRuntimeService {
 
     async fn pull_image<'a>(&self, request: &PullImageRequest<'a>) -> Result<String> {
         let image = request.image;
-        let st = self.enter(ServiceCall::PullImage(image.to_owned()))?;
+        let mut st = self.enter(ServiceCall::PullImage(image.to_owned()))?;
+        st.pulls
+            .push((image.to_owned(), request.auth.map(|a| a.username.clone())));
         if let Some(error) = st.pull_failures.get(image) {
             return Err(clone_error(error));
+        }
+        if let Some((user, password)) = st.pull_credentials.get(image) {
+            let sent = request.auth.map(|a| (&a.username, &a.password));
+            if sent != Some((user, password)) {
+                return Err(Error::Runtime {
+                    op: "PullImage",
+                    message: format!(
+                        "failed to pull and unpack image {image:?}: failed to resolve \
+                         reference {image:?}: {UNAUTHORIZED}"
+                    ),
+                });
+            }
         }
         drop(st);
         if !self.has_image(image) {

@@ -20,7 +20,7 @@ pub use fake_managers::{FakeStatusManager, FakeVolumeManager};
 pub use fake_pleg::FakePleg;
 pub use fake_runtime::{Call, FakeRuntime};
 pub use fake_service::{
-    FakeRuntimeService, FakeSandbox, STOPPED_EXIT_CODE, ServiceCall, ServiceOp,
+    FakeRuntimeService, FakeSandbox, STOPPED_EXIT_CODE, ServiceCall, ServiceOp, UNAUTHORIZED,
 };
 pub use fixtures::{
     FakeRuntimeHelper, container_with_resources, pod, pod_of, pod_with, resource_list,

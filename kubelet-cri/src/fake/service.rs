@@ -569,8 +569,22 @@ impl ImageService for Service {
         &self,
         request: Request<cri::PullImageRequest>,
     ) -> Result<Response<cri::PullImageResponse>, Status> {
-        let image = request.into_inner().image.unwrap_or_default().image;
+        let request = request.into_inner();
+        let image = request.image.unwrap_or_default().image;
         let mut st = self.enter("PullImage", &image).await?;
+        st.pull_auths.push((
+            image.clone(),
+            request.auth.as_ref().map(|a| a.username.clone()),
+        ));
+        if let Some((user, password)) = st.pull_credentials.get(&image) {
+            let sent = request.auth.as_ref().map(|a| (&a.username, &a.password));
+            if sent != Some((user, password)) {
+                return Err(Status::unknown(format!(
+                    "failed to pull and unpack image {image:?}: failed to resolve reference \
+                     {image:?}: unexpected status code 401 Unauthorized"
+                )));
+            }
+        }
         if st.unpullable.contains(&image) {
             return Err(Status::not_found(format!(
                 "failed to resolve reference {image:?}: not found"

@@ -115,6 +115,10 @@ pub(crate) struct State {
     pub(crate) containers: BTreeMap<String, FakeContainer>,
     pub(crate) images: Vec<FakeImage>,
     pub(crate) unpullable: Vec<String>,
+    /// References that pull only with these credentials (`username`, `password`).
+    pub(crate) pull_credentials: HashMap<String, (String, String)>,
+    /// The `auth` of every `PullImage`: reference and user name (`None` without auth).
+    pub(crate) pull_auths: Vec<(String, Option<String>)>,
     pub(crate) calls: Vec<Call>,
     pub(crate) failures: HashMap<&'static str, (Code, String)>,
     pub(crate) hanging: HashSet<&'static str>,
@@ -200,6 +204,8 @@ impl FakeCri {
                 containers: BTreeMap::new(),
                 images: Vec::new(),
                 unpullable: Vec::new(),
+                pull_credentials: HashMap::new(),
+                pull_auths: Vec::new(),
                 calls: Vec::new(),
                 failures: HashMap::new(),
                 hanging: HashSet::new(),
@@ -317,6 +323,21 @@ impl FakeCri {
     /// Makes pulls of `reference` fail with `NotFound` (as a registry without the image).
     pub fn set_unpullable(&self, reference: &str) {
         self.lock().unpullable.push(reference.to_owned());
+    }
+
+    /// Makes `reference` pull only with these credentials, as a registry with basic auth:
+    /// other pulls fail with `Unknown` and a 401 message like containerd's.
+    pub fn require_pull_credentials(&self, reference: &str, username: &str, password: &str) {
+        self.lock().pull_credentials.insert(
+            reference.to_owned(),
+            (username.to_owned(), password.to_owned()),
+        );
+    }
+
+    /// Every `PullImage` so far: the reference and the user name of its `auth` (`None`
+    /// without one).
+    pub fn pull_auths(&self) -> Vec<(String, Option<String>)> {
+        self.lock().pull_auths.clone()
     }
 
     /// The images the fake holds.
