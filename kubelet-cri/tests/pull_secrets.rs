@@ -87,6 +87,7 @@ async fn pull_secrets_reach_the_runtime_as_auth() {
                 host_ips: Vec::new(),
                 allocatable: NodeAllocatable::detect(),
                 objects: Arc::new(objects.clone()),
+                services: None,
             },
         ),
     );
