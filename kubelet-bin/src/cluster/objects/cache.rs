@@ -8,7 +8,8 @@
 //! value, as upstream.
 //!
 //! Every change a watch sees after its first list (an update, a deletion, a relist) is
-//! reported to the cache's [`Notify`] with the object's namespace and name.
+//! reported to the cache's [`Notify`] with the object's namespace and name, and so is the
+//! first list when a read gave up waiting for it (the pod's sync failed and may now retry).
 //!
 //! [`ObjectCache::get`] answers from the cache only: it waits up to the sync timeout
 //! (upstream: 1 s) for the watch's first list, then returns the object or `None`; it never
@@ -16,6 +17,7 @@
 
 use std::collections::HashMap;
 use std::fmt::Debug;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -53,6 +55,8 @@ struct Item<K> {
     refs: HashMap<String, usize>,
     state: watch::Receiver<State<K>>,
     stop: CancellationToken,
+    /// A read gave up waiting for the first list.
+    late: Arc<AtomicBool>,
 }
 
 /// The objects of one kind, each from its own watch (see the [module docs](self)).
@@ -168,8 +172,8 @@ where
         let state = self
             .lock()
             .get(&(namespace.to_owned(), name.to_owned()))
-            .map(|item| item.state.clone());
-        let Some(mut state) = state else {
+            .map(|item| (item.state.clone(), item.late.clone()));
+        let Some((mut state, late)) = state else {
             return Err(Error::Unavailable(format!(
                 "object {namespace:?}/{name:?} not registered"
             )));
@@ -184,8 +188,12 @@ where
                 State::Synced(object) => Ok(object.as_deref().cloned()),
                 State::Unsynced => Err(self.not_synced()),
             },
-            // The watch ended (the node is stopping) or did not list in time.
-            Ok(Err(_)) | Err(_) => Err(self.not_synced()),
+            // The watch ended (the node is stopping).
+            Ok(Err(_)) => Err(self.not_synced()),
+            Err(_) => {
+                late.store(true, Ordering::Relaxed);
+                Err(self.not_synced())
+            }
         }
     }
 
@@ -199,12 +207,14 @@ where
     fn start(&self, namespace: &str, name: &str) -> Item<K> {
         let (tx, rx) = watch::channel(State::Unsynced);
         let stop = self.token.child_token();
+        let late = Arc::new(AtomicBool::new(false));
         debug!(resource = self.resource, %namespace, %name, "watching");
         self.tracker.spawn(run(
             Api::namespaced(self.client.clone(), namespace),
             (namespace.to_owned(), name.to_owned()),
             self.is_immutable,
             self.notify.clone(),
+            late.clone(),
             tx,
             stop.clone(),
         ));
@@ -212,6 +222,7 @@ where
             refs: HashMap::new(),
             state: rx,
             stop,
+            late,
         }
     }
 }
@@ -227,13 +238,14 @@ fn watcher_config(name: &str) -> watcher::Config {
 }
 
 /// Watches `namespace/name` until `stop`, publishing what it sees on `state` and telling
-/// `notify` of changes after the first list; ends early once the object is immutable (its
-/// value stays).
+/// `notify` of changes after the first list (and of the first list when a read was `late`
+/// for it); ends early once the object is immutable (its value stays).
 async fn run<K>(
     api: Api<K>,
     (namespace, name): (String, String),
     is_immutable: fn(&K) -> bool,
     notify: Notify,
+    late: Arc<AtomicBool>,
     state: watch::Sender<State<K>>,
     stop: CancellationToken,
 ) where
@@ -269,7 +281,7 @@ async fn run<K>(
         };
         let immutable = seen.as_ref().is_some_and(is_immutable);
         let previous = state.send_replace(State::Synced(seen.map(Arc::new)));
-        if matches!(previous, State::Synced(_)) {
+        if matches!(previous, State::Synced(_)) || late.swap(false, Ordering::Relaxed) {
             notify(&namespace, &name);
         }
         if immutable {

@@ -346,3 +346,41 @@ async fn a_change_names_the_registered_pods_that_reference_the_object() {
         .expect("handler alive");
     assert_eq!(uids, ["uid-a", "uid-b"]);
 }
+
+#[tokio::test]
+async fn a_first_list_that_came_too_late_for_a_read_asks_for_a_sync() {
+    let mut f = fixture().await;
+    let client = f.fake.client("kubelet/test").expect("client");
+    f.source = ApiObjectSource::new(client, TaskTracker::new(), f.token.clone())
+        .with_sync_timeout(Duration::from_millis(100));
+    f.fake
+        .create(
+            "v1",
+            "configmaps",
+            NS,
+            config_map("slow", json!({"k": "v"})),
+        )
+        .expect("create");
+    f.fake.faults().inject(
+        Fault::Latency(Duration::from_secs(1)),
+        RequestFilter::any().verb("list").resource("configmaps"),
+        Some(1),
+    );
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    f.source.set_change_handler(move |uids| {
+        let _ = tx.send(uids.to_vec());
+    });
+    f.source.register_pod(&pod_using("a", "uid-a", "slow", "s"));
+    let err = f.source.config_map(NS, "slow").await.expect_err("gave up");
+    assert_eq!(
+        err.to_string(),
+        "object source unavailable: failed to sync configmap cache: timed out waiting for the condition"
+    );
+    let uids = tokio::time::timeout(Duration::from_secs(10), rx.recv())
+        .await
+        .expect("told when the list came")
+        .expect("handler alive");
+    assert_eq!(uids, ["uid-a"]);
+    let cm = f.source.config_map(NS, "slow").await.expect("read");
+    assert_eq!(data(&cm, "k").as_deref(), Some("v"));
+}
