@@ -4,9 +4,10 @@
 //! kube-apiserver + etcd, with the real `kubectl` as the admin.
 //!
 //! - 3: a pod carrying the projected volume the ServiceAccount admission plugin adds
-//!   (`kube-api-access-*`: a 3607-second token and the namespace through the downward API)
-//!   reads a JWT that the API server's TokenReview accepts as
-//!   `system:serviceaccount:default:default`, bound to that pod. (Its refresh before expiry
+//!   (`kube-api-access-*`: a 3607-second token, `ca.crt` from the `kube-root-ca.crt`
+//!   ConfigMap and the namespace through the downward API) reads a JWT that the API server's
+//!   TokenReview accepts as `system:serviceaccount:default:default`, bound to that pod, and
+//!   the cluster's CA. (Its refresh before expiry
 //!   is tested on the fake API server with a paused clock, `cluster_fake_api.rs`: the real
 //!   server's minimum lifetime is 600 s.)
 //! - 5: a Service created before the pod shows in the container's environment
@@ -33,8 +34,8 @@ const SA_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 fn pod_yaml(name: &str, out: &Path, token: bool, service_links: bool) -> String {
     let copy = if token {
         format!(
-            " && cp {SA_DIR}/token /out/{name}-token.tmp && mv /out/{name}-token.tmp /out/{name}-token \
-             && cp {SA_DIR}/namespace /out/{name}-namespace"
+            " && cp {SA_DIR}/namespace /out/{name}-namespace && cp {SA_DIR}/ca.crt /out/{name}-ca.crt \
+             && cp {SA_DIR}/token /out/{name}-token.tmp && mv /out/{name}-token.tmp /out/{name}-token"
         )
     } else {
         String::new()
@@ -49,7 +50,8 @@ fn pod_yaml(name: &str, out: &Path, token: bool, service_links: bool) -> String 
             ),
             "  - name: kube-api-access-x7k2p\n    projected:\n      defaultMode: 420\n      sources:\n      \
              - serviceAccountToken:\n          expirationSeconds: 3607\n          path: token\n      \
-             - downwardAPI:\n          items:\n          - path: namespace\n            fieldRef:\n              \
+             - configMap:\n          name: kube-root-ca.crt\n          items:\n          - key: ca.crt\n            \
+             path: ca.crt\n      - downwardAPI:\n          items:\n          - path: namespace\n            fieldRef:\n              \
              apiVersion: v1\n              fieldPath: metadata.namespace\n"
                 .to_owned(),
         )
@@ -180,6 +182,12 @@ fn a_pod_gets_a_token_the_api_server_accepts_and_the_services_in_its_env() {
     assert_eq!(
         support::read(&out.join("sa-namespace")).as_deref(),
         Some("default")
+    );
+    let ca = std::fs::read_to_string(cluster.ca_file()).expect("the cluster's CA");
+    assert_eq!(
+        support::read(&out.join("sa-ca.crt")).as_deref(),
+        Some(ca.as_str()),
+        "ca.crt from the kube-root-ca.crt ConfigMap"
     );
     let (code, review) = cluster
         .admin_request(
