@@ -342,7 +342,9 @@ pub fn get_json(cluster: &xtask::apiserver::Cluster, args: &[&str]) -> Value {
 }
 
 /// `kubectl wait … --timeout=<secs>s` as the admin, returning how long it took; on a timeout
-/// panics with the kubelet's log tail and the API server's.
+/// panics with the kubelet's log tail and the API server's. An object that does not exist yet
+/// (a Node the kubelet has not registered) is waited for within the same time: `kubectl wait`
+/// itself fails at once on `NotFound`.
 pub fn kubectl_wait(
     cluster: &xtask::apiserver::Cluster,
     node: &Node,
@@ -350,11 +352,23 @@ pub fn kubectl_wait(
     secs: u64,
 ) -> Duration {
     let started = Instant::now();
-    let timeout = format!("--timeout={secs}s");
-    let mut all = vec!["wait"];
-    all.extend(args);
-    all.push(&timeout);
-    if let Err(e) = cluster.kubectl(&all) {
+    let deadline = started + Duration::from_secs(secs);
+    loop {
+        let left = deadline
+            .saturating_duration_since(Instant::now())
+            .as_secs()
+            .max(1);
+        let timeout = format!("--timeout={left}s");
+        let mut all = vec!["wait"];
+        all.extend(args);
+        all.push(&timeout);
+        let Err(e) = cluster.kubectl(&all) else {
+            return started.elapsed();
+        };
+        if format!("{e:#}").contains("NotFound") && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(200));
+            continue;
+        }
         let log = node.log();
         let tail: Vec<&str> = log.lines().rev().take(40).collect();
         panic!(
@@ -363,7 +377,6 @@ pub fn kubectl_wait(
             cluster.log_tail()
         );
     }
-    started.elapsed()
 }
 
 /// Writes `yaml` to a file under the node's directory and `kubectl create`s it as the admin.
