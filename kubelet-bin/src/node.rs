@@ -416,6 +416,22 @@ impl NodeBuilder {
                 Cluster::new(options, self.node_name.clone())
             })
             .transpose()?;
+        // Upstream sets up TLS and the auth of the secure port before anything starts.
+        let secure = self
+            .secure
+            .as_ref()
+            .map(|opts| {
+                let reviews = cluster.as_ref().map(|c| {
+                    Arc::new(c.clients.client.clone()) as Arc<dyn server::webhook::Reviews>
+                });
+                let ips: Vec<std::net::IpAddr> = self
+                    .node_ips
+                    .iter()
+                    .filter_map(|ip| ip.parse().ok())
+                    .collect();
+                server::Secure::new(opts, &self.node_name, &ips, reviews).map(|s| (opts.addr, s))
+            })
+            .transpose()?;
         let token = CancellationToken::new();
         let tracker = TaskTracker::new();
         let events: Arc<dyn EventRecorder> = match (self.events.take(), &cluster) {
@@ -539,7 +555,6 @@ impl NodeBuilder {
             cgroups: self.cgroups,
         };
 
-        let (node_name, node_ips) = (self.node_name.clone(), self.node_ips.clone());
         let mut kubelet = KubeletBuilder::new(managers, pleg_events, probe_updates)
             .node_name(self.node_name.clone())
             .root_dir(self.root_dir)
@@ -605,15 +620,9 @@ impl NodeBuilder {
         if let Some(addr) = self.read_only_addr {
             servers.push(bind("read-only", addr, server::read_only_router(state.clone())).await?);
         }
-        if let Some(opts) = &self.secure {
-            let reviews = cluster
-                .as_ref()
-                .map(|c| Arc::new(c.clients.client.clone()) as Arc<dyn server::webhook::Reviews>);
-            let ips: Vec<std::net::IpAddr> =
-                node_ips.iter().filter_map(|ip| ip.parse().ok()).collect();
-            let secure = server::secure(opts, &node_name, &ips, reviews, state)?;
+        if let Some((addr, secure)) = secure {
             servers.push(
-                bind("secure", opts.addr, secure.router)
+                bind("secure", addr, secure.router(state))
                     .await?
                     .with_tls(secure.tls),
             );

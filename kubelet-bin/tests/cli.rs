@@ -20,6 +20,14 @@ fn kubelet(args: &[&str]) -> (i32, String) {
 fn bad_flags_exit_64_with_a_clear_message() {
     let cases: &[(&[&str], &str)] = &[
         (&["--no-such-flag"], "--no-such-flag"),
+        (&["--port", "0"], "--port"),
+        (
+            &["--tls-cipher-suites", "TLS_RSA_WITH_RC4_128_SHA"],
+            "TLS_RSA_WITH_RC4_128_SHA",
+        ),
+        (&["--tls-min-version", "VersionTLS9"], "VersionTLS9"),
+        (&["--authorization-mode", "RBAC"], "RBAC"),
+        (&["--tls-cert-file", "/x.crt"], "--tls-private-key-file"),
         (&["--sync-frequency", "soon"], "sync-frequency"),
         (&["--read-only-port", "70000"], "read-only-port"),
         (
@@ -81,6 +89,20 @@ fn help_lists_upstream_flag_names() {
         "--manifest-url",
         "--manifest-url-header",
         "--http-check-frequency",
+        "--port",
+        "--address",
+        "--tls-cert-file",
+        "--tls-private-key-file",
+        "--cert-dir",
+        "--tls-min-version",
+        "--tls-cipher-suites",
+        "--client-ca-file",
+        "--anonymous-auth",
+        "--authentication-token-webhook",
+        "--authentication-token-webhook-cache-ttl",
+        "--authorization-mode",
+        "--authorization-webhook-cache-authorized-ttl",
+        "--authorization-webhook-cache-unauthorized-ttl",
         "-v",
     ] {
         assert!(text.contains(flag), "--help lacks {flag}");
@@ -106,4 +128,34 @@ fn an_unreadable_kubeconfig_fails_before_touching_the_runtime() {
     assert_eq!(code, 1, "{text}");
     assert!(text.contains("--kubeconfig"), "{text}");
     assert!(text.contains(missing.to_str().expect("utf8")), "{text}");
+}
+
+#[test]
+fn a_config_file_wants_webhooks_which_a_standalone_kubelet_cannot_have() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n",
+    )
+    .expect("write");
+    let (code, text) = kubelet(&[
+        "--config",
+        config.to_str().expect("utf8"),
+        "--root-dir",
+        dir.path().join("root").to_str().expect("utf8"),
+        "--container-runtime-endpoint",
+        "unix:///does/not/exist.sock",
+        "--port",
+        "1",
+        "--healthz-port",
+        "0",
+    ]);
+    // As upstream BuildAuth: before the runtime or any port is touched.
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains("no client provided, cannot use webhook authentication"),
+        "{text}"
+    );
+    assert!(!text.contains("Starting kubelet"), "{text}");
 }

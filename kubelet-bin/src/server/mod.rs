@@ -167,39 +167,52 @@ impl SecureOptions {
     }
 }
 
-/// The secure port, ready to bind: its TLS config and its router.
+/// The secure port, set up and ready to serve once the node's state exists: its TLS config
+/// and its auth filter.
 pub struct Secure {
     /// The rustls config of the listener.
     pub tls: Arc<rustls::ServerConfig>,
-    /// The routes behind the auth filter.
-    pub router: Router,
+    /// The authenticator and authorizer of the filter.
+    pub auth: Arc<KubeletAuth>,
+    /// What `/configz` serves.
+    pub configz: Arc<serde_json::Value>,
 }
 
 impl std::fmt::Debug for Secure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Secure").finish_non_exhaustive()
+        f.debug_struct("Secure")
+            .field("auth", &self.auth)
+            .finish_non_exhaustive()
     }
 }
 
-/// Sets up the secure port of node `node_name` (upstream `InitializeTLS` + `BuildAuth`): the
-/// serving pair (self-signed for the node's name and IPs), the authenticator and the
-/// authorizer; `reviews` is the API client for the webhooks (`None` standalone).
-pub fn secure(
-    opts: &SecureOptions,
-    node_name: &str,
-    node_ips: &[IpAddr],
-    reviews: Option<Arc<dyn webhook::Reviews>>,
-    state: ServerState,
-) -> Result<Secure, Error> {
-    let (certs, key) = tls::serving_pair(&opts.tls, node_name, node_ips)?;
-    let (config, client_ca) = tls::server_config(&opts.tls, certs, key)?;
-    let auth = KubeletAuth {
-        node_name: node_name.to_owned(),
-        authenticator: authn::Authenticator::new(&opts.authn, client_ca, reviews.clone())?,
-        authorizer: authz::Authorizer::new(&opts.authz, reviews)?,
-    };
-    Ok(Secure {
-        tls: config,
-        router: secure_router(state, opts.configz.clone(), Arc::new(auth)),
-    })
+impl Secure {
+    /// Sets up the secure port of node `node_name` (upstream `InitializeTLS` + `BuildAuth`,
+    /// before anything else starts): the serving pair (self-signed for the node's name and
+    /// IPs), the authenticator and the authorizer; `reviews` is the API client for the
+    /// webhooks (`None` standalone).
+    pub fn new(
+        opts: &SecureOptions,
+        node_name: &str,
+        node_ips: &[IpAddr],
+        reviews: Option<Arc<dyn webhook::Reviews>>,
+    ) -> Result<Self, Error> {
+        let (certs, key) = tls::serving_pair(&opts.tls, node_name, node_ips)?;
+        let (config, client_ca) = tls::server_config(&opts.tls, certs, key)?;
+        let auth = KubeletAuth {
+            node_name: node_name.to_owned(),
+            authenticator: authn::Authenticator::new(&opts.authn, client_ca, reviews.clone())?,
+            authorizer: authz::Authorizer::new(&opts.authz, reviews)?,
+        };
+        Ok(Self {
+            tls: config,
+            auth: Arc::new(auth),
+            configz: opts.configz.clone(),
+        })
+    }
+
+    /// The routes over `state`, behind the auth filter.
+    pub fn router(&self, state: ServerState) -> Router {
+        secure_router(state, self.configz.clone(), self.auth.clone())
+    }
 }
