@@ -87,7 +87,10 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         anyhow::Error::new(e).context(context)
     })?;
     let mut signals = Signals::install()?;
+    let trim = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(crate::heap_trim::run(trim.clone()));
     node.run_until(async move { signals.recv().await }).await;
+    trim.cancel();
     Ok(())
 }
 

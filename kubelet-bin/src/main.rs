@@ -7,6 +7,7 @@
 mod app;
 mod cluster_settings;
 mod configz;
+mod heap_trim;
 mod node_status_flags;
 use kubelet::duration;
 mod pod_runtime;
