@@ -5,7 +5,6 @@
 use std::sync::Arc;
 
 use anyhow::Context;
-use kubelet::cluster::node_status::NodeStatusOptions;
 use kubelet::{NodeBuilder, RuntimeContext};
 use tracing::{info, warn};
 
@@ -54,9 +53,12 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
                 .await
                 .context("--kubeconfig")?;
             info!(server = %config.cluster_url, "joining the cluster");
-            let mut node_status = NodeStatusOptions::new(settings.node_name.clone());
-            settings.node_status.apply(&mut node_status);
-            builder = builder.cluster(settings.cluster.options(config).node_status(node_status));
+            builder = builder.cluster(
+                settings
+                    .cluster
+                    .options(config)
+                    .node_status(settings.node_status.clone()),
+            );
         }
         None => info!("no --kubeconfig: running standalone"),
     }

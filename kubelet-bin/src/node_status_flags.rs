@@ -4,7 +4,8 @@
 //! `--node-status-report-frequency`, `--node-status-max-images`, `--port`, and the fields
 //! `registerNode`, `registerWithTaints`, `maxPods`, `kubeReserved`, `systemReserved`,
 //! `evictionHard`, `nodeStatusReportFrequency`, `nodeStatusMaxImages`, `port`), merged as the
-//! other settings: defaults < file < flags. `--node-status-update-frequency` is in
+//! other settings: defaults < file < flags, into the library's
+//! [`NodeStatusOptions`] (their one home). `--node-status-update-frequency` is in
 //! `cluster_settings`.
 
 use std::collections::BTreeMap;
@@ -69,31 +70,6 @@ pub struct ConfigFile {
     port: Option<u16>,
 }
 
-/// Merged node status settings.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Settings {
-    /// `--node-labels`.
-    pub node_labels: BTreeMap<String, String>,
-    /// `registerNode`.
-    pub register_node: bool,
-    /// `registerWithTaints`.
-    pub register_with_taints: Vec<Taint>,
-    /// `maxPods`.
-    pub max_pods: u32,
-    /// `kubeReserved`.
-    pub kube_reserved: Reserved,
-    /// `systemReserved`.
-    pub system_reserved: Reserved,
-    /// `evictionHard`.
-    pub eviction_hard: EvictionHard,
-    /// `nodeStatusReportFrequency`.
-    pub report_frequency: Duration,
-    /// `nodeStatusMaxImages`.
-    pub max_images: i32,
-    /// `port`.
-    pub port: u16,
-}
-
 fn usage(what: &str) -> impl Fn(node_status::Error) -> UsageError + '_ {
     move |e| UsageError(format!("{what}: {e}"))
 }
@@ -113,9 +89,14 @@ fn reserved(
     }
 }
 
-impl Settings {
-    /// Merges `flags` over `file`; errors name the flag or field.
-    pub fn merge(flags: Flags, file: ConfigFile) -> Result<Self, UsageError> {
+/// Merges `flags` over `file` into the node status options of node `node_name`; errors name
+/// the flag or field.
+pub fn merge(
+    flags: Flags,
+    file: ConfigFile,
+    node_name: &str,
+) -> Result<NodeStatusOptions, UsageError> {
+    {
         let node_labels = match flags.node_labels.as_deref() {
             Some(s) => initial::parse_labels(s).map_err(usage("--node-labels"))?,
             None => BTreeMap::new(),
@@ -137,40 +118,28 @@ impl Settings {
                 None => node_status::DEFAULT_REPORT_FREQUENCY,
             },
         };
-        Ok(Self {
-            node_labels,
-            register_node: flags.register_node.or(file.register_node).unwrap_or(true),
-            register_with_taints,
-            max_pods: flags.max_pods.or(file.max_pods).unwrap_or(110),
-            kube_reserved: reserved(flags.kube_reserved, file.kube_reserved, "kubeReserved")?,
-            system_reserved: reserved(
-                flags.system_reserved,
-                file.system_reserved,
-                "systemReserved",
-            )?,
-            eviction_hard,
-            report_frequency,
-            max_images: flags
-                .node_status_max_images
-                .or(file.node_status_max_images)
-                .unwrap_or(50),
-            port: flags.port.or(file.port).unwrap_or(10250),
-        })
-    }
-
-    /// Sets these settings on `opts`.
-    pub fn apply(&self, opts: &mut NodeStatusOptions) {
-        opts.node_labels.clone_from(&self.node_labels);
-        opts.register_node = self.register_node;
-        opts.register_with_taints
-            .clone_from(&self.register_with_taints);
-        opts.max_pods = self.max_pods;
-        opts.kube_reserved = self.kube_reserved.clone();
-        opts.system_reserved = self.system_reserved.clone();
-        opts.eviction_hard = self.eviction_hard.clone();
-        opts.report_frequency = self.report_frequency;
-        opts.max_images = self.max_images;
-        opts.port = self.port;
+        let mut opts = NodeStatusOptions::new(node_name);
+        opts.node_labels = node_labels;
+        opts.register_node = flags
+            .register_node
+            .or(file.register_node)
+            .unwrap_or(opts.register_node);
+        opts.register_with_taints = register_with_taints;
+        opts.max_pods = flags.max_pods.or(file.max_pods).unwrap_or(opts.max_pods);
+        opts.kube_reserved = reserved(flags.kube_reserved, file.kube_reserved, "kubeReserved")?;
+        opts.system_reserved = reserved(
+            flags.system_reserved,
+            file.system_reserved,
+            "systemReserved",
+        )?;
+        opts.eviction_hard = eviction_hard;
+        opts.report_frequency = report_frequency;
+        opts.max_images = flags
+            .node_status_max_images
+            .or(file.node_status_max_images)
+            .unwrap_or(opts.max_images);
+        opts.port = flags.port.or(file.port).unwrap_or(opts.port);
+        Ok(opts)
     }
 }
 
@@ -184,7 +153,7 @@ mod tests {
 
     #[test]
     fn defaults_are_upstreams() {
-        let s = Settings::merge(Flags::default(), ConfigFile::default()).expect("valid");
+        let s = merge(Flags::default(), ConfigFile::default(), "n").expect("valid");
         assert!(s.register_node);
         assert_eq!(s.max_pods, 110);
         assert_eq!(s.port, 10250);
@@ -207,7 +176,7 @@ mod tests {
             node_labels: Some("role=edge".into()),
             ..Flags::default()
         };
-        let s = Settings::merge(flags, cfg).expect("valid");
+        let s = merge(flags, cfg, "n").expect("valid");
         assert!(!s.register_node);
         assert_eq!(s.max_pods, 30);
         assert_eq!(s.kube_reserved.0.len(), 2);
@@ -217,10 +186,7 @@ mod tests {
         assert_eq!(s.node_labels["role"], "edge");
         assert_eq!(s.report_frequency, Duration::from_secs(60));
         assert_eq!(s.port, 10251);
-        let mut opts = NodeStatusOptions::new("n");
-        s.apply(&mut opts);
-        assert_eq!(opts.max_pods, 30);
-        assert_eq!(opts.port, 10251);
+        assert_eq!(s.node_name, "n");
     }
 
     #[test]
@@ -229,10 +195,10 @@ mod tests {
             eviction_hard: Some("memory.available>1Gi".into()),
             ..Flags::default()
         };
-        let err = Settings::merge(flags, ConfigFile::default()).expect_err("bad");
+        let err = merge(flags, ConfigFile::default(), "n").expect_err("bad");
         assert!(err.0.contains("--eviction-hard"), "{}", err.0);
-        let err = Settings::merge(Flags::default(), file("kubeReserved:\n  cpu: lots\n"))
-            .expect_err("bad");
+        let err =
+            merge(Flags::default(), file("kubeReserved:\n  cpu: lots\n"), "n").expect_err("bad");
         assert!(err.0.contains("kubeReserved"), "{}", err.0);
     }
 }

@@ -185,8 +185,8 @@ pub struct Settings {
     pub pod_runtime: crate::pod_runtime::Settings,
     /// Cluster mode settings (standalone without a kubeconfig).
     pub cluster: crate::cluster_settings::Settings,
-    /// Node registration and node status settings (used in cluster mode).
-    pub node_status: crate::node_status_flags::Settings,
+    /// Node registration and node status options (used in cluster mode).
+    pub node_status: kubelet::cluster::node_status::NodeStatusOptions,
 }
 
 /// A bad flag or config value; the binary exits with [`EXIT_USAGE`].
@@ -380,7 +380,7 @@ impl Settings {
             .root_dir
             .unwrap_or_else(|| PathBuf::from("/var/lib/kubelet"));
         let node_status =
-            crate::node_status_flags::Settings::merge(flags.node_status, file.node_status)?;
+            crate::node_status_flags::merge(flags.node_status, file.node_status, &node_name)?;
         if node_status.port == 0 {
             return Err(UsageError(
                 "--port must be between 1 and 65535, inclusive".into(),

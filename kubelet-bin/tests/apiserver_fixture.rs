@@ -3,6 +3,8 @@
 //! judge the kubelet's (`shared/APISERVER.md`). Skipped when the binary is not built, unless
 //! KUBELET_REQUIRE_APISERVER is set.
 
+mod support;
+
 use anyhow::{Context, Result, ensure};
 use k8s_openapi::{
     api::{
@@ -12,18 +14,11 @@ use k8s_openapi::{
     apimachinery::pkg::apis::meta::v1::ObjectMeta,
 };
 use kube::{
-    Api, Client,
+    Api,
     api::{Patch, PatchParams, PostParams},
-    config::{Config, KubeConfigOptions, Kubeconfig},
 };
 use serde_json::json;
-use xtask::apiserver::Cluster;
-
-async fn client(kubeconfig: &std::path::Path) -> Result<Client> {
-    let kubeconfig = Kubeconfig::read_from(kubeconfig)?;
-    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
-    Ok(Client::try_from(config)?)
-}
+use support::api::{client, start_cluster};
 
 fn node(name: &str) -> Node {
     Node {
@@ -60,13 +55,7 @@ fn status_of<T: std::fmt::Debug>(result: kube::Result<T>) -> Result<u16> {
 
 #[tokio::test]
 async fn node_restriction_judges_a_node_client() -> Result<()> {
-    let started = tokio::task::spawn_blocking(|| {
-        Cluster::builder()
-            .node("node-a")
-            .node("node-b")
-            .start_or_skip()
-    })
-    .await??;
+    let started = start_cluster(&["node-a", "node-b"]).await?;
     let Some(cluster) = started else {
         return Ok(());
     };

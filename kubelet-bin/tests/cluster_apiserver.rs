@@ -6,6 +6,8 @@
 //! runtime and Running in the API. Skipped when the
 //! binary is not built, unless KUBELET_REQUIRE_APISERVER is set.
 
+mod support;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,28 +18,21 @@ use kube::api::DeleteParams;
 use kube::api::{Api, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use kubelet::NodeBuilder;
-use kubelet::cluster::{self, ClusterOptions};
+use kubelet::cluster::ClusterOptions;
 use kubelet_core::PodExt;
 use kubelet_core::runtime::ContainerState;
 use kubelet_core::testing::{FakeRuntime, pod};
-use xtask::apiserver::Cluster;
+use support::api::{client, config, start_cluster};
 
 const NODE: &str = "node-a";
 
-async fn admin(cluster: &Cluster) -> Result<kube::Client> {
-    let config = cluster::client::load_kubeconfig(cluster.admin_kubeconfig()).await?;
-    Ok(kube::Client::try_from(config)?)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_keeps_its_lease_and_runs_its_api_pods() -> Result<()> {
-    let Some(cluster) =
-        tokio::task::spawn_blocking(|| Cluster::builder().node(NODE).start_or_skip()).await??
-    else {
+    let Some(cluster) = start_cluster(&[NODE]).await? else {
         return Ok(());
     };
-    let admin = admin(&cluster).await?;
-    let config = cluster::client::load_kubeconfig(cluster.node_kubeconfig(NODE)?).await?;
+    let admin = client(cluster.admin_kubeconfig()).await?;
+    let config = config(cluster.node_kubeconfig(NODE)?).await?;
     let root = tempfile::tempdir()?;
     let runtime = FakeRuntime::new();
     let started = std::time::Instant::now();

@@ -3,60 +3,35 @@
 //! Node that `ApiNodeProvider` read, a second create is no error, deletes honour the UID
 //! precondition. Skipped when the binary is not built, unless KUBELET_REQUIRE_APISERVER is set.
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
-use k8s_openapi::api::core::v1::{Container, Node, Pod, PodSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::{
-    Api, Client,
-    api::PostParams,
-    config::{Config, KubeConfigOptions, Kubeconfig},
-};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::{Api, api::PostParams};
 use kubelet::cluster::{ApiNodeProvider, KubeMirrorClient};
 use kubelet_core::PodUid;
 use kubelet_core::kubelet::mirror::{MirrorClient, mirror_pod_of};
 use kubelet_core::kubelet::node::NodeProvider;
+use support::api::{bound_pod, client, start_cluster};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use xtask::apiserver::Cluster;
-
-async fn client(kubeconfig: &std::path::Path) -> Result<Client> {
-    let kubeconfig = Kubeconfig::read_from(kubeconfig)?;
-    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
-    Ok(Client::try_from(config)?)
-}
 
 fn static_pod(node: &str) -> Pod {
-    Pod {
-        metadata: ObjectMeta {
-            name: Some(format!("web-{node}")),
-            namespace: Some("default".into()),
-            uid: Some("static-uid".into()),
-            annotations: Some(BTreeMap::from([
-                ("kubernetes.io/config.hash".to_owned(), "h1".to_owned()),
-                ("kubernetes.io/config.source".to_owned(), "file".to_owned()),
-            ])),
-            ..ObjectMeta::default()
-        },
-        spec: Some(PodSpec {
-            node_name: Some(node.into()),
-            containers: vec![Container {
-                name: "app".into(),
-                image: Some("busybox".into()),
-                ..Container::default()
-            }],
-            ..PodSpec::default()
-        }),
-        status: None,
-    }
+    let mut pod = bound_pod(&format!("web-{node}"), node);
+    pod.metadata.uid = Some("static-uid".into());
+    pod.metadata.annotations = Some(BTreeMap::from([
+        ("kubernetes.io/config.hash".to_owned(), "h1".to_owned()),
+        ("kubernetes.io/config.source".to_owned(), "file".to_owned()),
+    ]));
+    pod
 }
 
 #[tokio::test]
 async fn mirror_pods_pass_node_restriction_and_deletes_check_the_uid() -> Result<()> {
-    let started =
-        tokio::task::spawn_blocking(|| Cluster::builder().node("n1").start_or_skip()).await??;
+    let started = start_cluster(&["n1"]).await?;
     let Some(cluster) = started else {
         return Ok(());
     };

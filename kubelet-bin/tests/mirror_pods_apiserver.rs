@@ -4,6 +4,8 @@
 //! the manifest deletes it. Skipped when the binary is not built, unless
 //! KUBELET_REQUIRE_APISERVER is set.
 
+mod support;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,21 +14,15 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::{
     Api, Client,
     api::{DeleteParams, PostParams},
-    config::{Config, KubeConfigOptions, Kubeconfig},
 };
 use kubelet::NodeBuilder;
 use kubelet::cluster::ClusterOptions;
 use kubelet_core::testing::FakeRuntime;
 use serde_json::json;
-use xtask::apiserver::Cluster;
+use support::api::{config, start_cluster};
 
 const NODE: &str = "n1";
 const MIRROR: &str = "web-n1";
-
-async fn config(kubeconfig: &std::path::Path) -> Result<Config> {
-    let kubeconfig = Kubeconfig::read_from(kubeconfig)?;
-    Ok(Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?)
-}
 
 /// Polls `check` every 100 ms for up to 30 s until it gives a value.
 async fn wait_for<T>(what: &str, mut check: impl AsyncFnMut() -> Result<Option<T>>) -> Result<T> {
@@ -59,8 +55,7 @@ fn is_mirror_owned_by(pod: &Pod, node_uid: &str) -> bool {
 
 #[tokio::test]
 async fn a_static_pods_mirror_follows_it_in_the_api() -> Result<()> {
-    let started =
-        tokio::task::spawn_blocking(|| Cluster::builder().node(NODE).start_or_skip()).await??;
+    let started = start_cluster(&[NODE]).await?;
     let Some(cluster) = started else {
         return Ok(());
     };

@@ -2,28 +2,23 @@
 //! (the Node authorizer and NodeRestriction judge every write). Skipped when the binary is not
 //! built, unless KUBELET_REQUIRE_APISERVER is set.
 
+mod support;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
 use k8s_openapi::api::core::v1::Node;
+use kube::Api;
 use kube::api::{Patch, PatchParams};
-use kube::config::{Config, KubeConfigOptions, Kubeconfig};
-use kube::{Api, Client};
 use kubelet::cluster::node_status::{self, NodeStatusInputs, NodeStatusOptions, initial};
 use kubelet_core::cache::PodCache;
 use kubelet_core::kubelet::RuntimeState;
 use kubelet_core::testing::{FakePleg, FakeRuntime};
 use serde_json::json;
+use support::api::{client, start_cluster};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use xtask::apiserver::Cluster;
-
-async fn client(kubeconfig: &std::path::Path) -> Result<Client> {
-    let kubeconfig = Kubeconfig::read_from(kubeconfig)?;
-    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
-    Ok(Client::try_from(config)?)
-}
 
 /// Polls the Node (as the admin) until `check` passes; fails after 20 s with the last Node.
 async fn eventually(nodes: &Api<Node>, check: impl Fn(&Node) -> bool) -> Result<Node> {
@@ -65,8 +60,7 @@ fn options() -> Result<NodeStatusOptions> {
 
 #[tokio::test]
 async fn registers_reports_and_adopts_as_a_node() -> Result<()> {
-    let started =
-        tokio::task::spawn_blocking(|| Cluster::builder().node("node-a").start_or_skip()).await??;
+    let started = start_cluster(&["node-a"]).await?;
     let Some(cluster) = started else {
         return Ok(());
     };

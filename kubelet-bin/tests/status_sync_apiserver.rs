@@ -3,50 +3,23 @@
 //! (`shared/APISERVER.md`). Skipped when the binary is not built, unless
 //! KUBELET_REQUIRE_APISERVER is set.
 
+mod support;
+
 use std::sync::Arc;
 
 use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::core::v1::{
-    Container, ContainerState, ContainerStateRunning, ContainerStatus, HostIP, Pod, PodCondition,
-    PodSpec, PodStatus,
+    ContainerState, ContainerStateRunning, ContainerStatus, HostIP, Pod, PodCondition, PodStatus,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
-use kube::config::{Config, KubeConfigOptions, Kubeconfig};
-use kube::{Api, Client};
 use kubelet_core::pod_manager::PodManager;
 use kubelet_core::status::StatusManager;
 use kubelet_core::{PodExt, PodUid};
 use kubelet_status::LocalStatusManager;
 use kubelet_status::api::ApiStatusSyncer;
 use serde_json::json;
-use xtask::apiserver::Cluster;
-
-async fn client(kubeconfig: &std::path::Path) -> Result<Client> {
-    let kubeconfig = Kubeconfig::read_from(kubeconfig)?;
-    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
-    Ok(Client::try_from(config)?)
-}
-
-fn pod(name: &str, node: &str) -> Pod {
-    Pod {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            namespace: Some("default".into()),
-            ..ObjectMeta::default()
-        },
-        spec: Some(PodSpec {
-            node_name: Some(node.into()),
-            containers: vec![Container {
-                name: "app".into(),
-                image: Some("busybox".into()),
-                ..Container::default()
-            }],
-            ..PodSpec::default()
-        }),
-        ..Pod::default()
-    }
-}
+use support::api::{bound_pod, client, start_cluster};
 
 fn condition(type_: &str, status: &str) -> PodCondition {
     PodCondition {
@@ -89,8 +62,7 @@ fn running() -> PodStatus {
 #[tokio::test]
 async fn a_node_writes_status_keeps_others_conditions_and_deletes_its_terminated_pod() -> Result<()>
 {
-    let started =
-        tokio::task::spawn_blocking(|| Cluster::builder().node("node-a").start_or_skip()).await??;
+    let started = start_cluster(&["node-a"]).await?;
     let Some(cluster) = started else {
         return Ok(());
     };
@@ -99,7 +71,7 @@ async fn a_node_writes_status_keeps_others_conditions_and_deletes_its_terminated
 
     // A pod bound to node-a, with a condition somebody else owns.
     let created = admin
-        .create(&PostParams::default(), &pod("web", "node-a"))
+        .create(&PostParams::default(), &bound_pod("web", "node-a"))
         .await?;
     let gate = json!({ "status": { "conditions": [
         { "type": "example.com/gate", "status": "True" } ] } });
@@ -176,20 +148,14 @@ async fn a_node_writes_status_keeps_others_conditions_and_deletes_its_terminated
 
 #[tokio::test]
 async fn a_node_cannot_write_the_status_of_another_nodes_pod() -> Result<()> {
-    let started = tokio::task::spawn_blocking(|| {
-        Cluster::builder()
-            .node("node-a")
-            .node("node-b")
-            .start_or_skip()
-    })
-    .await??;
+    let started = start_cluster(&["node-a", "node-b"]).await?;
     let Some(cluster) = started else {
         return Ok(());
     };
     let admin: Api<Pod> = Api::namespaced(client(cluster.admin_kubeconfig()).await?, "default");
     let node = client(cluster.node_kubeconfig("node-a")?).await?;
     let other = admin
-        .create(&PostParams::default(), &pod("other", "node-b"))
+        .create(&PostParams::default(), &bound_pod("other", "node-b"))
         .await?;
     let pods = PodManager::new();
     pods.add_pod(other.clone());

@@ -263,6 +263,19 @@ impl Cluster {
         Ok(cluster)
     }
 
+    /// Stops kube-apiserver (killed): clients get refused connections until
+    /// [`start_apiserver`](Self::start_apiserver); etcd keeps running with the data.
+    pub fn stop_apiserver(&mut self) {
+        self.processes.stop_apiserver();
+    }
+
+    /// Starts kube-apiserver again on the same port with the same flags, over the same etcd
+    /// (a server restart: open watches ended, the objects and their resourceVersions are
+    /// kept), and waits until it is ready.
+    pub fn start_apiserver(&mut self) -> Result<()> {
+        self.processes.start_apiserver()
+    }
+
     /// The server's URL, `https://127.0.0.1:<port>`.
     pub fn url(&self) -> &str {
         &self.processes.url

@@ -2,6 +2,7 @@
 //! ports, started until `/readyz` answers, and killed together.
 
 use std::{
+    ffi::OsString,
     fs::{self, File},
     net::TcpListener,
     path::{Path, PathBuf},
@@ -68,16 +69,72 @@ impl Files {
 /// etcd and kube-apiserver, serving; both are killed on drop.
 #[derive(Debug)]
 pub(crate) struct Processes {
-    apiserver: Child,
+    /// `None` while stopped ([`Processes::stop_apiserver`]).
+    apiserver: Option<Child>,
     etcd: Child,
     /// `https://127.0.0.1:<port>`.
     pub(crate) url: String,
+    /// How kube-apiserver was started, to start it again the same way.
+    apiserver_cmd: (PathBuf, Vec<OsString>),
+    apiserver_log: PathBuf,
+    ca_file: PathBuf,
+    token: String,
 }
 
 impl Drop for Processes {
     fn drop(&mut self) {
-        kill(&mut self.apiserver);
+        if let Some(apiserver) = &mut self.apiserver {
+            kill(apiserver);
+        }
         kill(&mut self.etcd);
+    }
+}
+
+impl Processes {
+    /// Kills kube-apiserver; etcd keeps running with the data.
+    pub(crate) fn stop_apiserver(&mut self) {
+        if let Some(mut apiserver) = self.apiserver.take() {
+            kill(&mut apiserver);
+        }
+    }
+
+    /// Starts kube-apiserver again with the same flags and port, and waits for `/readyz`.
+    pub(crate) fn start_apiserver(&mut self) -> Result<()> {
+        if self.apiserver.is_some() {
+            return Ok(());
+        }
+        let (program, args) = &self.apiserver_cmd;
+        let mut apiserver = KillOnDrop(Some(spawn(
+            Command::new(program).args(args),
+            &self.apiserver_log,
+        )?));
+        let deadline = Instant::now() + READY_TIMEOUT;
+        loop {
+            if let Some(status) = apiserver.exited() {
+                return Err(anyhow!(
+                    "kube-apiserver exited ({status}) during its restart:\n{}",
+                    util::tail(&self.apiserver_log, TAIL_LINES)
+                ));
+            }
+            if let Ok((200, _)) = curl(
+                &self.url,
+                &self.ca_file,
+                &self.token,
+                "GET",
+                "/readyz",
+                None,
+            ) {
+                self.apiserver = apiserver.0.take();
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(anyhow!(
+                    "kube-apiserver not ready {READY_TIMEOUT:?} after its restart:\n{}",
+                    util::tail(&self.apiserver_log, TAIL_LINES)
+                ));
+            }
+            thread::sleep(POLL);
+        }
     }
 }
 
@@ -150,6 +207,10 @@ fn start_once(spec: &Spec<'_>, files: &Files) -> Result<Processes, Failure> {
             "--allow-privileged=true",
         ])
         .args(spec.extra_args);
+    let apiserver_cmd = (
+        PathBuf::from(cmd.get_program()),
+        cmd.get_args().map(ToOwned::to_owned).collect(),
+    );
     let mut apiserver = KillOnDrop(Some(spawn(&mut cmd, &files.apiserver_log)?));
     let url = format!("https://127.0.0.1:{secure}");
     let deadline = Instant::now() + READY_TIMEOUT;
@@ -186,9 +247,13 @@ fn start_once(spec: &Spec<'_>, files: &Files) -> Result<Processes, Failure> {
     }
     match (apiserver.0.take(), etcd.0.take()) {
         (Some(apiserver), Some(etcd)) => Ok(Processes {
-            apiserver,
+            apiserver: Some(apiserver),
             etcd,
             url,
+            apiserver_cmd,
+            apiserver_log: files.apiserver_log.clone(),
+            ca_file: files.ca_file.clone(),
+            token: spec.token.to_owned(),
         }),
         _ => Err(Failure::Other(anyhow!("a started process went missing"))),
     }

@@ -86,7 +86,7 @@ pub const DEFAULT_UPDATE_FREQUENCY: Duration = Duration::from_secs(10);
 pub const DEFAULT_REPORT_FREQUENCY: Duration = Duration::from_secs(300);
 
 /// How the node registers and reports (upstream `KubeletConfiguration` fields in brackets).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct NodeStatusOptions {
     /// The Node's name.

@@ -374,11 +374,7 @@ mod tests {
     use super::*;
 
     fn pods() -> Gvr {
-        Gvr {
-            group: String::new(),
-            version: "v1".into(),
-            resource: "pods".into(),
-        }
+        crate::testing::apiserver::gvr_of("v1", "pods")
     }
 
     fn rv(o: &Value) -> u64 {
