@@ -6,7 +6,8 @@
 //!   on drop, and [`testbed::ensure_packages`] for the Debian packages it needs;
 //! - [`apiserver`]: a real kube-apiserver + etcd per test ([`apiserver::Cluster`]), built once
 //!   from Debian's source package by `cargo xtask apiserver`;
-//! - [`images`]: busybox and pause images built as OCI layout tarballs, no registry needed.
+//! - [`images`]: busybox and pause images built as OCI layout tarballs, no registry needed;
+//! - [`registry`]: a password-protected image registry on loopback holding the busybox image.
 //!
 //! The `cargo xtask` binary (`testbed up`, `images`, `apiserver`, `demo`, `ci`, `bench`) is built on these.
 //!
@@ -21,6 +22,7 @@
 
 pub mod apiserver;
 pub mod images;
+pub mod registry;
 pub mod testbed;
 mod util;
 

@@ -27,16 +27,21 @@ const PACKAGES: &[(&str, Probe)] = &[
     ("iproute2", Probe::Program("ip")),
     ("gcc", Probe::Program("gcc")),
     ("libc6-dev", Probe::File("/usr/include/stdio.h")),
+    // The registry on loopback (`crate::registry`): the server, bcrypt htpasswd, the pusher.
+    ("docker-registry", Probe::Program("docker-registry")),
+    ("apache2-utils", Probe::Program("htpasswd")),
+    ("skopeo", Probe::Program("skopeo")),
 ];
 
 /// Installs the Debian packages the testbed and the build need, if any is missing.
 ///
 /// The packages are containerd, runc, containernetworking-plugins, busybox-static,
-/// protobuf-compiler, iptables, iproute2, gcc and libc6-dev. A package counts as present when its
-/// program or file is found, so a containerd installed another way is left alone. When one is
-/// missing this runs `apt-get update` once and `apt-get install -y --no-install-recommends` for the
-/// missing ones; that needs root, and the error says so. When nothing is missing it only
-/// checks files, so it is cheap to call before every testbed.
+/// protobuf-compiler, iptables, iproute2, gcc, libc6-dev, and docker-registry, apache2-utils and
+/// skopeo for the registry. A package counts as present when its program or file is found, so a
+/// containerd installed another way is left alone. When one is missing this runs `apt-get update`
+/// once and `apt-get install -y --no-install-recommends` for the missing ones; that needs root,
+/// and the error says so. When nothing is missing it only checks files, so it is cheap to call
+/// before every testbed.
 pub fn ensure_packages() -> Result<()> {
     apt::ensure(PACKAGES)
 }
