@@ -113,77 +113,13 @@ async fn tls_min_version_13_refuses_tls_12() {
     node.stop().await;
 }
 
-/// A CA and a client certificate it signed (`openssl`, as an operator makes them).
-fn client_pki(dir: &Path, cn: &str, orgs: &str) {
-    let run = |args: &[&str]| {
-        let out = std::process::Command::new("openssl")
-            .current_dir(dir)
-            .args(args)
-            .output()
-            .expect("openssl runs");
-        assert!(
-            out.status.success(),
-            "openssl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    run(&[
-        "req",
-        "-x509",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.crt",
-        "-days",
-        "1",
-        "-subj",
-        "/CN=kubelet-client-ca",
-    ]);
-    run(&[
-        "req",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-        "-keyout",
-        "client.key",
-        "-out",
-        "client.csr",
-        "-subj",
-        &format!("{orgs}/CN={cn}"),
-    ]);
-    std::fs::write(dir.join("ext"), "extendedKeyUsage=clientAuth\n").expect("write");
-    run(&[
-        "x509",
-        "-req",
-        "-in",
-        "client.csr",
-        "-CA",
-        "ca.crt",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-days",
-        "1",
-        "-extfile",
-        "ext",
-        "-out",
-        "client.crt",
-    ]);
-}
-
 #[tokio::test]
 async fn client_certificates_of_the_client_ca_authenticate() {
     let dir = tempfile::tempdir().expect("tempdir");
     let pki = dir.path().join("client");
     std::fs::create_dir_all(&pki).expect("mkdir");
-    client_pki(&pki, "carol", "/O=ops/O=dev");
+    xtask::apiserver::write_client_pki(&pki, "/CN=kubelet-client-ca", "/O=ops/O=dev/CN=carol")
+        .expect("client certificate");
     let mut opts = options(dir.path());
     opts.tls.client_ca_file = Some(pki.join("ca.crt"));
     opts.authn.client_ca_file = Some(pki.join("ca.crt"));

@@ -18,7 +18,6 @@
 mod support;
 
 use std::io::{Read, Write};
-use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
@@ -72,71 +71,6 @@ fn grant(cluster: &Cluster, name: &str, resources: &[&str], kind: &str, subject:
     }
 }
 
-/// A CA and a client certificate it signed for `subject`, with `openssl`.
-fn client_pki(dir: &Path, subject: &str) {
-    let run = |args: &[&str]| {
-        let out = Command::new("openssl")
-            .current_dir(dir)
-            .args(args)
-            .output()
-            .expect("openssl runs");
-        assert!(
-            out.status.success(),
-            "openssl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    let ec = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-    ];
-    let mut ca = vec!["req", "-x509"];
-    ca.extend(ec);
-    ca.extend([
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.crt",
-        "-days",
-        "1",
-        "-subj",
-        "/CN=kubelet-client-ca",
-    ]);
-    run(&ca);
-    let mut csr = vec!["req"];
-    csr.extend(ec);
-    csr.extend([
-        "-keyout",
-        "client.key",
-        "-out",
-        "client.csr",
-        "-subj",
-        subject,
-    ]);
-    run(&csr);
-    std::fs::write(dir.join("ext"), "extendedKeyUsage=clientAuth\n").expect("write");
-    run(&[
-        "x509",
-        "-req",
-        "-in",
-        "client.csr",
-        "-CA",
-        "ca.crt",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-days",
-        "1",
-        "-extfile",
-        "ext",
-        "-out",
-        "client.crt",
-    ]);
-}
-
 /// Waits until the secure port answers (any HTTP status).
 fn wait_serving(node: &Node) {
     node.wait_for(Duration::from_secs(60), "the secure port", |n| {
@@ -182,7 +116,12 @@ fn the_secure_port_authenticates_and_authorizes_through_the_api_server() {
     let pki = node.dir.join("client-pki");
     let _ = std::fs::remove_dir_all(&pki);
     std::fs::create_dir_all(&pki).expect("mkdir");
-    client_pki(&pki, "/O=kubelet-api-admins/O=ops/CN=dave");
+    xtask::apiserver::write_client_pki(
+        &pki,
+        "/CN=kubelet-client-ca",
+        "/O=kubelet-api-admins/O=ops/CN=dave",
+    )
+    .expect("client certificate");
     let kubeconfig = cluster.node_kubeconfig(NODE).expect("node kubeconfig");
     let ca = pki.join("ca.crt").display().to_string();
     node.extra_args = vec![

@@ -54,6 +54,7 @@ use std::{env, path::PathBuf};
 
 pub use build::ensure_built;
 pub use cluster::{Cluster, ClusterBuilder};
+pub use files::{ClientPki, write_client_pki};
 
 /// The Kubernetes version built and run (Debian 12's `kubernetes` 1.20.5+really1.20.2).
 pub const VERSION: &str = "v1.20.2";

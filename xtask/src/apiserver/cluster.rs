@@ -215,7 +215,11 @@ impl Cluster {
         let mut extra_args = opts.apiserver_args.clone();
         let kubelet_client_ca = if opts.kubelet_client {
             let dir = path.join("kubelet-client");
-            let (ca, cert, key) = files::write_kubelet_client_pki(&dir)?;
+            let files::ClientPki { ca, cert, key } = files::write_client_pki(
+                &dir,
+                "/CN=e2e-kubelet-client-ca",
+                "/O=system:masters/CN=kube-apiserver-kubelet-client",
+            )?;
             extra_args.extend([
                 format!("--kubelet-client-certificate={}", cert.display()),
                 format!("--kubelet-client-key={}", key.display()),

@@ -1,11 +1,11 @@
 //! The files a [`Cluster`](super::Cluster) is started with and hands out: the static token file,
-//! the service-account key pair and kubeconfigs.
+//! the service-account key pair, kubeconfigs, and client certificates.
 
 use std::{
     fmt::Write as _,
     fs::{self, File},
     io::Read,
-    path::Path,
+    path::{Path, PathBuf},
     process::Command,
 };
 
@@ -79,12 +79,21 @@ pub(crate) fn write_service_account_keys(key: &Path, public: &Path) -> Result<()
     Ok(())
 }
 
-/// Writes a CA and a client certificate it signed for kube-apiserver's calls to kubelets
-/// (CN `kube-apiserver-kubelet-client`, O `system:masters`, client auth), ECDSA P-256, with the
-/// `openssl` CLI, in `dir`; returns the CA, the certificate and its key.
-pub(crate) fn write_kubelet_client_pki(
-    dir: &Path,
-) -> Result<(std::path::PathBuf, std::path::PathBuf, std::path::PathBuf)> {
+/// A CA and a client certificate it signed (files written by [`write_client_pki`]).
+#[derive(Clone, Debug)]
+pub struct ClientPki {
+    /// The CA certificate (`ca.crt`), what a server is given as its client CA.
+    pub ca: PathBuf,
+    /// The client certificate (`client.crt`).
+    pub cert: PathBuf,
+    /// The client certificate's key (`client.key`).
+    pub key: PathBuf,
+}
+
+/// Writes, with the `openssl` CLI, in `dir`: a CA with the subject `ca_subject` and a client
+/// certificate it signed for `client_subject` (e.g. `/O=system:masters/CN=admin`; several `O`
+/// are several groups), ECDSA P-256, client auth, valid for two days.
+pub fn write_client_pki(dir: &Path, ca_subject: &str, client_subject: &str) -> Result<ClientPki> {
     fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let openssl = |args: &[&str]| util::output(Command::new("openssl").current_dir(dir).args(args));
     let ec = [
@@ -97,14 +106,7 @@ pub(crate) fn write_kubelet_client_pki(
     let mut ca = vec!["req", "-x509"];
     ca.extend(ec);
     ca.extend([
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.crt",
-        "-days",
-        "2",
-        "-subj",
-        "/CN=e2e-kubelet-client-ca",
+        "-keyout", "ca.key", "-out", "ca.crt", "-days", "2", "-subj", ca_subject,
     ]);
     openssl(&ca)?;
     let mut csr = vec!["req"];
@@ -115,7 +117,7 @@ pub(crate) fn write_kubelet_client_pki(
         "-out",
         "client.csr",
         "-subj",
-        "/O=system:masters/CN=kube-apiserver-kubelet-client",
+        client_subject,
     ]);
     openssl(&csr)?;
     fs::write(dir.join("ext"), "extendedKeyUsage=clientAuth\n")
@@ -137,11 +139,11 @@ pub(crate) fn write_kubelet_client_pki(
         "-out",
         "client.crt",
     ])?;
-    Ok((
-        dir.join("ca.crt"),
-        dir.join("client.crt"),
-        dir.join("client.key"),
-    ))
+    Ok(ClientPki {
+        ca: dir.join("ca.crt"),
+        cert: dir.join("client.crt"),
+        key: dir.join("client.key"),
+    })
 }
 
 /// Writes a kubeconfig (JSON, which kubectl and kube-rs read as YAML) for `user` with a bearer
