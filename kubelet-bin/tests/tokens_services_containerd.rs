@@ -14,6 +14,10 @@
 //!   (`DB_SERVICE_HOST`, `DB_SERVICE_PORT_PG`, `DB_PORT_5432_TCP…`), with the master
 //!   service's `KUBERNETES_SERVICE_HOST`/`_PORT`; with `enableServiceLinks: false` only the
 //!   master service's.
+//! - 3, refresh (`#[ignore]`d: ten minutes of real time, since the API server's minimum
+//!   lifetime is 600 s): a 600-second token in the pod's volume is replaced after 80 % of its
+//!   lifetime and before it expires, and the new token is accepted too. Run it with
+//!   `cargo test -p kubelet-bin --test tokens_services_containerd -- --ignored`.
 //!
 //! Skipped when kube-apiserver is not built, unless `KUBELET_REQUIRE_APISERVER` is set (CI).
 
@@ -32,6 +36,17 @@ const SA_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 /// A pod that copies its environment (and, with `token`, the kube-api-access files) into
 /// `out` as `<name>-env`, `<name>-token`, `<name>-namespace`, then sleeps.
 fn pod_yaml(name: &str, out: &Path, token: bool, service_links: bool) -> String {
+    pod_yaml_with_lifetime(name, out, token, service_links, 3607)
+}
+
+/// [`pod_yaml`] with the token's `expirationSeconds`.
+fn pod_yaml_with_lifetime(
+    name: &str,
+    out: &Path,
+    token: bool,
+    service_links: bool,
+    expiration_seconds: u32,
+) -> String {
     let copy = if token {
         format!(
             " && cp {SA_DIR}/namespace /out/{name}-namespace && cp {SA_DIR}/ca.crt /out/{name}-ca.crt \
@@ -48,12 +63,13 @@ fn pod_yaml(name: &str, out: &Path, token: bool, service_links: bool) -> String 
             format!(
                 "    - name: kube-api-access-x7k2p\n      mountPath: {SA_DIR}\n      readOnly: true\n"
             ),
-            "  - name: kube-api-access-x7k2p\n    projected:\n      defaultMode: 420\n      sources:\n      \
-             - serviceAccountToken:\n          expirationSeconds: 3607\n          path: token\n      \
+            format!(
+                "  - name: kube-api-access-x7k2p\n    projected:\n      defaultMode: 420\n      sources:\n      \
+             - serviceAccountToken:\n          expirationSeconds: {expiration_seconds}\n          path: token\n      \
              - configMap:\n          name: kube-root-ca.crt\n          items:\n          - key: ca.crt\n            \
              path: ca.crt\n      - downwardAPI:\n          items:\n          - path: namespace\n            fieldRef:\n              \
              apiVersion: v1\n              fieldPath: metadata.namespace\n"
-                .to_owned(),
+            ),
         )
     } else {
         (String::new(), String::new())
@@ -211,4 +227,99 @@ fn a_pod_gets_a_token_the_api_server_accepts_and_the_services_in_its_env() {
         uid.as_str(),
         "bound to the pod: {review}"
     );
+}
+
+/// The `exp` claim (seconds since the epoch) of a JWT.
+fn jwt_expiry(token: &str) -> i64 {
+    use base64::Engine as _;
+    let payload = token.split('.').nth(1).expect("a JWT has a payload");
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload.trim_end_matches('='))
+        .expect("base64url payload");
+    let claims: serde_json::Value = serde_json::from_slice(&bytes).expect("JSON claims");
+    claims["exp"].as_i64().expect("exp claim")
+}
+
+/// Whether the API server's TokenReview accepts `token` as the pod's service account.
+fn accepted(cluster: &Cluster, token: &str) -> bool {
+    let (code, review) = cluster
+        .admin_request(
+            "POST",
+            "/apis/authentication.k8s.io/v1/tokenreviews",
+            Some(&json!({
+                "apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+                "spec": {"token": token},
+            })),
+        )
+        .expect("TokenReview");
+    code == 201
+        && review["status"]["authenticated"] == true
+        && review["status"]["user"]["username"] == "system:serviceaccount:default:default"
+}
+
+#[test]
+#[ignore = "ten minutes of real time: the API server's minimum token lifetime is 600 s"]
+fn a_short_lived_token_is_replaced_in_the_volume_before_it_expires() {
+    let Some(cluster) = Cluster::builder()
+        .node(NODE)
+        .start_or_skip()
+        .expect("kube-apiserver starts")
+    else {
+        return;
+    };
+    let mut node = Node::new("token-refresh");
+    let _unmount = support::Unmount(node.dir.join("kubelet"));
+    let out = node.dir.join("out");
+    let _ = std::fs::remove_dir_all(&out);
+    std::fs::create_dir_all(&out).expect("out dir");
+    let kubeconfig = cluster.node_kubeconfig(NODE).expect("node kubeconfig");
+    node.extra_args = vec!["--kubeconfig".into(), kubeconfig.display().to_string()];
+    node.start_kubelet();
+    kubectl_wait(
+        &cluster,
+        &node,
+        &["--for=condition=Ready", &format!("node/{NODE}")],
+        60,
+    );
+    kubectl_create(
+        &cluster,
+        &node,
+        "short.yaml",
+        &pod_yaml_with_lifetime("short", &out, true, true, 600),
+    );
+    kubectl_wait(&cluster, &node, &["--for=condition=Ready", "pod/short"], 90);
+    let uid = get_json(&cluster, &["get", "pod", "short"])["metadata"]["uid"]
+        .as_str()
+        .expect("uid")
+        .to_owned();
+    // The file the kubelet writes (the container's view of it is the same bind mount).
+    let token_file = node
+        .dir
+        .join("kubelet/root/pods")
+        .join(&uid)
+        .join("volumes/kubernetes.io~projected/kube-api-access-x7k2p/token");
+    let first = node.wait_for(Duration::from_secs(30), "the first token", |_| {
+        support::read(&token_file)
+    });
+    assert!(accepted(&cluster, &first), "the first token is accepted");
+    let first_expiry = jwt_expiry(&first);
+    // 80 % of 600 s is 480 s; the pod's next periodic sync (1 min) rewrites the volume.
+    let second = node.wait_for(Duration::from_secs(600), "a refreshed token", |_| {
+        support::read(&token_file).filter(|t| *t != first)
+    });
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after the epoch")
+        .as_secs();
+    let now = i64::try_from(now).expect("seconds fit");
+    println!(
+        "token replaced {} s before the first one expired",
+        first_expiry - now
+    );
+    assert!(now < first_expiry, "replaced before it expired");
+    assert!(
+        jwt_expiry(&second) > first_expiry,
+        "the new token lives longer"
+    );
+    assert!(accepted(&cluster, &second), "the new token is accepted");
 }
