@@ -7,6 +7,9 @@
 //! secret with `kubectl create secret docker-registry`, the image is pulled with its
 //! credentials and the pod runs.
 //!
+//! The service account's `imagePullSecrets` reach the pod as upstream: the ServiceAccount
+//! admission plugin copies them into a pod that names none, and the kubelet pulls with them.
+//!
 //! Skipped when kube-apiserver is not built, unless `KUBELET_REQUIRE_APISERVER` is set (CI).
 
 mod support;
@@ -127,6 +130,71 @@ fn image_pull_secrets_against_a_registry_that_requires_a_password() {
     assert!(
         log.contains("auth.user.name=alice") || log.contains("auth.user.name=\"alice\""),
         "the registry served alice: {}",
+        log.lines().rev().take(10).collect::<Vec<_>>().join("\n")
+    );
+}
+
+#[test]
+fn the_service_accounts_pull_secrets_are_used_through_admission() {
+    let Some(cluster) = Cluster::builder()
+        .node(NODE)
+        .service_account_admission()
+        .start_or_skip()
+        .expect("kube-apiserver starts")
+    else {
+        return;
+    };
+    let mut node = Node::new("sa-pull-secrets");
+    let registry =
+        Registry::start(&node.dir.join("registry"), "bob", "hunter2").expect("registry starts");
+    let image = registry
+        .push_busybox("team/busybox:latest")
+        .expect("busybox pushed");
+    cluster
+        .kubectl(&[
+            "create",
+            "secret",
+            "docker-registry",
+            "teamcred",
+            &format!("--docker-server={}", registry.host()),
+            "--docker-username=bob",
+            "--docker-password=hunter2",
+        ])
+        .expect("kubectl create secret docker-registry");
+    // No token Secret exists (no controller-manager), so nothing may ask admission to mount one.
+    kubectl_create(
+        &cluster,
+        &node,
+        "sa.yaml",
+        "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: puller\n  namespace: default\n\
+         automountServiceAccountToken: false\nimagePullSecrets:\n- name: teamcred\n",
+    );
+    let kubeconfig = cluster.node_kubeconfig(NODE).expect("node kubeconfig");
+    node.extra_args = vec!["--kubeconfig".into(), kubeconfig.display().to_string()];
+    node.start_kubelet();
+    kubectl_wait(
+        &cluster,
+        &node,
+        &["--for=condition=Ready", &format!("node/{NODE}")],
+        60,
+    );
+    let pod = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: team\n  namespace: default\nspec:\n  \
+         nodeName: {NODE}\n  serviceAccountName: puller\n  terminationGracePeriodSeconds: 1\n  \
+         containers:\n  - name: app\n    image: {image}\n    imagePullPolicy: Always\n    \
+         command: [\"sleep\", \"3600\"]\n"
+    );
+    kubectl_create(&cluster, &node, "team.yaml", &pod);
+    let p = get_json(&cluster, &["get", "pod", "team"]);
+    assert_eq!(
+        p["spec"]["imagePullSecrets"][0]["name"], "teamcred",
+        "admission copied the service account's pull secrets: {p}"
+    );
+    kubectl_wait(&cluster, &node, &["--for=condition=Ready", "pod/team"], 90);
+    let log = registry.log();
+    assert!(
+        log.contains("auth.user.name=bob") || log.contains("auth.user.name=\"bob\""),
+        "the registry served bob: {}",
         log.lines().rev().take(10).collect::<Vec<_>>().join("\n")
     );
 }

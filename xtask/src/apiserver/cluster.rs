@@ -31,6 +31,7 @@ pub struct ClusterBuilder {
     users: Vec<(String, Vec<String>)>,
     apiserver_args: Vec<String>,
     bind_node_group: bool,
+    service_account_admission: bool,
     binary: Option<PathBuf>,
 }
 
@@ -59,6 +60,15 @@ impl ClusterBuilder {
     /// `nodes/<node>/proxy/...`, logs and exec reach a kubelet on this machine.
     pub fn kubelet_client_certificate(mut self) -> Self {
         self.kubelet_client = true;
+        self
+    }
+
+    /// Runs the ServiceAccount admission plugin (off by default, as 1.20's mounts tokens from
+    /// Secrets only a controller-manager makes). It then sets a pod's `serviceAccountName`,
+    /// copies its service account's `imagePullSecrets` into a pod that has none, and rejects
+    /// pods that would mount a token unless they set `automountServiceAccountToken: false`.
+    pub fn service_account_admission(mut self) -> Self {
+        self.service_account_admission = true;
         self
     }
 
@@ -234,6 +244,7 @@ impl Cluster {
             apiserver: binary,
             etcd,
             extra_args: &extra_args,
+            service_account_admission: opts.service_account_admission,
             token: &admin_token,
         };
         let processes = process::start(&spec, &paths)?;

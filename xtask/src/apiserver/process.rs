@@ -33,6 +33,8 @@ pub(crate) struct Spec<'a> {
     pub(crate) etcd: &'a Path,
     /// Extra kube-apiserver flags, after the fixture's own.
     pub(crate) extra_args: &'a [String],
+    /// Whether the ServiceAccount admission plugin runs (off by default: see [`super::Cluster`]).
+    pub(crate) service_account_admission: bool,
     /// A token that may read `/readyz`.
     pub(crate) token: &'a str,
 }
@@ -191,7 +193,6 @@ fn start_once(spec: &Spec<'_>, files: &Files) -> Result<Processes, Failure> {
         .arg(format!("--token-auth-file={}", files.tokens.display()))
         .arg("--authorization-mode=Node,RBAC")
         .arg("--enable-admission-plugins=NodeRestriction")
-        .arg("--disable-admission-plugins=ServiceAccount")
         .arg(format!("--service-account-issuer={ISSUER}"))
         .arg(format!("--api-audiences={ISSUER}"))
         .arg(format!(
@@ -207,6 +208,9 @@ fn start_once(spec: &Spec<'_>, files: &Files) -> Result<Processes, Failure> {
             "--allow-privileged=true",
         ])
         .args(spec.extra_args);
+    if !spec.service_account_admission {
+        cmd.arg("--disable-admission-plugins=ServiceAccount");
+    }
     let apiserver_cmd = (
         PathBuf::from(cmd.get_program()),
         cmd.get_args().map(ToOwned::to_owned).collect(),
