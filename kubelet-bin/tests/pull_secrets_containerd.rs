@@ -35,15 +35,7 @@ fn image_pull_secrets_against_a_registry_that_requires_a_password() {
     let image = registry
         .push_busybox("private/busybox:latest")
         .expect("busybox pushed");
-    let kubeconfig = cluster.node_kubeconfig(NODE).expect("node kubeconfig");
-    node.extra_args = vec!["--kubeconfig".into(), kubeconfig.display().to_string()];
-    node.start_kubelet();
-    kubectl_wait(
-        &cluster,
-        &node,
-        &["--for=condition=Ready", &format!("node/{NODE}")],
-        60,
-    );
+    support::join_cluster(&cluster, &mut node);
 
     // Pull policy Always (the `latest` tag's default, set explicitly) and a pull secret the
     // admin has not created yet.
@@ -169,15 +161,7 @@ fn the_service_accounts_pull_secrets_are_used_through_admission() {
         "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: puller\n  namespace: default\n\
          automountServiceAccountToken: false\nimagePullSecrets:\n- name: teamcred\n",
     );
-    let kubeconfig = cluster.node_kubeconfig(NODE).expect("node kubeconfig");
-    node.extra_args = vec!["--kubeconfig".into(), kubeconfig.display().to_string()];
-    node.start_kubelet();
-    kubectl_wait(
-        &cluster,
-        &node,
-        &["--for=condition=Ready", &format!("node/{NODE}")],
-        60,
-    );
+    support::join_cluster(&cluster, &mut node);
     let pod = format!(
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: team\n  namespace: default\nspec:\n  \
          nodeName: {NODE}\n  serviceAccountName: puller\n  terminationGracePeriodSeconds: 1\n  \

@@ -272,15 +272,7 @@ fn a_short_lived_token_is_replaced_in_the_volume_before_it_expires() {
     let out = node.dir.join("out");
     let _ = std::fs::remove_dir_all(&out);
     std::fs::create_dir_all(&out).expect("out dir");
-    let kubeconfig = cluster.node_kubeconfig(NODE).expect("node kubeconfig");
-    node.extra_args = vec!["--kubeconfig".into(), kubeconfig.display().to_string()];
-    node.start_kubelet();
-    kubectl_wait(
-        &cluster,
-        &node,
-        &["--for=condition=Ready", &format!("node/{NODE}")],
-        60,
-    );
+    support::join_cluster(&cluster, &mut node);
     kubectl_create(
         &cluster,
         &node,

@@ -335,6 +335,20 @@ pub fn start_with_volumes(name: &str) -> (Node, PathBuf, Unmount) {
     (node, out, guard)
 }
 
+/// Starts `node`'s kubelet in cluster mode as `system:node:<NODE>` of `cluster` and waits
+/// until its Node is Ready.
+pub fn join_cluster(cluster: &xtask::apiserver::Cluster, node: &mut Node) {
+    let kubeconfig = cluster.node_kubeconfig(NODE).expect("node kubeconfig");
+    node.extra_args = vec!["--kubeconfig".into(), kubeconfig.display().to_string()];
+    node.start_kubelet();
+    kubectl_wait(
+        cluster,
+        node,
+        &["--for=condition=Ready", &format!("node/{NODE}")],
+        60,
+    );
+}
+
 /// `kubectl … -o json` as the admin of `cluster`.
 pub fn get_json(cluster: &xtask::apiserver::Cluster, args: &[&str]) -> Value {
     let mut all = args.to_vec();
