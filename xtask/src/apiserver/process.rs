@@ -4,7 +4,8 @@
 use std::{
     ffi::OsString,
     fs::{self, File},
-    net::TcpListener,
+    io::{Read, Write},
+    net::{TcpListener, TcpStream},
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     thread,
@@ -22,8 +23,11 @@ pub(crate) const READY_TIMEOUT: Duration = Duration::from_secs(90);
 pub(crate) const POLL: Duration = Duration::from_millis(100);
 /// Lines of a log in error messages.
 pub(crate) const TAIL_LINES: usize = 40;
-/// Attempts when a picked port was taken by someone else before the server bound it.
-const PORT_ATTEMPTS: usize = 3;
+/// Attempts when a start failed for a transient reason ([`Failure::Transient`]).
+const START_ATTEMPTS: usize = 3;
+/// How long etcd may take to answer `/health` before kube-apiserver is started anyway (it then
+/// fails with "context deadline exceeded", which is retried).
+const ETCD_HEALTH_TIMEOUT: Duration = Duration::from_secs(30);
 /// The service-account issuer and the API audience.
 const ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
 
@@ -140,26 +144,31 @@ impl Processes {
     }
 }
 
-/// Starts both and waits for `/readyz`, picking other ports when one was taken meanwhile.
+/// Starts both and waits for `/readyz`, starting again on other ports after a transient failure.
 pub(crate) fn start(spec: &Spec<'_>, files: &Files) -> Result<Processes> {
     let mut attempt = 0;
     loop {
         attempt += 1;
         match start_once(spec, files) {
             Ok(running) => return Ok(running),
-            Err(Failure::PortTaken(e)) if attempt < PORT_ATTEMPTS => {
-                eprintln!("apiserver fixture: {e:#}; retrying with other ports");
+            Err(Failure::Transient(e)) if attempt < START_ATTEMPTS => {
+                eprintln!("apiserver fixture: {e:#}; starting again on other ports");
             }
-            Err(Failure::PortTaken(e) | Failure::Other(e)) => return Err(e),
+            Err(Failure::Transient(e) | Failure::Other(e)) => return Err(e),
         }
     }
 }
 
-/// Why a start attempt failed: a port race is worth another attempt, the rest is not.
+/// Why a start attempt failed: a transient failure is worth another attempt, the rest is not.
 enum Failure {
-    PortTaken(anyhow::Error),
+    /// A picked port was taken by someone else before the server bound it, or kube-apiserver gave
+    /// up on a slow etcd ("context deadline exceeded" from its storage check on a loaded machine).
+    Transient(anyhow::Error),
     Other(anyhow::Error),
 }
+
+/// Log lines of an exited process that mark a [`Failure::Transient`] start.
+const TRANSIENT_EXITS: [&str; 2] = ["address already in use", "context deadline exceeded"];
 
 impl From<anyhow::Error> for Failure {
     fn from(e: anyhow::Error) -> Failure {
@@ -185,6 +194,7 @@ fn start_once(spec: &Spec<'_>, files: &Files) -> Result<Processes, Failure> {
         &files.etcd_log,
     )?;
     let mut etcd = KillOnDrop(Some(etcd));
+    wait_for_etcd(client, &mut etcd, &files.etcd_log)?;
     let mut cmd = Command::new(spec.apiserver);
     cmd.arg(format!("--etcd-servers={etcd_url}"))
         .args(["--bind-address=127.0.0.1", "--advertise-address=127.0.0.1"])
@@ -227,8 +237,8 @@ fn start_once(spec: &Spec<'_>, files: &Files) -> Result<Processes, Failure> {
             if let Some(status) = child.exited() {
                 let tail = util::tail(log, TAIL_LINES);
                 let e = anyhow!("{name} exited ({status}) during start:\n{tail}");
-                return Err(if tail.contains("address already in use") {
-                    Failure::PortTaken(e)
+                return Err(if TRANSIENT_EXITS.iter().any(|t| tail.contains(t)) {
+                    Failure::Transient(e)
                 } else {
                     Failure::Other(e)
                 });
@@ -261,6 +271,42 @@ fn start_once(spec: &Spec<'_>, files: &Files) -> Result<Processes, Failure> {
         }),
         _ => Err(Failure::Other(anyhow!("a started process went missing"))),
     }
+}
+
+/// Waits until etcd answers `/health` with `"health":"true"`, so kube-apiserver's storage check
+/// does not race etcd's start (it exits with "context deadline exceeded" when etcd is slow).
+/// Gives up quietly after [`ETCD_HEALTH_TIMEOUT`]: kube-apiserver's own failure then says more.
+fn wait_for_etcd(port: u16, etcd: &mut KillOnDrop, log: &Path) -> Result<(), Failure> {
+    let deadline = Instant::now() + ETCD_HEALTH_TIMEOUT;
+    while Instant::now() < deadline {
+        if let Some(status) = etcd.exited() {
+            let tail = util::tail(log, TAIL_LINES);
+            let e = anyhow!("etcd exited ({status}) during start:\n{tail}");
+            return Err(if TRANSIENT_EXITS.iter().any(|t| tail.contains(t)) {
+                Failure::Transient(e)
+            } else {
+                Failure::Other(e)
+            });
+        }
+        if etcd_healthy(port) {
+            return Ok(());
+        }
+        thread::sleep(POLL);
+    }
+    Ok(())
+}
+
+/// Whether etcd on `127.0.0.1:<port>` answers `GET /health` with `"health":"true"`.
+fn etcd_healthy(port: u16) -> bool {
+    let answer = (|| -> std::io::Result<String> {
+        let mut stream = TcpStream::connect(("127.0.0.1", port))?;
+        stream.set_read_timeout(Some(Duration::from_secs(2)))?;
+        stream.write_all(b"GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer)?;
+        Ok(answer)
+    })();
+    answer.is_ok_and(|a| a.contains(r#""health":"true""#))
 }
 
 /// A child that is killed when the start fails half-way.
