@@ -359,3 +359,32 @@ fn kill(child: &mut Child) {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Serves one connection on a free port with `answer`, returning the port.
+    fn serve_once(answer: &'static str) -> u16 {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        thread::spawn(move || {
+            if let Ok((mut stream, _)) = listener.accept() {
+                let mut request = [0u8; 256];
+                let _ = stream.read(&mut request);
+                let _ = stream.write_all(answer.as_bytes());
+            }
+        });
+        port
+    }
+
+    #[test]
+    fn etcd_is_healthy_only_when_it_says_so() {
+        let healthy = serve_once("HTTP/1.0 200 OK\r\n\r\n{\"health\":\"true\",\"reason\":\"\"}");
+        assert!(etcd_healthy(healthy));
+        let unhealthy = serve_once("HTTP/1.0 503 Unavailable\r\n\r\n{\"health\":\"false\"}");
+        assert!(!etcd_healthy(unhealthy));
+        let closed = free_ports().expect("ports")[0];
+        assert!(!etcd_healthy(closed));
+    }
+}
