@@ -32,7 +32,7 @@ use support::api::{bound_pod, client, config, disruptive, start_cluster, wait_ru
 const NODE: &str = "node-a";
 const OUTAGE: Duration = Duration::from_secs(20);
 /// How long writes may take to resume (the fake's acceptance is 20 s; a real restart adds the
-/// kube client's backoff, up to 30 s with jitter).
+/// backoff the outage grew: up to 30 s, 60 s with jitter, before a watch is re-opened).
 const RESUME: Duration = Duration::from_secs(60);
 
 /// Polls `check` every 200 ms until it holds; fails after `limit`.
@@ -54,8 +54,12 @@ async fn wait_until(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "flaky on a fresh-clone CI run (1fae68a): the pod created after the real apiserver restart was not Running within 60 s; see the session 7 note on issue 12. Run with --ignored"]
 async fn an_apiserver_outage_and_restart_kill_nothing_and_writes_resume() -> Result<()> {
+    // The kubelet's log, with `RUST_LOG` (e.g. `debug`) and `--nocapture`.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
     let Some(mut cluster) = start_cluster(&[NODE]).await? else {
         return Ok(());
     };

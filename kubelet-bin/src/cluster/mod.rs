@@ -20,6 +20,7 @@ pub mod services;
 #[cfg(test)]
 mod test_api;
 pub mod tokens;
+pub mod watch_backoff;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -12,10 +12,10 @@
 
 use std::sync::{Arc, PoisonError, RwLock};
 
+use super::watch_backoff::reflector_backoff;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
-use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kubelet_core::kubelet::NodeProvider;
 use kubelet_core::pod::strip_managed_fields;
@@ -69,11 +69,11 @@ impl ApiNodeProvider {
         provider
     }
 
-    /// Watches the Node `name` until `token` is cancelled; kube-runtime's default backoff
-    /// retries failed lists and watches.
+    /// Watches the Node `name` until `token` is cancelled; the reflector's backoff
+    /// ([`reflector_backoff`]) retries failed lists and watches.
     pub async fn run(self, client: kube::Client, name: String, token: CancellationToken) {
         let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
-        let events = watcher::watcher(Api::<Node>::all(client), config).default_backoff();
+        let events = reflector_backoff(watcher::watcher(Api::<Node>::all(client), config));
         futures::pin_mut!(events);
         loop {
             tokio::select! {

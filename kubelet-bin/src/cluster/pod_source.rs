@@ -18,16 +18,18 @@
 //!   has been listed (upstream waits for `nodeHasSynced`, checking every
 //!   `WaitForAPIServerSyncPeriod`; here the signal wakes it), so API pods are admitted
 //!   against the Node the API server has.
-//! - Failed lists and watches are retried with kube's default backoff (800 ms doubling to
-//!   30 s with jitter, reset after 2 min quiet), the reflector's own numbers.
+//! - Failed lists and watches are retried with the reflector's two backoffs
+//!   ([`reflector_backoff`]: 800 ms doubling to 30 s with jitter, reset after 2 min quiet):
+//!   one paces re-opening the watch during an outage, the other the relist, so the relist
+//!   that a restarted server's `410 Gone` asks for does not wait the outage's backoff.
 
 use std::collections::BTreeMap;
 
+use super::watch_backoff::reflector_backoff;
 use async_trait::async_trait;
 use futures::{FutureExt, Stream, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
-use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kubelet_core::config::{API_SERVER_SOURCE, Operation, PodSource, PodUpdate};
 use kubelet_core::pod::strip_managed_fields;
@@ -100,7 +102,7 @@ impl PodSource for ApiPodSource {
         info!(node = %self.node_name, "watching the API server for this node's pods");
         let config = self.watcher_config();
         let pods: Api<Pod> = Api::all(self.client);
-        let events = watcher::watcher(pods, config).default_backoff();
+        let events = reflector_backoff(watcher::watcher(pods, config));
         forward(events, updates, token).await;
     }
 }

@@ -3,7 +3,8 @@
 //! Services, read by `getServiceEnvVarMap`).
 //!
 //! [`ApiServiceLister`] watches `services` in all namespaces (the Node authorizer allows
-//! `list`/`watch` of services to every node) with kube-runtime's default backoff, and keeps
+//! `list`/`watch` of services to every node) with the reflector's backoff
+//! ([`reflector_backoff`]), and keeps
 //! only what the variables need: name, namespace, cluster IP and ports. It reports
 //! [`has_synced`](kubelet_core::envvars::ServiceLister::has_synced) once the first list is
 //! in; until then API pods wait for their environment, as upstream.
@@ -12,11 +13,11 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 
+use super::watch_backoff::reflector_backoff;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Api;
-use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kubelet_core::envvars::ServiceLister;
 use tokio_util::sync::CancellationToken;
@@ -75,11 +76,13 @@ impl ApiServiceLister {
         Self::default()
     }
 
-    /// Watches all Services through `client` until `token` is cancelled; kube-runtime's
-    /// default backoff retries failed lists and watches.
+    /// Watches all Services through `client` until `token` is cancelled; the reflector's
+    /// backoff ([`reflector_backoff`]) retries failed lists and watches.
     pub async fn run(self, client: kube::Client, token: CancellationToken) {
-        let events = watcher::watcher(Api::<Service>::all(client), watcher::Config::default())
-            .default_backoff();
+        let events = reflector_backoff(watcher::watcher(
+            Api::<Service>::all(client),
+            watcher::Config::default(),
+        ));
         futures::pin_mut!(events);
         loop {
             tokio::select! {

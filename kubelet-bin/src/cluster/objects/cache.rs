@@ -1,7 +1,8 @@
 //! One watch per referenced object (upstream `objectCache` in
 //! `pkg/kubelet/util/manager/watch_based_manager.go`): the first reference to
 //! `namespace/name` starts a list+watch with `fieldSelector=metadata.name=<name>` in its
-//! namespace (kube-runtime's watcher with its default backoff, so a `403` while the node
+//! namespace (kube-runtime's watcher with the reflector's backoff,
+//! [`reflector_backoff`], so a `403` while the node
 //! authorizer does not yet know the pod, or any other failure, is retried); references are
 //! counted per pod UID, and the watch stops when the last one goes (upstream stops it at
 //! once, with no grace period). An object marked `immutable` stops its watch and keeps the
@@ -21,10 +22,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use crate::cluster::watch_backoff::reflector_backoff;
 use futures::StreamExt;
 use k8s_openapi::NamespaceResourceScope;
 use kube::Api;
-use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kubelet_core::objects::{Error, Result};
 use serde::de::DeserializeOwned;
@@ -251,7 +252,7 @@ async fn run<K>(
 ) where
     K: kube::Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + 'static,
 {
-    let events = watcher::watcher(api, watcher_config(&name)).default_backoff();
+    let events = reflector_backoff(watcher::watcher(api, watcher_config(&name)));
     let mut events = std::pin::pin!(events);
     // The object of a list in progress (between `Init` and `InitDone`).
     let mut listing: Option<Option<K>> = None;
