@@ -526,12 +526,55 @@ pub trait Runtime: Send + Sync + 'static {
         })
     }
 
+    /// The URL on the runtime's streaming server that serves an exec of `cmd` in a running
+    /// container (upstream `StreamingRuntime.GetExec`); the kubelet proxies the client's
+    /// upgrade request to it. The default reports that the runtime cannot stream.
+    async fn get_exec(
+        &self,
+        container_id: &str,
+        cmd: &[String],
+        streams: StreamOptions,
+    ) -> Result<String> {
+        let _ = (container_id, cmd, streams);
+        Err(Error::Unsupported("GetExec"))
+    }
+
+    /// The URL on the runtime's streaming server that attaches to a running container's
+    /// main process (upstream `StreamingRuntime.GetAttach`). The default reports that the
+    /// runtime cannot stream.
+    async fn get_attach(&self, container_id: &str, streams: StreamOptions) -> Result<String> {
+        let _ = (container_id, streams);
+        Err(Error::Unsupported("GetAttach"))
+    }
+
+    /// The URL on the runtime's streaming server that forwards `ports` of a pod sandbox
+    /// (upstream `StreamingRuntime.GetPortForward`; the caller picks the pod's newest
+    /// sandbox, as upstream `getSandboxIDByPodUID`). The default reports that the runtime
+    /// cannot stream.
+    async fn get_port_forward(&self, sandbox_id: &str, ports: &[i32]) -> Result<String> {
+        let _ = (sandbox_id, ports);
+        Err(Error::Unsupported("GetPortForward"))
+    }
+
     /// The images on the node (upstream `ImageService.ListImages`, which the Go `Runtime`
     /// embeds; the node status reports them). The default implementation reports that the
     /// runtime cannot list images.
     async fn list_images(&self) -> Result<Vec<crate::kuberuntime::api::Image>> {
         Err(Error::Unsupported("ListImages"))
     }
+}
+
+/// The standard streams of an exec or attach session (upstream `remotecommand.Options`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StreamOptions {
+    /// Stream stdin.
+    pub stdin: bool,
+    /// Stream stdout.
+    pub stdout: bool,
+    /// Stream stderr (never with `tty`: a terminal merges it into stdout).
+    pub stderr: bool,
+    /// Allocate a TTY.
+    pub tty: bool,
 }
 
 /// Groups a flat container list by name, newest first; handy for implementations.

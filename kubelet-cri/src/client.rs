@@ -14,6 +14,7 @@ use hyper_util::rt::TokioIo;
 use k8s_cri::v1 as cri;
 use k8s_cri::v1::image_service_client::ImageServiceClient;
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
+use kubelet_core::kuberuntime::api;
 use kubelet_core::runtime::{Error, Result};
 use tokio::net::UnixStream;
 use tonic::transport::{Channel, Endpoint, Uri};
@@ -150,6 +151,65 @@ impl CriClient {
             Ok(Err(s)) if s.code() == tonic::Code::DeadlineExceeded => Ok(None),
             Ok(Err(s)) => Err(from_status("ExecSync", &s)),
         }
+    }
+
+    /// `Exec`, `Attach` or `PortForward` (upstream `remoteRuntimeService.Exec`, …): the URL
+    /// of the session on the runtime's streaming server.
+    pub(crate) async fn stream_url(&self, stream: &api::StreamRequest) -> Result<String> {
+        let mut c = self.runtime.clone();
+        let t = self.t();
+        let (op, url) = match stream.clone() {
+            api::StreamRequest::Exec {
+                container_id,
+                cmd,
+                tty,
+                stdin,
+                stdout,
+                stderr,
+            } => {
+                let msg = cri::ExecRequest {
+                    container_id,
+                    cmd,
+                    tty,
+                    stdin,
+                    stdout,
+                    stderr,
+                };
+                ("Exec", unary("Exec", t, c.exec(request(msg, t))).await?.url)
+            }
+            api::StreamRequest::Attach {
+                container_id,
+                tty,
+                stdin,
+                stdout,
+                stderr,
+            } => {
+                let msg = cri::AttachRequest {
+                    container_id,
+                    stdin,
+                    tty,
+                    stdout,
+                    stderr,
+                };
+                let resp = unary("Attach", t, c.attach(request(msg, t))).await?;
+                ("Attach", resp.url)
+            }
+            api::StreamRequest::PortForward { sandbox_id, ports } => {
+                let msg = cri::PortForwardRequest {
+                    pod_sandbox_id: sandbox_id,
+                    port: ports,
+                };
+                let resp = unary("PortForward", t, c.port_forward(request(msg, t))).await?;
+                ("PortForward", resp.url)
+            }
+        };
+        if url.is_empty() {
+            return Err(Error::Runtime {
+                op,
+                message: "runtime returned an empty streaming URL".into(),
+            });
+        }
+        Ok(url)
     }
 
     pub(crate) async fn status(&self) -> Result<cri::StatusResponse> {

@@ -302,6 +302,10 @@ impl RuntimeService for CriRuntimeService {
         )
     }
 
+    async fn stream_url(&self, request: &api::StreamRequest) -> Result<String> {
+        self.client.stream_url(request).await
+    }
+
     async fn list_images(&self) -> Result<Vec<api::Image>> {
         let images = self.client.list_images().await?;
         Ok(images.into_iter().map(convert::image).collect())

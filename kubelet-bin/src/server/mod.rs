@@ -8,6 +8,9 @@
 //!   authorized ([`authz`]: AlwaysAllow or SubjectAccessReview on `nodes/<subresource>`) by the
 //!   auth filter before its route runs.
 //!
+//! The secure port also serves `/exec`, `/attach` and `/portForward` (`streaming`): the
+//! runtime's streaming URL, and the client's upgrade request proxied to it ([`proxy`]).
+//!
 //! Adding an endpoint to the secure port: add its route to `routes::secure` (it is then
 //! behind the auth filter), and its path to `authz::request_attributes` when upstream gives
 //! it a subresource of its own (`/stats` → `nodes/stats`, …); everything else is
@@ -21,7 +24,11 @@ pub mod cert;
 mod fake_reviews;
 mod filter;
 pub mod listener;
+pub mod proxy;
 mod routes;
+mod streaming;
+#[cfg(test)]
+mod streaming_tests;
 pub mod tls;
 pub mod webhook;
 mod x509;

@@ -5,7 +5,8 @@
 //! * read-only port: the same health checks, `/pods` (a v1 `PodList` of the pods this kubelet
 //!   runs, each with its current status, as the standalone upstream kubelet serves it) and
 //!   `/runningpods/` (pods as the runtime lists them).
-//! * secure port: the read-only routes and `/configz`, all behind the auth filter.
+//! * secure port: the read-only routes, `/configz` and the streaming routes
+//!   (`/exec`, `/attach`, `/portForward`, see `streaming`), all behind the auth filter.
 
 use std::sync::Arc;
 
@@ -47,8 +48,9 @@ pub(crate) fn read_only(state: ServerState) -> Router {
 /// Routes of the secure port (the auth filter is added by the caller): the read-only ones and
 /// `/configz`, which serves `configz` (upstream's `{"kubeletconfig": {...}}`).
 pub(crate) fn secure(state: ServerState, configz: Arc<serde_json::Value>) -> Router {
-    read_only(state)
+    read_only(state.clone())
         .merge(Router::new().route("/configz", get(move || configz_handler(configz.clone()))))
+        .merge(super::streaming::routes(state))
 }
 
 async fn configz_handler(configz: Arc<serde_json::Value>) -> Response {

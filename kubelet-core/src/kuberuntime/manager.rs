@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::Pod;
 
-use super::api::{ContainerFilter, PodSandboxFilter};
+use super::api::{ContainerFilter, PodSandboxFilter, StreamRequest};
 use super::convert;
 use super::dns::ClusterDns;
 use super::labels::pod_uid_selector;
@@ -26,7 +26,7 @@ use crate::lifecycle::{CommandRunner, ExecSleepHandlerRunner, HandlerRunner};
 use crate::pod::{PodExt, PodUid};
 use crate::runtime::{
     ContainerState, Error, ExecResult, PodStatus, PodSyncResult, Result, RunningPod, Runtime,
-    RuntimeHelper, RuntimeStatus, SandboxState, SandboxStatus, Version,
+    RuntimeHelper, RuntimeStatus, SandboxState, SandboxStatus, StreamOptions, Version,
 };
 
 /// Settings of a [`KubeRuntimeManager`] (the runtime-agnostic ones; a backend has its own).
@@ -395,6 +395,45 @@ impl<S: RuntimeService> Runtime for KubeRuntimeManager<S> {
 
     async fn remove_pod(&self, running: &RunningPod) -> Result<()> {
         self.remove(running).await
+    }
+
+    async fn get_exec(
+        &self,
+        container_id: &str,
+        cmd: &[String],
+        streams: StreamOptions,
+    ) -> Result<String> {
+        self.service
+            .stream_url(&StreamRequest::Exec {
+                container_id: container_id.to_owned(),
+                cmd: cmd.to_vec(),
+                tty: streams.tty,
+                stdin: streams.stdin,
+                stdout: streams.stdout,
+                stderr: streams.stderr,
+            })
+            .await
+    }
+
+    async fn get_attach(&self, container_id: &str, streams: StreamOptions) -> Result<String> {
+        self.service
+            .stream_url(&StreamRequest::Attach {
+                container_id: container_id.to_owned(),
+                tty: streams.tty,
+                stdin: streams.stdin,
+                stdout: streams.stdout,
+                stderr: streams.stderr,
+            })
+            .await
+    }
+
+    async fn get_port_forward(&self, sandbox_id: &str, ports: &[i32]) -> Result<String> {
+        self.service
+            .stream_url(&StreamRequest::PortForward {
+                sandbox_id: sandbox_id.to_owned(),
+                ports: ports.to_vec(),
+            })
+            .await
     }
 
     async fn list_images(&self) -> Result<Vec<super::api::Image>> {

@@ -22,7 +22,7 @@ use crate::kuberuntime::{KubeRuntimeManager, Options, convert};
 use crate::pod::PodUid;
 use crate::runtime::{
     Error, ExecResult, PodStatus, PodSyncResult, Result, RunningPod, Runtime, RuntimeHelper,
-    RuntimeStatus, Version,
+    RuntimeStatus, StreamOptions, Version,
 };
 
 /// One call made to the fake, for assertions.
@@ -315,6 +315,26 @@ impl Runtime for FakeRuntime {
     async fn remove_pod(&self, running: &RunningPod) -> Result<()> {
         self.enter("remove_pod", Some(Call::RemovePod(running.uid.clone())))?;
         self.leave(self.engine.remove_pod(running).await)
+    }
+
+    async fn get_exec(
+        &self,
+        container_id: &str,
+        cmd: &[String],
+        streams: StreamOptions,
+    ) -> Result<String> {
+        self.enter("get_exec", None)?;
+        self.leave(self.engine.get_exec(container_id, cmd, streams).await)
+    }
+
+    async fn get_attach(&self, container_id: &str, streams: StreamOptions) -> Result<String> {
+        self.enter("get_attach", None)?;
+        self.leave(self.engine.get_attach(container_id, streams).await)
+    }
+
+    async fn get_port_forward(&self, sandbox_id: &str, ports: &[i32]) -> Result<String> {
+        self.enter("get_port_forward", None)?;
+        self.leave(self.engine.get_port_forward(sandbox_id, ports).await)
     }
 
     async fn list_images(&self) -> Result<Vec<crate::kuberuntime::api::Image>> {

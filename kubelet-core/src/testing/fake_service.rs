@@ -16,7 +16,7 @@ use async_trait::async_trait;
 
 use crate::kuberuntime::api::{
     Container, ContainerConfig, ContainerFilter, ContainerStatus, Image, PodSandbox,
-    PodSandboxConfig, PodSandboxFilter, PodSandboxStatus, PullImageRequest,
+    PodSandboxConfig, PodSandboxFilter, PodSandboxStatus, PullImageRequest, StreamRequest,
 };
 use crate::kuberuntime::store::labels_match;
 use crate::kuberuntime::{ContainerRecord, ContainerStore, RuntimeService};
@@ -239,6 +239,10 @@ struct State {
     pulls: Vec<(String, Option<String>)>,
     /// Containers ever started, per pod.
     started: HashMap<PodUid, usize>,
+    /// The streaming server `stream_url` answers with, if scripted.
+    stream_server: Option<String>,
+    /// Every `stream_url` request.
+    stream_requests: Vec<StreamRequest>,
 }
 
 /// A stateful fake [`RuntimeService`] (see the module docs). Cheap to clone; clones share
@@ -277,6 +281,8 @@ impl FakeRuntimeService {
                 pull_credentials: HashMap::new(),
                 pulls: Vec::new(),
                 started: HashMap::new(),
+                stream_server: None,
+                stream_requests: Vec::new(),
             })),
             containers: ContainerStore::new(),
             has_sandboxes: true,
@@ -441,6 +447,17 @@ impl FakeRuntimeService {
     /// output). Scripted results answer for any ID, known to the fake or not.
     pub fn set_exec_result(&self, id: &str, result: ExecResult) {
         self.lock().exec_results.insert(id.to_owned(), result);
+    }
+
+    /// Scripts `stream_url`: every request is answered with `<server>/<exec|attach|portforward>/<n>`
+    /// (default: `Unsupported`, a runtime that cannot stream).
+    pub fn set_stream_server(&self, server: &str) {
+        self.lock().stream_server = Some(server.trim_end_matches('/').to_owned());
+    }
+
+    /// Every `stream_url` request so far.
+    pub fn stream_requests(&self) -> Vec<StreamRequest> {
+        self.lock().stream_requests.clone()
     }
 
     /// Makes `image` present, with ID `sha256:<n>`.
@@ -672,6 +689,20 @@ impl RuntimeService for FakeRuntimeService {
         result.stdout.truncate(max_output);
         result.stderr.truncate(max_output);
         Ok(result)
+    }
+
+    async fn stream_url(&self, request: &StreamRequest) -> Result<String> {
+        let mut st = self.lock();
+        let Some(server) = st.stream_server.clone() else {
+            return Err(Error::Unsupported("streaming"));
+        };
+        st.stream_requests.push(request.clone());
+        let kind = match request {
+            StreamRequest::Exec { .. } => "exec",
+            StreamRequest::Attach { .. } => "attach",
+            StreamRequest::PortForward { .. } => "portforward",
+        };
+        Ok(format!("{server}/{kind}/{}", st.stream_requests.len()))
     }
 
     async fn image_status(&self, image: &str) -> Result<Option<Image>> {

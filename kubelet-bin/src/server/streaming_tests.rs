@@ -1,0 +1,377 @@
+//! Tests of the streaming endpoints: upstream's option parsing, the answers before the
+//! upgrade, and the proxy end to end against a scripted streaming server on loopback (the
+//! fake runtime's `stream_url` points at it).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::{HeaderMap, HeaderValue, header};
+use kubelet_core::kuberuntime::api::StreamRequest;
+use kubelet_core::pod::PodExt;
+use kubelet_core::pod_manager::PodManager;
+use kubelet_core::runtime::{Runtime, StreamOptions};
+use kubelet_core::testing::{FakeRuntime, FakeRuntimeHelper, FakeStatusManager, pod};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::oneshot;
+
+use super::ServerState;
+use super::streaming::{port_forward_ports, routes, stream_options};
+
+#[test]
+fn stream_options_are_upstreams() {
+    let o = |q: &str| stream_options(Some(q));
+    assert_eq!(
+        o("command=ls&output=1&error=1"),
+        Ok(StreamOptions {
+            stdout: true,
+            stderr: true,
+            ..Default::default()
+        })
+    );
+    // A terminal has no stderr; "true" is not "1".
+    assert_eq!(
+        o("input=1&output=1&error=1&tty=1"),
+        Ok(StreamOptions {
+            stdin: true,
+            stdout: true,
+            stderr: false,
+            tty: true
+        })
+    );
+    for none in ["command=ls", "output=true&input=0", "error=1&tty=1", ""] {
+        assert_eq!(
+            o(none),
+            Err("you must specify at least 1 of stdin, stdout, stderr"),
+            "{none}"
+        );
+    }
+    assert!(stream_options(None).is_err());
+}
+
+#[test]
+fn port_forward_ports_come_from_the_query_for_websockets_only() {
+    let mut ws = HeaderMap::new();
+    ws.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
+    ws.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
+    let mut spdy = ws.clone();
+    spdy.insert(header::UPGRADE, HeaderValue::from_static("SPDY/3.1"));
+    assert_eq!(port_forward_ports(&spdy, None), Ok(vec![]));
+    assert_eq!(
+        port_forward_ports(&ws, Some("port=80&port=8080,9090")),
+        Ok(vec![80, 8080, 9090])
+    );
+    assert_eq!(
+        port_forward_ports(&ws, None),
+        Err("query parameter \"port\" is required".into())
+    );
+    assert_eq!(
+        port_forward_ports(&ws, Some("port=")),
+        Err("query parameter \"port\" cannot be empty".into())
+    );
+    assert_eq!(
+        port_forward_ports(&ws, Some("port=0")),
+        Err("port \"0\" must be > 0".into())
+    );
+    let err = port_forward_ports(&ws, Some("port=80,http")).expect_err("not a port");
+    assert!(
+        err.starts_with("unable to parse \"80,http\" as a port"),
+        "{err}"
+    );
+}
+
+/// A kubelet's streaming routes on loopback over a fake runtime running pod `web` (container
+/// `app`), whose streaming server is `backend`.
+struct Harness {
+    addr: std::net::SocketAddr,
+    runtime: FakeRuntime,
+    _server: tokio::task::JoinHandle<()>,
+}
+
+async fn harness(backend: &str) -> Harness {
+    let runtime = FakeRuntime::new();
+    runtime.service().set_stream_server(backend);
+    let p = pod("web");
+    let status = runtime
+        .get_pod_status(&p.uid(), "web", "default")
+        .await
+        .expect("status");
+    let backoff =
+        kubelet_core::backoff::Backoff::new(Duration::from_secs(1), Duration::from_secs(1));
+    runtime
+        .sync_pod(&p, &status, Arc::new(FakeRuntimeHelper), &backoff)
+        .await
+        .expect("sync");
+    let pod_manager = PodManager::new();
+    pod_manager.add_pod(p);
+    let state = ServerState {
+        pod_manager,
+        status: Arc::new(FakeStatusManager::default()),
+        runtime: Arc::new(runtime.clone()),
+        syncloop: kubelet_core::kubelet::sync_loop::Health::default(),
+    };
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let server = tokio::spawn(async move {
+        let app = routes(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
+        let _ = axum::serve(listener, app).await;
+    });
+    Harness {
+        addr,
+        runtime,
+        _server: server,
+    }
+}
+
+/// Sends `head` (a request without body) and reads the response head.
+async fn request(addr: std::net::SocketAddr, head: &str) -> (TcpStream, String) {
+    let mut conn = TcpStream::connect(addr).await.expect("connect");
+    conn.write_all(head.as_bytes()).await.expect("write");
+    let mut got = Vec::new();
+    let mut byte = [0u8; 1];
+    while !got.ends_with(b"\r\n\r\n") {
+        let n = conn.read(&mut byte).await.expect("read");
+        assert_eq!(
+            n,
+            1,
+            "connection closed after {:?}",
+            String::from_utf8_lossy(&got)
+        );
+        got.push(byte[0]);
+    }
+    (conn, String::from_utf8_lossy(&got).into_owned())
+}
+
+/// The response to `head`: its status line and body (read until the server closes).
+async fn answer(addr: std::net::SocketAddr, head: &str) -> (String, String) {
+    let (mut conn, response_head) = request(addr, head).await;
+    let status = response_head.lines().next().unwrap_or("").to_owned();
+    let length: usize = response_head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length: ")
+                .map(|v| v.trim().parse().unwrap_or(0))
+        })
+        .unwrap_or(0);
+    let mut body = vec![0u8; length];
+    conn.read_exact(&mut body).await.expect("body");
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+const UPGRADE: &str =
+    "Connection: Upgrade\r\nUpgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: v4.channel.k8s.io\r\n";
+
+/// A streaming server that upgrades one connection, echoes what it gets, and reports the
+/// request head and the moment the kubelet closed the stream.
+async fn echo_backend() -> (String, oneshot::Receiver<String>, oneshot::Receiver<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    let (head_tx, head_rx) = oneshot::channel();
+    let (closed_tx, closed_rx) = oneshot::channel();
+    tokio::spawn(async move {
+        let (mut conn, _) = listener.accept().await.expect("accept");
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            if conn.read(&mut byte).await.unwrap_or(0) == 0 {
+                return;
+            }
+            head.push(byte[0]);
+        }
+        let _ = head_tx.send(String::from_utf8_lossy(&head).into_owned());
+        conn.write_all(b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: v4.channel.k8s.io\r\n\r\n")
+            .await
+            .expect("101");
+        let mut buf = [0u8; 1024];
+        loop {
+            match conn.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    if conn.write_all(&buf[..n]).await.is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+        let _ = closed_tx.send(());
+    });
+    (url, head_rx, closed_rx)
+}
+
+#[tokio::test]
+async fn an_exec_is_proxied_to_the_runtimes_streaming_server_and_closed_with_the_client() {
+    let (backend, head, closed) = echo_backend().await;
+    let h = harness(&backend).await;
+    let (mut conn, response) = request(
+        h.addr,
+        &format!("POST /exec/default/web/app?command=sh&command=-c&command=echo%20hi&input=1&output=1&error=1 HTTP/1.1\r\nHost: kubelet\r\n{UPGRADE}\r\n"),
+    )
+    .await;
+    assert!(response.starts_with("HTTP/1.1 101 "), "{response}");
+    assert!(
+        response
+            .to_ascii_lowercase()
+            .contains("x-stream-protocol-version: v4.channel.k8s.io"),
+        "{response}"
+    );
+    let head = head.await.expect("the streaming server got the request");
+    assert!(head.starts_with("POST /exec/1 HTTP/1.1\r\n"), "{head}");
+    assert!(
+        head.to_ascii_lowercase().contains("upgrade: spdy/3.1"),
+        "{head}"
+    );
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("x-forwarded-for: 127.0.0.1"),
+        "{head}"
+    );
+    let running = h.runtime.running_pods();
+    assert_eq!(
+        h.runtime.service().stream_requests(),
+        [StreamRequest::Exec {
+            container_id: running[0].containers[0].id.clone(),
+            cmd: vec!["sh".into(), "-c".into(), "echo hi".into()],
+            tty: false,
+            stdin: true,
+            stdout: true,
+            stderr: true,
+        }]
+    );
+
+    conn.write_all(b"spdy frames").await.expect("write");
+    let mut echoed = [0u8; 11];
+    conn.read_exact(&mut echoed).await.expect("echo");
+    assert_eq!(&echoed, b"spdy frames");
+    drop(conn);
+    closed.await.expect("the kubelet closed the runtime's side");
+}
+
+#[tokio::test]
+async fn a_stream_the_runtime_closes_is_closed_for_the_client() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let backend = format!("http://{}", listener.local_addr().expect("addr"));
+    tokio::spawn(async move {
+        let (mut conn, _) = listener.accept().await.expect("accept");
+        let mut buf = [0u8; 4096];
+        let _ = conn.read(&mut buf).await;
+        let _ = conn
+            .write_all(b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n\r\nbye")
+            .await;
+    });
+    let h = harness(&backend).await;
+    let (mut conn, response) = request(
+        h.addr,
+        &format!(
+            "GET /attach/default/web/uid-web/app?output=1 HTTP/1.1\r\nHost: k\r\n{UPGRADE}\r\n"
+        ),
+    )
+    .await;
+    assert!(response.starts_with("HTTP/1.1 101 "), "{response}");
+    let mut rest = Vec::new();
+    conn.read_to_end(&mut rest)
+        .await
+        .expect("read to the close");
+    assert_eq!(rest, b"bye");
+    assert!(matches!(
+        h.runtime.service().stream_requests()[..],
+        [StreamRequest::Attach {
+            stdout: true,
+            stdin: false,
+            ..
+        }]
+    ));
+}
+
+#[tokio::test]
+async fn requests_are_refused_before_the_upgrade_as_upstream() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let backend = format!("http://{}", listener.local_addr().expect("addr"));
+    // The streaming server refuses (as containerd does an unknown token).
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            let mut buf = [0u8; 4096];
+            let _ = conn.read(&mut buf).await;
+            let _ = conn
+                .write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\nConnection: close\r\n\r\nno token\n")
+                .await;
+        }
+    });
+    let h = harness(&backend).await;
+    let get = |path: &str, upgrade: bool| {
+        format!(
+            "GET {path} HTTP/1.1\r\nHost: k\r\nConnection: close\r\n{}\r\n",
+            if upgrade {
+                "Upgrade: SPDY/3.1\r\nConnection: Upgrade\r\n"
+            } else {
+                ""
+            }
+        )
+    };
+    let cases = [
+        (
+            "/exec/default/web/app?command=ls",
+            true,
+            "HTTP/1.1 400 Bad Request",
+            "you must specify at least 1 of stdin, stdout, stderr",
+        ),
+        (
+            "/exec/default/nope/app?command=ls&output=1",
+            true,
+            "HTTP/1.1 404 Not Found",
+            "pod does not exist",
+        ),
+        (
+            "/exec/other/web/app?command=ls&output=1",
+            true,
+            "HTTP/1.1 404 Not Found",
+            "pod does not exist",
+        ),
+        (
+            "/exec/default/web/sidecar?command=ls&output=1",
+            true,
+            "HTTP/1.1 404 Not Found",
+            "container not found (\"sidecar\")",
+        ),
+        (
+            "/exec/default/web/uid-other/app?command=ls&output=1",
+            true,
+            "HTTP/1.1 404 Not Found",
+            "container not found (\"app\")",
+        ),
+        (
+            "/attach/default/web/app?output=1",
+            false,
+            "HTTP/1.1 500 Internal Server Error",
+            "Upgrade request required\n",
+        ),
+        (
+            "/portForward/default/web/uid-other",
+            true,
+            "HTTP/1.1 404 Not Found",
+            "pod not found",
+        ),
+        (
+            "/portForward/default/web",
+            true,
+            "HTTP/1.1 404 Not Found",
+            "no token\n",
+        ),
+    ];
+    for (path, upgrade, status, body) in cases {
+        let (got_status, got_body) = answer(h.addr, &get(path, upgrade)).await;
+        assert_eq!(
+            (got_status.as_str(), got_body.as_str()),
+            (status, body),
+            "{path}"
+        );
+    }
+    let sandbox = h.runtime.running_pods()[0].sandboxes[0].id.clone();
+    assert_eq!(
+        h.runtime.service().stream_requests().last(),
+        Some(&StreamRequest::PortForward {
+            sandbox_id: sandbox,
+            ports: vec![]
+        })
+    );
+}
