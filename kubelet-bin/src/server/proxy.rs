@@ -51,7 +51,7 @@ pub enum Error {
     /// The streaming server could not be reached or did not answer.
     #[error("error dialing backend: {0}")]
     Dial(#[source] std::io::Error),
-    /// The streaming server did not answer within [`DIAL_TIMEOUT`].
+    /// The streaming server could not be dialled within 30 s.
     #[error("error dialing backend: timed out after {0:?}")]
     DialTimeout(Duration),
     /// The HTTP exchange with the streaming server failed.

@@ -4,9 +4,9 @@
 //!
 //! | route (GET and POST) | runtime call |
 //! |---|---|
-//! | `/exec/{ns}/{pod}[/{uid}]/{container}?command=…&input=1&output=1&error=1&tty=1` | [`Runtime::get_exec`] |
-//! | `/attach/{ns}/{pod}[/{uid}]/{container}?input=1&output=1&error=1&tty=1` | [`Runtime::get_attach`] |
-//! | `/portForward/{ns}/{pod}[/{uid}]` (websocket: `?port=80&port=8080,9090`) | [`Runtime::get_port_forward`] |
+//! | `/exec/{ns}/{pod}[/{uid}]/{container}?command=…&input=1&output=1&error=1&tty=1` | [`Runtime::get_exec`](kubelet_core::runtime::Runtime::get_exec) |
+//! | `/attach/{ns}/{pod}[/{uid}]/{container}?input=1&output=1&error=1&tty=1` | [`Runtime::get_attach`](kubelet_core::runtime::Runtime::get_attach) |
+//! | `/portForward/{ns}/{pod}[/{uid}]` (websocket: `?port=80&port=8080,9090`) | [`Runtime::get_port_forward`](kubelet_core::runtime::Runtime::get_port_forward) |
 //!
 //! The runtime answers with a URL on its streaming server, and the client's upgrade request
 //! is proxied there ([`super::proxy`]), so SPDY/3.1 and the websocket protocols
