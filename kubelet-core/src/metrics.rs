@@ -18,7 +18,7 @@
 //! ```
 //! use std::time::Duration;
 //! use kubelet_core::metrics::KubeletMetrics;
-//! use prometheus_client::registry::Registry;
+//! use kubelet_core::metrics::prometheus_client::registry::Registry;
 //!
 //! let metrics = KubeletMetrics::default();
 //! let mut registry = Registry::default();
@@ -36,6 +36,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use crate::runtime::{ContainerState, RunningPod, SandboxState};
+
 pub use prometheus_client;
 
 /// Prometheus' `DefBuckets`.
@@ -49,7 +51,8 @@ pub const POD_STARTUP_DURATION_BUCKETS: [f64; 25] = [
     300.0, 360.0, 480.0, 600.0, 900.0, 1200.0, 1800.0, 2700.0, 3600.0,
 ];
 
-/// The container states of `kubelet_running_containers` (upstream `kubecontainer.State`).
+/// The container states of `kubelet_running_containers` (upstream `kubecontainer.State`),
+/// in the order of [`ContainerState`]'s variants.
 pub const CONTAINER_STATES: [&str; 4] = ["created", "running", "exited", "unknown"];
 
 /// A label set of one `&'static str` label.
@@ -260,17 +263,25 @@ impl KubeletMetrics {
         }
     }
 
-    /// Sets `kubelet_running_pods` and `kubelet_running_containers` (upstream
-    /// `updateRunningPodAndContainerMetrics`): `containers` counts containers by state (one
-    /// of [`CONTAINER_STATES`]); states not counted are set to 0.
-    pub fn set_running(&self, pods_with_running_sandbox: usize, containers: &[(&'static str, usize)]) {
-        self.running_pods.set(gauge(pods_with_running_sandbox));
-        for state in CONTAINER_STATES {
-            let count = containers
-                .iter()
-                .filter(|(s, _)| *s == state)
-                .map(|(_, n)| *n)
-                .sum::<usize>();
+    /// Sets `kubelet_running_pods` (pods with a ready sandbox) and
+    /// `kubelet_running_containers` (containers by state) from a relist's `pods` (upstream
+    /// `updateRunningPodAndContainerMetrics`); a state no container is in is set to 0.
+    pub fn set_running(&self, pods: &[RunningPod]) {
+        let running = pods
+            .iter()
+            .filter(|p| p.sandboxes.iter().any(|s| s.state == SandboxState::Ready))
+            .count();
+        self.running_pods.set(gauge(running));
+        let mut counts = [0usize; CONTAINER_STATES.len()];
+        for container in pods.iter().flat_map(|p| &p.containers) {
+            counts[match container.state {
+                ContainerState::Created => 0,
+                ContainerState::Running => 1,
+                ContainerState::Exited => 2,
+                ContainerState::Unknown => 3,
+            }] += 1;
+        }
+        for (state, count) in CONTAINER_STATES.into_iter().zip(counts) {
             self.running_containers
                 .get_or_create(&[("container_state", state)])
                 .set(gauge(count));

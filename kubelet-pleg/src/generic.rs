@@ -13,6 +13,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use kubelet_core::PodUid;
 use kubelet_core::cache::PodCache;
+use kubelet_core::metrics::KubeletMetrics;
 use kubelet_core::pleg::{Event, EventType, HealthError, Pleg};
 use kubelet_core::runtime::{self, PodStatus, RunningPod, Runtime, SandboxState};
 use tokio::sync::{Notify, mpsc, watch};
@@ -172,6 +173,8 @@ struct Shared {
     period: watch::Sender<Duration>,
     /// Relists that have started listing, and (watched) relists that have finished.
     started: AtomicU64,
+    /// Where relists are recorded (`kubelet_pleg_relist_*`, `kubelet_running_*`).
+    metrics: KubeletMetrics,
     finished: watch::Sender<u64>,
 }
 
@@ -203,6 +206,19 @@ impl GenericPleg {
         cache: PodCache,
         config: Config,
     ) -> (Self, mpsc::Receiver<Event>) {
+        Self::with_metrics(runtime, cache, config, KubeletMetrics::default())
+    }
+
+    /// As [`new`](Self::new), recording each relist in `metrics`: its duration and the
+    /// interval since the previous one (`kubelet_pleg_relist_duration_seconds`,
+    /// `kubelet_pleg_relist_interval_seconds`), and the pods and containers it found
+    /// (`kubelet_running_pods`, `kubelet_running_containers`), as upstream `Relist`.
+    pub fn with_metrics(
+        runtime: Arc<dyn Runtime>,
+        cache: PodCache,
+        config: Config,
+        metrics: KubeletMetrics,
+    ) -> (Self, mpsc::Receiver<Event>) {
         let (events, rx) = mpsc::channel(CHANNEL_CAPACITY);
         let shared = Shared {
             runtime,
@@ -215,6 +231,7 @@ impl GenericPleg {
             relist_now: Notify::new(),
             period: watch::Sender::new(config.relist_period),
             started: AtomicU64::new(0),
+            metrics,
             finished: watch::Sender::new(0),
         };
         (
@@ -305,7 +322,12 @@ impl GenericPleg {
         let shared = &self.shared;
         let mut state = shared.relist.lock().await;
         let seq = shared.started.fetch_add(1, Ordering::SeqCst) + 1;
+        // Upstream observes the interval since the last successful relist when a relist
+        // starts, and the duration of every relist, failed ones too.
+        let started = Instant::now();
+        let interval = self.last_relist().map(|last| started.saturating_duration_since(last));
         self.relist_locked(&mut state).await;
+        shared.metrics.record_relist(started.elapsed(), interval);
         shared.finished.send_modify(|n| *n = (*n).max(seq));
     }
 
@@ -321,6 +343,7 @@ impl GenericPleg {
             }
         };
         *shared.lock_last_relist() = Some(timestamp);
+        shared.metrics.set_running(&pods);
         state.set_current(pods);
 
         let mut needs_reinspection = HashSet::new();

@@ -37,17 +37,41 @@ fn runtime_operations_count_calls_errors_and_durations() {
     }
 }
 
+fn running_pod(sandbox: SandboxState, containers: &[ContainerState]) -> RunningPod {
+    RunningPod {
+        sandboxes: vec![crate::runtime::SandboxSummary {
+            state: sandbox,
+            ..Default::default()
+        }],
+        containers: containers
+            .iter()
+            .map(|state| crate::runtime::ContainerSummary {
+                state: *state,
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
 #[test]
-fn running_containers_reset_states_no_longer_seen() {
+fn running_pods_and_containers_follow_the_relist() {
+    use ContainerState::{Exited, Running};
     let metrics = KubeletMetrics::default();
-    metrics.set_running(2, &[("running", 3), ("exited", 1)]);
+    metrics.set_running(&[
+        running_pod(SandboxState::Ready, &[Running, Running]),
+        running_pod(SandboxState::Ready, &[Running, Exited]),
+        running_pod(SandboxState::NotReady, &[Exited]),
+    ]);
     assert_eq!(metrics.running_pods.get(), 2);
     assert_eq!(metrics.running_containers("running"), 3);
-    assert_eq!(metrics.running_containers("exited"), 1);
-    metrics.set_running(0, &[("exited", 4)]);
+    assert_eq!(metrics.running_containers("exited"), 2);
+    assert_eq!(metrics.running_containers("created"), 0);
+    // A state no container is in any more goes back to 0.
+    metrics.set_running(&[running_pod(SandboxState::NotReady, &[Exited])]);
     assert_eq!(metrics.running_pods.get(), 0);
     assert_eq!(metrics.running_containers("running"), 0);
-    assert_eq!(metrics.running_containers("exited"), 4);
+    assert_eq!(metrics.running_containers("exited"), 1);
 }
 
 #[test]
