@@ -142,7 +142,9 @@ impl Default for KubeletMetrics {
             running_containers: Family::default(),
             runtime_operations: Family::default(),
             runtime_operations_errors: Family::default(),
-            runtime_operations_duration: Family::new_with_constructor(runtime_histogram as HistogramFn),
+            runtime_operations_duration: Family::new_with_constructor(
+                runtime_histogram as HistogramFn,
+            ),
             rest_client_requests: Family::default(),
             prober_probe: Family::default(),
         }

@@ -3,7 +3,10 @@
 //!
 //! Mirrors upstream `pkg/kubelet/cri/remote/remote_runtime.go` and `remote_image.go`
 //! (per-call `context.WithTimeout`, 16 MiB message limit, `StopContainer` deadline extended by
-//! the grace period, no deadline for `PullImage`).
+//! the grace period, no deadline for `PullImage`), instrumented in one place as upstream
+//! `pkg/kubelet/kuberuntime/instrumented_services.go`: every call counts in
+//! `kubelet_runtime_operations_total`, `_duration_seconds` and, when it fails,
+//! `_errors_total`, labelled with upstream's `operation_type` ([`operation_type`]).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -15,8 +18,10 @@ use k8s_cri::v1 as cri;
 use k8s_cri::v1::image_service_client::ImageServiceClient;
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use kubelet_core::kuberuntime::api;
+use kubelet_core::metrics::KubeletMetrics;
 use kubelet_core::runtime::{Error, Result};
 use tokio::net::UnixStream;
+use tokio::time::Instant;
 use tonic::transport::{Channel, Endpoint, Uri};
 
 use crate::error::{ConnectError, from_status};
@@ -46,10 +51,47 @@ pub(crate) struct CriClient {
     runtime: RuntimeServiceClient<Channel>,
     image: ImageServiceClient<Channel>,
     timeout: Duration,
+    metrics: KubeletMetrics,
+}
+
+/// Upstream's `operation_type` of a CRI method (`instrumented_services.go`).
+pub(crate) fn operation_type(method: &'static str) -> &'static str {
+    match method {
+        "Version" => "version",
+        "Status" => "status",
+        "CreateContainer" => "create_container",
+        "StartContainer" => "start_container",
+        "StopContainer" => "stop_container",
+        "RemoveContainer" => "remove_container",
+        "ListContainers" => "list_containers",
+        "ContainerStatus" => "container_status",
+        "UpdateContainerResources" => "update_container",
+        "ReopenContainerLog" => "reopen_container_log",
+        "ExecSync" => "exec_sync",
+        "Exec" => "exec",
+        "Attach" => "attach",
+        "PortForward" => "port_forward",
+        "RunPodSandbox" => "run_podsandbox",
+        "StopPodSandbox" => "stop_podsandbox",
+        "RemovePodSandbox" => "remove_podsandbox",
+        "PodSandboxStatus" => "podsandbox_status",
+        "ListPodSandbox" => "list_podsandbox",
+        "ContainerStats" => "container_stats",
+        "ListContainerStats" => "list_container_stats",
+        "PodSandboxStats" => "podsandbox_stats",
+        "ListPodSandboxStats" => "list_podsandbox_stats",
+        "UpdateRuntimeConfig" => "update_runtime_config",
+        "ListImages" => "list_images",
+        "ImageStatus" => "image_status",
+        "PullImage" => "pull_image",
+        "RemoveImage" => "remove_image",
+        "ImageFsInfo" => "image_fs_info",
+        other => other,
+    }
 }
 
 /// Awaits one unary call with a deadline and maps its error.
-async fn unary<T>(
+async fn unary_call<T>(
     op: &'static str,
     timeout: Option<Duration>,
     call: impl Future<Output = std::result::Result<tonic::Response<T>, tonic::Status>>,
@@ -114,7 +156,31 @@ impl CriClient {
                 .max_decoding_message_size(MAX_MESSAGE_SIZE)
                 .max_encoding_message_size(MAX_MESSAGE_SIZE),
             timeout,
+            metrics: KubeletMetrics::default(),
         })
+    }
+
+    /// Records every call in `metrics` (by default in a set nobody reads).
+    pub(crate) fn with_metrics(mut self, metrics: KubeletMetrics) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// One unary call `op` with a deadline (`unary_call`), recorded in the metrics.
+    async fn unary<T>(
+        &self,
+        op: &'static str,
+        timeout: Option<Duration>,
+        call: impl Future<Output = std::result::Result<tonic::Response<T>, tonic::Status>>,
+    ) -> Result<T> {
+        let started = Instant::now();
+        let result = unary_call(op, timeout, call).await;
+        self.metrics.record_runtime_operation(
+            operation_type(op),
+            started.elapsed(),
+            result.is_err(),
+        );
+        result
     }
 
     fn t(&self) -> Option<Duration> {
@@ -126,7 +192,8 @@ impl CriClient {
             version: KUBE_RUNTIME_API_VERSION.into(),
         };
         let mut c = self.runtime.clone();
-        unary("Version", self.t(), c.version(request(msg, self.t()))).await
+        self.unary("Version", self.t(), c.version(request(msg, self.t())))
+            .await
     }
 
     /// `ExecSync` with the command's own `timeout` (zero: none). The call's deadline is the
@@ -145,12 +212,19 @@ impl CriClient {
         };
         let deadline = self.timeout + timeout;
         let mut c = self.runtime.clone();
-        match tokio::time::timeout(deadline, c.exec_sync(request(msg, Some(deadline)))).await {
-            Err(_) => Ok(None),
-            Ok(Ok(resp)) => Ok(Some(resp.into_inner())),
-            Ok(Err(s)) if s.code() == tonic::Code::DeadlineExceeded => Ok(None),
-            Ok(Err(s)) => Err(from_status("ExecSync", &s)),
-        }
+        let started = Instant::now();
+        let result =
+            match tokio::time::timeout(deadline, c.exec_sync(request(msg, Some(deadline)))).await {
+                Err(_) => Ok(None),
+                Ok(Ok(resp)) => Ok(Some(resp.into_inner())),
+                Ok(Err(s)) if s.code() == tonic::Code::DeadlineExceeded => Ok(None),
+                Ok(Err(s)) => Err(from_status("ExecSync", &s)),
+            };
+        // A command that timed out is an error of the call, as upstream counts it.
+        let failed = !matches!(result, Ok(Some(_)));
+        self.metrics
+            .record_runtime_operation("exec_sync", started.elapsed(), failed);
+        result
     }
 
     /// `Exec`, `Attach` or `PortForward` (upstream `remoteRuntimeService.Exec`, …): the URL
@@ -175,7 +249,10 @@ impl CriClient {
                     stdout,
                     stderr,
                 };
-                ("Exec", unary("Exec", t, c.exec(request(msg, t))).await?.url)
+                (
+                    "Exec",
+                    self.unary("Exec", t, c.exec(request(msg, t))).await?.url,
+                )
             }
             api::StreamRequest::Attach {
                 container_id,
@@ -191,7 +268,7 @@ impl CriClient {
                     stdout,
                     stderr,
                 };
-                let resp = unary("Attach", t, c.attach(request(msg, t))).await?;
+                let resp = self.unary("Attach", t, c.attach(request(msg, t))).await?;
                 ("Attach", resp.url)
             }
             api::StreamRequest::PortForward { sandbox_id, ports } => {
@@ -199,7 +276,9 @@ impl CriClient {
                     pod_sandbox_id: sandbox_id,
                     port: ports,
                 };
-                let resp = unary("PortForward", t, c.port_forward(request(msg, t))).await?;
+                let resp = self
+                    .unary("PortForward", t, c.port_forward(request(msg, t)))
+                    .await?;
                 ("PortForward", resp.url)
             }
         };
@@ -215,7 +294,8 @@ impl CriClient {
     pub(crate) async fn status(&self) -> Result<cri::StatusResponse> {
         let msg = cri::StatusRequest { verbose: false };
         let mut c = self.runtime.clone();
-        unary("Status", self.t(), c.status(request(msg, self.t()))).await
+        self.unary("Status", self.t(), c.status(request(msg, self.t())))
+            .await
     }
 
     pub(crate) async fn run_pod_sandbox(&self, config: cri::PodSandboxConfig) -> Result<String> {
@@ -226,7 +306,9 @@ impl CriClient {
         let mut c = self.runtime.clone();
         // Upstream doubles the deadline: sandbox creation includes CNI setup.
         let t = Some(self.timeout * 2);
-        let resp = unary("RunPodSandbox", t, c.run_pod_sandbox(request(msg, t))).await?;
+        let resp = self
+            .unary("RunPodSandbox", t, c.run_pod_sandbox(request(msg, t)))
+            .await?;
         if resp.pod_sandbox_id.is_empty() {
             return Err(Error::Runtime {
                 op: "RunPodSandbox",
@@ -241,7 +323,7 @@ impl CriClient {
             pod_sandbox_id: id.into(),
         };
         let mut c = self.runtime.clone();
-        unary(
+        self.unary(
             "StopPodSandbox",
             self.t(),
             c.stop_pod_sandbox(request(msg, self.t())),
@@ -255,7 +337,7 @@ impl CriClient {
             pod_sandbox_id: id.into(),
         };
         let mut c = self.runtime.clone();
-        unary(
+        self.unary(
             "RemovePodSandbox",
             self.t(),
             c.remove_pod_sandbox(request(msg, self.t())),
@@ -270,12 +352,13 @@ impl CriClient {
             verbose: false,
         };
         let mut c = self.runtime.clone();
-        let resp = unary(
-            "PodSandboxStatus",
-            self.t(),
-            c.pod_sandbox_status(request(msg, self.t())),
-        )
-        .await?;
+        let resp = self
+            .unary(
+                "PodSandboxStatus",
+                self.t(),
+                c.pod_sandbox_status(request(msg, self.t())),
+            )
+            .await?;
         resp.status.ok_or_else(|| Error::Runtime {
             op: "PodSandboxStatus",
             message: format!("pod sandbox status of {id} is nil"),
@@ -295,12 +378,13 @@ impl CriClient {
             }),
         };
         let mut c = self.runtime.clone();
-        let resp = unary(
-            "ListPodSandbox",
-            self.t(),
-            c.list_pod_sandbox(request(msg, self.t())),
-        )
-        .await?;
+        let resp = self
+            .unary(
+                "ListPodSandbox",
+                self.t(),
+                c.list_pod_sandbox(request(msg, self.t())),
+            )
+            .await?;
         Ok(resp.items)
     }
 
@@ -316,12 +400,13 @@ impl CriClient {
             sandbox_config: Some(sandbox_config),
         };
         let mut c = self.runtime.clone();
-        let resp = unary(
-            "CreateContainer",
-            self.t(),
-            c.create_container(request(msg, self.t())),
-        )
-        .await?;
+        let resp = self
+            .unary(
+                "CreateContainer",
+                self.t(),
+                c.create_container(request(msg, self.t())),
+            )
+            .await?;
         if resp.container_id.is_empty() {
             return Err(Error::Runtime {
                 op: "CreateContainer",
@@ -336,7 +421,7 @@ impl CriClient {
             container_id: id.into(),
         };
         let mut c = self.runtime.clone();
-        unary(
+        self.unary(
             "StartContainer",
             self.t(),
             c.start_container(request(msg, self.t())),
@@ -355,7 +440,8 @@ impl CriClient {
         };
         let t = Some(self.timeout + Duration::from_secs(grace.unsigned_abs()));
         let mut c = self.runtime.clone();
-        unary("StopContainer", t, c.stop_container(request(msg, t))).await?;
+        self.unary("StopContainer", t, c.stop_container(request(msg, t)))
+            .await?;
         Ok(())
     }
 
@@ -364,7 +450,7 @@ impl CriClient {
             container_id: id.into(),
         };
         let mut c = self.runtime.clone();
-        unary(
+        self.unary(
             "RemoveContainer",
             self.t(),
             c.remove_container(request(msg, self.t())),
@@ -387,12 +473,13 @@ impl CriClient {
             }),
         };
         let mut c = self.runtime.clone();
-        let resp = unary(
-            "ListContainers",
-            self.t(),
-            c.list_containers(request(msg, self.t())),
-        )
-        .await?;
+        let resp = self
+            .unary(
+                "ListContainers",
+                self.t(),
+                c.list_containers(request(msg, self.t())),
+            )
+            .await?;
         Ok(resp.containers)
     }
 
@@ -402,12 +489,13 @@ impl CriClient {
             verbose: false,
         };
         let mut c = self.runtime.clone();
-        let resp = unary(
-            "ContainerStatus",
-            self.t(),
-            c.container_status(request(msg, self.t())),
-        )
-        .await?;
+        let resp = self
+            .unary(
+                "ContainerStatus",
+                self.t(),
+                c.container_status(request(msg, self.t())),
+            )
+            .await?;
         resp.status.ok_or_else(|| Error::Runtime {
             op: "ContainerStatus",
             message: format!("container status of {id} is nil"),
@@ -418,12 +506,13 @@ impl CriClient {
     pub(crate) async fn list_images(&self) -> Result<Vec<cri::Image>> {
         let msg = cri::ListImagesRequest { filter: None };
         let mut c = self.image.clone();
-        let resp = unary(
-            "ListImages",
-            self.t(),
-            c.list_images(request(msg, self.t())),
-        )
-        .await?;
+        let resp = self
+            .unary(
+                "ListImages",
+                self.t(),
+                c.list_images(request(msg, self.t())),
+            )
+            .await?;
         Ok(resp.images)
     }
 
@@ -434,12 +523,13 @@ impl CriClient {
             verbose: false,
         };
         let mut c = self.image.clone();
-        let resp = unary(
-            "ImageStatus",
-            self.t(),
-            c.image_status(request(msg, self.t())),
-        )
-        .await?;
+        let resp = self
+            .unary(
+                "ImageStatus",
+                self.t(),
+                c.image_status(request(msg, self.t())),
+            )
+            .await?;
         Ok(resp.image.filter(|i| !i.id.is_empty()))
     }
 
@@ -457,7 +547,9 @@ impl CriClient {
             sandbox_config: Some(sandbox_config),
         };
         let mut c = self.image.clone();
-        let resp = unary("PullImage", None, c.pull_image(request(msg, None))).await?;
+        let resp = self
+            .unary("PullImage", None, c.pull_image(request(msg, None)))
+            .await?;
         if resp.image_ref.is_empty() {
             return Err(Error::Runtime {
                 op: "PullImage",

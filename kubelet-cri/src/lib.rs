@@ -50,7 +50,7 @@ mod service;
 pub mod fake;
 
 pub use error::{ConfigError, ConnectError, CriError};
-pub use options::{Options, connect};
+pub use options::{Options, connect, connect_with_metrics};
 pub use service::{CriOptions, CriRuntimeService, DEFAULT_REQUEST_TIMEOUT};
 
 /// The kubelet's runtime over CRI: the pod engine driving a [`CriRuntimeService`]

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use kubelet_core::kuberuntime::{self, ClusterDns, KubeRuntimeManager};
+use kubelet_core::metrics::KubeletMetrics;
 
 use crate::RemoteRuntime;
 use crate::error::ConnectError;
@@ -106,7 +107,17 @@ impl Options {
 /// Does not dial: must be called within a Tokio runtime, and only fails on a malformed
 /// endpoint (or outside a runtime).
 pub fn connect(endpoint: &str, opts: Options) -> Result<RemoteRuntime, ConnectError> {
-    let service = CriRuntimeService::connect(endpoint, opts.cri)?;
+    connect_with_metrics(endpoint, opts, KubeletMetrics::default())
+}
+
+/// As [`connect`], recording every CRI call in `metrics` (`kubelet_runtime_operations_*`,
+/// see [`CriRuntimeService::with_metrics`]).
+pub fn connect_with_metrics(
+    endpoint: &str,
+    opts: Options,
+    metrics: KubeletMetrics,
+) -> Result<RemoteRuntime, ConnectError> {
+    let service = CriRuntimeService::connect(endpoint, opts.cri)?.with_metrics(metrics);
     Ok(KubeRuntimeManager::new(service, opts.engine))
 }
 

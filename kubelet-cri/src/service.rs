@@ -14,6 +14,7 @@ use async_trait::async_trait;
 use k8s_cri::v1 as cri;
 use kubelet_core::PodExt;
 use kubelet_core::kuberuntime::{RuntimeService, api};
+use kubelet_core::metrics::KubeletMetrics;
 use kubelet_core::runtime::{
     ContainerState, Error, ExecResult, Result, RuntimeStatus, SandboxState, Version,
 };
@@ -122,6 +123,15 @@ impl CriRuntimeService {
             client,
             opts: Arc::new(opts),
         })
+    }
+
+    /// Records every CRI call in `metrics`: `kubelet_runtime_operations_total`,
+    /// `_duration_seconds` and `_errors_total` by upstream's `operation_type`
+    /// (`run_podsandbox`, `list_containers`…), as upstream's instrumented runtime service.
+    #[must_use]
+    pub fn with_metrics(mut self, metrics: KubeletMetrics) -> Self {
+        self.client = self.client.with_metrics(metrics);
+        self
     }
 
     /// The options this backend was built with.

@@ -921,3 +921,37 @@ async fn unsafe_sysctls_keep_the_pod_from_starting() {
     );
     assert_eq!(env.cri().count("RunPodSandbox"), 0);
 }
+
+/// Every CRI call is counted by upstream's `operation_type`; a failing one also as an error
+/// (upstream `instrumented_services.go`).
+#[tokio::test]
+async fn runtime_operations_are_counted() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = FakeCriServer::start(dir.path()).await.expect("start");
+    let metrics = kubelet_core::metrics::KubeletMetrics::default();
+    let rt =
+        kubelet_cri::connect_with_metrics(&server.endpoint(), options(dir.path()), metrics.clone())
+            .expect("connect");
+    rt.version().await.expect("version");
+    assert_eq!(metrics.runtime_operations_total("version"), 1);
+    assert_eq!(metrics.runtime_operations_errors_total("version"), 0);
+
+    rt.get_pods(true).await.expect("get_pods");
+    assert_eq!(metrics.runtime_operations_total("list_podsandbox"), 1);
+    assert_eq!(metrics.runtime_operations_total("list_containers"), 1);
+
+    server
+        .cri()
+        .fail("ListContainers", Code::Unavailable, "runtime is down");
+    rt.get_pods(true).await.expect_err("failing ListContainers");
+    assert_eq!(metrics.runtime_operations_total("list_containers"), 2);
+    assert_eq!(
+        metrics.runtime_operations_errors_total("list_containers"),
+        1
+    );
+    assert_eq!(
+        metrics.runtime_operations_errors_total("list_podsandbox"),
+        0
+    );
+    server.shutdown().await;
+}

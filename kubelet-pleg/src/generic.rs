@@ -325,7 +325,9 @@ impl GenericPleg {
         // Upstream observes the interval since the last successful relist when a relist
         // starts, and the duration of every relist, failed ones too.
         let started = Instant::now();
-        let interval = self.last_relist().map(|last| started.saturating_duration_since(last));
+        let interval = self
+            .last_relist()
+            .map(|last| started.saturating_duration_since(last));
         self.relist_locked(&mut state).await;
         shared.metrics.record_relist(started.elapsed(), interval);
         shared.finished.send_modify(|n| *n = (*n).max(seq));

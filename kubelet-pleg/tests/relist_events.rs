@@ -305,26 +305,50 @@ async fn relist_without_receiver_still_updates_the_cache() {
 #[tokio::test(start_paused = true)]
 async fn relists_are_recorded_in_the_metrics() {
     let rt = ScriptedRuntime::new(vec![
-        pod("p1", SandboxState::Ready, &[("c1", Running), ("c2", Exited)]),
+        pod(
+            "p1",
+            SandboxState::Ready,
+            &[("c1", Running), ("c2", Exited)],
+        ),
         pod("p2", SandboxState::NotReady, &[("c3", Exited)]),
     ]);
     let metrics = kubelet_core::metrics::KubeletMetrics::default();
-    let (pleg, _rx) =
-        GenericPleg::with_metrics(rt.clone(), PodCache::new(), Config::default(), metrics.clone());
+    let (pleg, _rx) = GenericPleg::with_metrics(
+        rt.clone(),
+        PodCache::new(),
+        Config::default(),
+        metrics.clone(),
+    );
     pleg.relist().await;
     assert_eq!(metrics.pleg_relist_duration.count(), 1);
-    assert_eq!(metrics.pleg_relist_interval.count(), 0, "no previous relist");
-    assert_eq!(metrics.running_pods.get(), 1, "one pod with a ready sandbox");
+    assert_eq!(
+        metrics.pleg_relist_interval.count(),
+        0,
+        "no previous relist"
+    );
+    assert_eq!(
+        metrics.running_pods.get(),
+        1,
+        "one pod with a ready sandbox"
+    );
     assert_eq!(metrics.running_containers("running"), 1);
     assert_eq!(metrics.running_containers("exited"), 2);
 
     tokio::time::advance(Duration::from_secs(2)).await;
     rt.with(|s| s.fail_get_pods = true);
     pleg.relist().await;
-    assert_eq!(metrics.pleg_relist_duration.count(), 2, "failed relists count too");
+    assert_eq!(
+        metrics.pleg_relist_duration.count(),
+        2,
+        "failed relists count too"
+    );
     assert_eq!(metrics.pleg_relist_interval.count(), 1);
     assert!((metrics.pleg_relist_interval.sum() - 2.0).abs() < 1e-6);
-    assert_eq!(metrics.running_pods.get(), 1, "a failed relist changes nothing");
+    assert_eq!(
+        metrics.running_pods.get(),
+        1,
+        "a failed relist changes nothing"
+    );
 
     rt.with(|s| s.fail_get_pods = false);
     rt.remove_pod("p1");

@@ -15,7 +15,10 @@ fn runtime_operations_count_calls_errors_and_durations() {
     metrics.record_runtime_operation("list_containers", Duration::from_millis(2), false);
     metrics.record_runtime_operation("list_containers", Duration::from_millis(2), true);
     assert_eq!(metrics.runtime_operations_total("list_containers"), 2);
-    assert_eq!(metrics.runtime_operations_errors_total("list_containers"), 1);
+    assert_eq!(
+        metrics.runtime_operations_errors_total("list_containers"),
+        1
+    );
     assert_eq!(metrics.runtime_operations_errors_total("version"), 0);
     let text = render(&metrics);
     assert!(
