@@ -102,7 +102,7 @@ fn remote_runtime(
     ctx: &RuntimeContext,
 ) -> anyhow::Result<kubelet_cri::RemoteRuntime> {
     let pr = &settings.pod_runtime;
-    let runtime = kubelet_cri::connect(
+    let runtime = kubelet_cri::connect_with_metrics(
         &settings.runtime_endpoint,
         kubelet_cri::Options::default()
             .with_pod_logs_dir(settings.pod_log_dir.clone())
@@ -119,6 +119,7 @@ fn remote_runtime(
                 enforce: pr.cpu_cfs_quota,
                 period_us: i64::try_from(pr.cpu_cfs_quota_period_us).unwrap_or(100_000),
             }),
+        ctx.metrics.clone(),
     )?
     .with_probe_results(ctx.probe_results.clone())
     .with_handler_runner(Arc::new(kubelet_probe::LifecycleHandlerRunner))

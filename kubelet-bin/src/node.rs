@@ -18,6 +18,7 @@
 //! | cluster mode | standalone | [`cluster`](NodeBuilder::cluster) |
 //! | services (service-link env vars) | none; in cluster mode a watch of all Services ([`ApiServiceLister`](crate::cluster::ApiServiceLister)) | — |
 //! | events | `events::LogRecorder` (log lines); in cluster mode the API server's ([`ApiEventRecorder`](crate::cluster::events::ApiEventRecorder)) | [`event_recorder`](NodeBuilder::event_recorder) |
+//! | metrics | a new `KubeletMetrics`, served on the secure port's `/metrics` | [`metrics`](NodeBuilder::metrics) |
 //! | endpoints | none | [`healthz_addr`](NodeBuilder::healthz_addr), [`read_only_addr`](NodeBuilder::read_only_addr), [`secure_server`](NodeBuilder::secure_server) |
 //!
 //! The core wiring (pod config, pod workers, sync loop…) is
@@ -41,6 +42,7 @@ use kubelet_core::kubelet::{
     KubeletBuilder, KubeletRuntimeHelper, Managers, MirrorClient, NodeProvider, PodAdmitHandler,
     sync_loop,
 };
+use kubelet_core::metrics::KubeletMetrics;
 use kubelet_core::objects::{InMemoryObjectSource, ObjectSource, WithTokens};
 use kubelet_core::pleg::Pleg;
 use kubelet_core::probe::{self, ProbeManager};
@@ -109,6 +111,8 @@ pub struct RuntimeContext {
     pub root_dir: PathBuf,
     /// Where the runtime records its events (e.g. `RemoteRuntime::with_event_recorder`).
     pub event_recorder: Arc<dyn EventRecorder>,
+    /// Where the runtime records its calls (e.g. `kubelet_cri::connect_with_metrics`).
+    pub metrics: KubeletMetrics,
 }
 
 type RuntimeConstructor =
@@ -145,6 +149,7 @@ pub struct NodeBuilder {
     drain_timeout: Duration,
     cluster: Option<ClusterOptions>,
     events: Option<Arc<dyn EventRecorder>>,
+    metrics: KubeletMetrics,
 }
 
 impl std::fmt::Debug for NodeBuilder {
@@ -222,7 +227,16 @@ impl NodeBuilder {
             drain_timeout: Duration::from_secs(10),
             cluster: None,
             events: None,
+            metrics: KubeletMetrics::default(),
         }
+    }
+
+    /// Where the node records its metrics (default: a new set): the PLEG, the runtime (through
+    /// [`RuntimeContext::metrics`]) and the pod workers record into it, and the secure port
+    /// serves it on `/metrics` and `/metrics/probes`. A test passes a clone and reads values.
+    pub fn metrics(mut self, metrics: KubeletMetrics) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     /// Where the Node object comes from, for predicate admission and as mirror pods' owner
@@ -373,7 +387,8 @@ impl NodeBuilder {
     }
 
     /// Serves the secure (HTTPS) endpoints with these options: TLS, authentication and
-    /// authorization in front of `/pods`, `/runningpods/`, `/healthz`, `/configz` (upstream
+    /// authorization in front of `/pods`, `/runningpods/`, `/healthz`, `/configz`,
+    /// `/metrics` and `/metrics/probes` (see [`metrics`](Self::metrics)) (upstream
     /// port 10250; port 0: any port, see [`Node::secure_addr`]). Webhook authentication or
     /// authorization needs [`cluster`](Self::cluster) mode: its main API client creates the
     /// reviews.
@@ -461,8 +476,10 @@ impl NodeBuilder {
             node_ips: self.node_ips.clone(),
             root_dir: self.root_dir.clone(),
             event_recorder: events.clone(),
+            metrics: self.metrics.clone(),
         })
         .map_err(Error::Runtime)?;
+        self.metrics.set_node_name(&self.node_name);
         // Upstream `BirthCry`.
         events.event(
             &events::node_ref(&self.node_name),
@@ -471,8 +488,12 @@ impl NodeBuilder {
             "Starting kubelet.",
         );
         let cache = PodCache::new();
-        let (generic_pleg, pleg_events) =
-            kubelet_pleg::GenericPleg::new(runtime.clone(), cache.clone(), self.pleg);
+        let (generic_pleg, pleg_events) = kubelet_pleg::GenericPleg::with_metrics(
+            runtime.clone(),
+            cache.clone(),
+            self.pleg,
+            self.metrics.clone(),
+        );
         let pleg: Arc<dyn Pleg> = Arc::new(generic_pleg.clone());
         #[cfg(feature = "containerd")]
         let pleg_task: Task = match self.evented_pleg {
@@ -612,6 +633,7 @@ impl NodeBuilder {
             status: status.clone(),
             runtime: runtime.clone(),
             syncloop: service.health().clone(),
+            metrics: Arc::new(server::metrics::Registries::new(&self.metrics)),
         };
         let mut servers = Vec::new();
         if let Some(addr) = self.healthz_addr {

@@ -3,7 +3,8 @@
 //! * the localhost healthz port ([`healthz_router`]);
 //! * the read-only port ([`read_only_router`]): unauthenticated `/pods`, `/runningpods/`,
 //!   health checks;
-//! * the secure port ([`SecureOptions`], 10250): HTTPS only ([`tls`], [`cert`]), every request
+//! * the secure port ([`SecureOptions`], 10250): `/metrics` and `/metrics/probes`
+//!   ([`metrics`]) besides the read-only routes, HTTPS only ([`tls`], [`cert`]), every request
 //!   authenticated ([`authn`]: x509, bearer tokens through TokenReview, anonymous) and
 //!   authorized ([`authz`]: AlwaysAllow or SubjectAccessReview on `nodes/<subresource>`) by the
 //!   auth filter before its route runs.
@@ -24,6 +25,7 @@ pub mod cert;
 mod fake_reviews;
 mod filter;
 pub mod listener;
+pub mod metrics;
 pub mod proxy;
 mod routes;
 mod streaming;
@@ -56,6 +58,8 @@ pub struct ServerState {
     pub runtime: Arc<dyn Runtime>,
     /// Sync loop liveness.
     pub syncloop: sync_loop::Health,
+    /// What `/metrics` and `/metrics/probes` serve.
+    pub metrics: Arc<metrics::Registries>,
 }
 
 /// Routes of the healthz port.

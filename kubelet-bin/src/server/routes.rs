@@ -5,8 +5,9 @@
 //! * read-only port: the same health checks, `/pods` (a v1 `PodList` of the pods this kubelet
 //!   runs, each with its current status, as the standalone upstream kubelet serves it) and
 //!   `/runningpods/` (pods as the runtime lists them).
-//! * secure port: the read-only routes, `/configz` and the streaming routes
-//!   (`/exec`, `/attach`, `/portForward`, see `streaming`), all behind the auth filter.
+//! * secure port: the read-only routes, `/configz`, `/metrics` and `/metrics/probes`
+//!   ([`super::metrics`]) and the streaming routes (`/exec`, `/attach`, `/portForward`, see
+//!   `streaming`), all behind the auth filter.
 
 use std::sync::Arc;
 
@@ -48,9 +49,11 @@ pub(crate) fn read_only(state: ServerState) -> Router {
 /// Routes of the secure port (the auth filter is added by the caller): the read-only ones and
 /// `/configz`, which serves `configz` (upstream's `{"kubeletconfig": {...}}`).
 pub(crate) fn secure(state: ServerState, configz: Arc<serde_json::Value>) -> Router {
+    let metrics = super::metrics::router(state.metrics.clone());
     read_only(state.clone())
         .merge(Router::new().route("/configz", get(move || configz_handler(configz.clone()))))
         .merge(super::streaming::routes(state))
+        .merge(metrics)
 }
 
 async fn configz_handler(configz: Arc<serde_json::Value>) -> Response {
