@@ -250,8 +250,9 @@ fn config_maps_and_secrets_reach_volumes_and_env() {
             "  - name: creds\n    secret:\n      secretName: creds\n",
         ),
     );
+    // `ro` is written last, and the shell truncates it before echo writes: wait for its text.
     node.wait_for(Duration::from_secs(90), "pod secret to report", |_| {
-        read(&s_out.join("ro"))
+        read(&s_out.join("ro")).filter(|ro| !ro.is_empty())
     });
     assert_eq!(
         read(&s_out.join("env")).as_deref(),
