@@ -85,6 +85,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
             kubelet::Error::Cluster(_) => "--kubeconfig".to_owned(),
             kubelet::Error::Server(_) => "the secure port (--port, TLS and auth flags)".to_owned(),
             kubelet::Error::NodeStatus(_) => "the node status options".to_owned(),
+            kubelet::Error::Watchdog(_) => "starting the stall watchdog".to_owned(),
         };
         anyhow::Error::new(e).context(context)
     })?;

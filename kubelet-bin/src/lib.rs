@@ -31,5 +31,6 @@ pub mod node;
 #[cfg(feature = "containerd")]
 pub mod pleg;
 pub mod server;
+pub mod span_stacks;
 
 pub use node::{Error, Node, NodeBuilder, RuntimeContext};

@@ -19,6 +19,7 @@
 //! | services (service-link env vars) | none; in cluster mode a watch of all Services ([`ApiServiceLister`](crate::cluster::ApiServiceLister)) | — |
 //! | events | `events::LogRecorder` (log lines); in cluster mode the API server's ([`ApiEventRecorder`](crate::cluster::events::ApiEventRecorder)) | [`event_recorder`](NodeBuilder::event_recorder) |
 //! | metrics | a new `KubeletMetrics`, served on the secure port's `/metrics` | [`metrics`](NodeBuilder::metrics) |
+//! | stall watchdog | on, 5 s ([`kubelet_core::watchdog`]; `/healthz` fails while a worker is stuck) | [`stall_watchdog`](NodeBuilder::stall_watchdog), [`no_stall_watchdog`](NodeBuilder::no_stall_watchdog) |
 //! | endpoints | none | [`healthz_addr`](NodeBuilder::healthz_addr), [`read_only_addr`](NodeBuilder::read_only_addr), [`secure_server`](NodeBuilder::secure_server) |
 //!
 //! The core wiring (pod config, pod workers, sync loop…) is
@@ -95,6 +96,9 @@ pub enum Error {
     /// The secure port could not be set up (TLS files, authentication, authorization).
     #[error(transparent)]
     Server(#[from] server::Error),
+    /// The stall watchdog's thread could not start.
+    #[error(transparent)]
+    Watchdog(#[from] kubelet_core::watchdog::Error),
 }
 
 /// What the runtime constructor gets (see [`NodeBuilder::new`]).
@@ -147,6 +151,7 @@ pub struct NodeBuilder {
     read_only_addr: Option<SocketAddr>,
     secure: Option<server::SecureOptions>,
     drain_timeout: Duration,
+    stall_watchdog: Option<kubelet_core::watchdog::Config>,
     cluster: Option<ClusterOptions>,
     events: Option<Arc<dyn EventRecorder>>,
     metrics: KubeletMetrics,
@@ -225,6 +230,7 @@ impl NodeBuilder {
             read_only_addr: None,
             secure: None,
             drain_timeout: Duration::from_secs(10),
+            stall_watchdog: Some(kubelet_core::watchdog::Config::default()),
             cluster: None,
             events: None,
             metrics: KubeletMetrics::default(),
@@ -400,6 +406,21 @@ impl NodeBuilder {
     /// How long [`Node::stop`] waits for every task to end (default 10 s).
     pub fn drain_timeout(mut self, timeout: Duration) -> Self {
         self.drain_timeout = timeout;
+        self
+    }
+
+    /// Watches the async runtime's workers with these settings (default: on, 5 s): when one
+    /// is stuck (a blocking call on an async worker) the node logs an error with every
+    /// thread's state and `/healthz` fails until it moves again (see
+    /// [`kubelet_core::watchdog`]).
+    pub fn stall_watchdog(mut self, config: kubelet_core::watchdog::Config) -> Self {
+        self.stall_watchdog = Some(config);
+        self
+    }
+
+    /// Runs no stall watchdog.
+    pub fn no_stall_watchdog(mut self) -> Self {
+        self.stall_watchdog = None;
         self
     }
 
@@ -628,12 +649,22 @@ impl NodeBuilder {
             });
         }
 
+        let watchdog = self
+            .stall_watchdog
+            .map(|config| {
+                kubelet_core::watchdog::Watchdog::start(&tokio::runtime::Handle::current(), config)
+            })
+            .transpose()?;
         let state = ServerState {
             pod_manager: service.pod_manager().clone(),
             status: status.clone(),
             runtime: runtime.clone(),
             syncloop: service.health().clone(),
             metrics: Arc::new(server::metrics::Registries::new(&self.metrics)),
+            stall: watchdog
+                .as_ref()
+                .map(kubelet_core::watchdog::Watchdog::health)
+                .unwrap_or_default(),
         };
         let mut servers = Vec::new();
         if let Some(addr) = self.healthz_addr {
@@ -658,6 +689,7 @@ impl NodeBuilder {
             servers,
             drain_timeout: self.drain_timeout,
             cluster,
+            _watchdog: watchdog,
         })
     }
 }

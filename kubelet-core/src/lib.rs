@@ -47,6 +47,7 @@ pub mod sync;
 pub mod sysctl;
 pub mod time;
 pub mod volume;
+pub mod watchdog;
 
 #[cfg(any(test, feature = "test-util"))]
 pub mod testing;

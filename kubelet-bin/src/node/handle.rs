@@ -63,6 +63,8 @@ pub struct Node {
     pub(super) servers: Vec<Server>,
     pub(super) drain_timeout: Duration,
     pub(super) cluster: Option<Cluster>,
+    /// Watches the runtime's workers while the node lives.
+    pub(super) _watchdog: Option<kubelet_core::watchdog::Watchdog>,
 }
 
 impl std::fmt::Debug for Node {

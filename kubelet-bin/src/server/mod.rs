@@ -60,6 +60,8 @@ pub struct ServerState {
     pub syncloop: sync_loop::Health,
     /// What `/metrics` and `/metrics/probes` serve.
     pub metrics: Arc<metrics::Registries>,
+    /// Whether every async worker makes progress (the stall watchdog's).
+    pub stall: kubelet_core::watchdog::Health,
 }
 
 /// Routes of the healthz port.

@@ -1,7 +1,8 @@
 //! The routes of the kubelet's HTTP endpoints (upstream `pkg/kubelet/server/server.go`
 //! `InstallAuthNotRequiredHandlers` and `InstallAuthRequiredHandlers`), by port:
 //!
-//! * healthz port: `/healthz`, `/healthz/ping`, `/healthz/syncloop`.
+//! * healthz port: `/healthz` (every check), `/healthz/ping`, `/healthz/syncloop` and
+//!   `/healthz/asyncruntime` (the stall watchdog: no async worker stuck in a blocking call).
 //! * read-only port: the same health checks, `/pods` (a v1 `PodList` of the pods this kubelet
 //!   runs, each with its current status, as the standalone upstream kubelet serves it) and
 //!   `/runningpods/` (pods as the runtime lists them).
@@ -31,6 +32,7 @@ pub(crate) fn healthz(state: ServerState) -> Router {
         .route("/healthz", get(healthz_check))
         .route("/healthz/ping", get(|| async { "ok" }))
         .route("/healthz/syncloop", get(healthz_syncloop))
+        .route("/healthz/asyncruntime", get(healthz_asyncruntime))
         .with_state(state)
 }
 
@@ -63,19 +65,37 @@ async fn configz_handler(configz: Arc<serde_json::Value>) -> Response {
     }
 }
 
+/// Every check, upstream's `healthz` format: `ok` when all pass, else a `[+]`/`[-]` line per
+/// check and a 500.
 async fn healthz_check(State(state): State<ServerState>) -> Response {
-    match state.syncloop.check() {
-        Ok(()) => "ok".into_response(),
-        Err(reason) => (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("[+]ping ok\n[-]syncloop failed: {reason}\nhealthz check failed\n"),
-        )
-            .into_response(),
+    let checks = [
+        ("ping", Ok(())),
+        (
+            "syncloop",
+            state.syncloop.check().map_err(|e| e.to_string()),
+        ),
+        (
+            "asyncruntime",
+            state.stall.check().map_err(|e| e.to_string()),
+        ),
+    ];
+    if checks.iter().all(|(_, result)| result.is_ok()) {
+        return "ok".into_response();
     }
+    let mut body = String::new();
+    for (name, result) in &checks {
+        match result {
+            Ok(()) => body.push_str(&format!("[+]{name} ok\n")),
+            Err(reason) => body.push_str(&format!("[-]{name} failed: {reason}\n")),
+        }
+    }
+    body.push_str("healthz check failed\n");
+    (StatusCode::INTERNAL_SERVER_ERROR, body).into_response()
 }
 
-async fn healthz_syncloop(State(state): State<ServerState>) -> Response {
-    match state.syncloop.check() {
+/// One check on its own path (upstream `/healthz/<name>`).
+fn single_check(result: Result<(), String>) -> Response {
+    match result {
         Ok(()) => "ok".into_response(),
         Err(reason) => (
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -83,6 +103,14 @@ async fn healthz_syncloop(State(state): State<ServerState>) -> Response {
         )
             .into_response(),
     }
+}
+
+async fn healthz_syncloop(State(state): State<ServerState>) -> Response {
+    single_check(state.syncloop.check().map_err(|e| e.to_string()))
+}
+
+async fn healthz_asyncruntime(State(state): State<ServerState>) -> Response {
+    single_check(state.stall.check().map_err(|e| e.to_string()))
 }
 
 fn json(list: &PodList) -> Response {

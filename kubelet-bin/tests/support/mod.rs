@@ -147,6 +147,15 @@ impl Node {
             .is_some_and(|c| c.try_wait().ok().flatten().is_none())
     }
 
+    /// What every thread of the kubelet process is doing (the stall watchdog's dump), for
+    /// the message of a test that waited in vain.
+    pub fn kubelet_threads(&self) -> String {
+        match &self.kubelet {
+            Some(child) => kubelet_core::watchdog::threads::dump_process(child.id()),
+            None => "  (no kubelet running)\n".to_owned(),
+        }
+    }
+
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.log_path()).unwrap_or_default()
     }
@@ -216,9 +225,10 @@ impl Node {
                 let log = self.log();
                 let tail: Vec<&str> = log.lines().rev().take(40).collect();
                 panic!(
-                    "timed out after {limit:?} waiting for {what}\n--- /pods: {:?}\n--- kubelet log tail:\n{}",
+                    "timed out after {limit:?} waiting for {what}\n--- /pods: {:?}\n--- kubelet log tail:\n{}\n--- kubelet threads:\n{}",
                     self.pods(),
-                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
+                    self.kubelet_threads()
                 );
             }
             std::thread::sleep(Duration::from_millis(100));
@@ -388,8 +398,9 @@ pub fn kubectl_wait(
         let log = node.log();
         let tail: Vec<&str> = log.lines().rev().take(40).collect();
         panic!(
-            "kubectl {all:?}: {e:#}\n--- kubelet log tail:\n{}\n--- apiserver:\n{}",
+            "kubectl {all:?}: {e:#}\n--- kubelet log tail:\n{}\n--- kubelet threads:\n{}\n--- apiserver:\n{}",
             tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
+            node.kubelet_threads(),
             cluster.log_tail()
         );
     }
