@@ -14,7 +14,7 @@
 //! tokio's task dump (`Handle::dump`) is no help here: it is an async call that needs the
 //! very workers that are stuck.
 //!
-//! What the log says: the worker, how long, and [`threads::dump`] of the process (each
+//! What the log says: the worker, how long, and [`threads::dump_current`] of the process (each
 //! thread's name, state, kernel wait channel, current syscall, CPU time and, as root, kernel
 //! stack). [`Health::check`] fails while a worker is stuck, for `/healthz`.
 //!
