@@ -110,6 +110,7 @@ async fn harness(backend: &str) -> Harness {
         runtime: Arc::new(runtime.clone()),
         syncloop: kubelet_core::kubelet::sync_loop::Health::default(),
         metrics: Default::default(),
+        stall: kubelet_core::watchdog::Health::default(),
     };
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
