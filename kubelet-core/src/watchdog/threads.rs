@@ -262,12 +262,16 @@ mod tests {
     #[test]
     fn dumps_this_process_with_a_sleeping_thread() {
         let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let (started_tx, started) = std::sync::mpsc::channel::<()>();
         let sleeper = std::thread::Builder::new()
             .name("dump-test-slp".into())
             .spawn(move || {
+                // The thread names itself as it starts: only now does /proc show the name.
+                let _ = started_tx.send(());
                 let _ = rx.recv();
             })
             .expect("a thread");
+        started.recv().expect("the thread started");
         // Nothing tells when the thread is inside its futex wait: look until it is (each
         // look is a fresh dump; no line at all fails at once).
         let mut line = String::new();
