@@ -31,6 +31,7 @@ pub mod fieldpath;
 pub mod kubelet;
 pub mod kuberuntime;
 pub mod lifecycle;
+pub mod logs;
 pub mod metrics;
 pub mod objects;
 pub mod pleg;

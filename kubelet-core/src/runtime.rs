@@ -562,6 +562,34 @@ pub trait Runtime: Send + Sync + 'static {
     async fn list_images(&self) -> Result<Vec<crate::kuberuntime::api::Image>> {
         Err(Error::Unsupported("ListImages"))
     }
+
+    /// The log file of container `container_id` and whether the container still runs
+    /// (upstream `GetContainerLogs` and `isContainerRunning` read both through the CRI
+    /// `ContainerStatus`). The default implementation reports that the runtime keeps no
+    /// container logs.
+    async fn container_log(&self, container_id: &str) -> Result<ContainerLog> {
+        let _ = container_id;
+        Err(Error::Unsupported("ContainerStatus.LogPath"))
+    }
+
+    /// Asks the runtime to reopen the log file of container `container_id` after the
+    /// kubelet renamed it (CRI `ReopenContainerLog`, used by log rotation). The default
+    /// implementation reports that the runtime cannot.
+    async fn reopen_container_log(&self, container_id: &str) -> Result<()> {
+        let _ = container_id;
+        Err(Error::Unsupported("ReopenContainerLog"))
+    }
+}
+
+/// Where a container's log is and whether the container still writes it, as
+/// [`Runtime::container_log`] reports it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ContainerLog {
+    /// Absolute path of the container's CRI log file (e.g.
+    /// `/var/log/pods/<ns>_<pod>_<uid>/<container>/0.log`); empty when it has none.
+    pub path: PathBuf,
+    /// `true` while the container is running.
+    pub running: bool,
 }
 
 /// The standard streams of an exec or attach session (upstream `remotecommand.Options`).

@@ -459,6 +459,20 @@ impl CriClient {
         Ok(())
     }
 
+    pub(crate) async fn reopen_container_log(&self, id: &str) -> Result<()> {
+        let msg = cri::ReopenContainerLogRequest {
+            container_id: id.into(),
+        };
+        let mut c = self.runtime.clone();
+        unary(
+            "ReopenContainerLog",
+            self.t(),
+            c.reopen_container_log(request(msg, self.t())),
+        )
+        .await?;
+        Ok(())
+    }
+
     pub(crate) async fn list_containers(
         &self,
         state: Option<cri::ContainerState>,

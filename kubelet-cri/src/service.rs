@@ -284,6 +284,10 @@ impl RuntimeService for CriRuntimeService {
         ))
     }
 
+    async fn reopen_container_log(&self, id: &str) -> Result<()> {
+        self.client.reopen_container_log(id).await
+    }
+
     async fn exec_sync(
         &self,
         container_id: &str,

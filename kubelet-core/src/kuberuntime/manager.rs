@@ -25,8 +25,8 @@ use crate::events::{EventRecorder, NoopRecorder};
 use crate::lifecycle::{CommandRunner, ExecSleepHandlerRunner, HandlerRunner};
 use crate::pod::{PodExt, PodUid};
 use crate::runtime::{
-    ContainerState, Error, ExecResult, PodStatus, PodSyncResult, Result, RunningPod, Runtime,
-    RuntimeHelper, RuntimeStatus, SandboxState, SandboxStatus, StreamOptions, Version,
+    ContainerLog, ContainerState, Error, ExecResult, PodStatus, PodSyncResult, Result, RunningPod,
+    Runtime, RuntimeHelper, RuntimeStatus, SandboxState, SandboxStatus, StreamOptions, Version,
 };
 
 /// Settings of a [`KubeRuntimeManager`] (the runtime-agnostic ones; a backend has its own).
@@ -438,6 +438,18 @@ impl<S: RuntimeService> Runtime for KubeRuntimeManager<S> {
 
     async fn list_images(&self) -> Result<Vec<super::api::Image>> {
         self.service.list_images().await
+    }
+
+    async fn container_log(&self, container_id: &str) -> Result<ContainerLog> {
+        let status = self.service.container_status(container_id).await?;
+        Ok(ContainerLog {
+            path: PathBuf::from(status.log_path),
+            running: status.state == ContainerState::Running,
+        })
+    }
+
+    async fn reopen_container_log(&self, container_id: &str) -> Result<()> {
+        self.service.reopen_container_log(container_id).await
     }
 }
 

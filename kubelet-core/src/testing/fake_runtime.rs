@@ -341,6 +341,16 @@ impl Runtime for FakeRuntime {
         self.enter("list_images", None)?;
         self.leave(self.engine.list_images().await)
     }
+
+    async fn container_log(&self, container_id: &str) -> Result<crate::runtime::ContainerLog> {
+        self.enter("container_log", None)?;
+        self.leave(self.engine.container_log(container_id).await)
+    }
+
+    async fn reopen_container_log(&self, container_id: &str) -> Result<()> {
+        self.enter("reopen_container_log", None)?;
+        self.leave(self.engine.reopen_container_log(container_id).await)
+    }
 }
 
 #[cfg(test)]
