@@ -25,6 +25,7 @@ pub mod cert;
 mod fake_reviews;
 mod filter;
 pub mod listener;
+mod logs;
 pub mod metrics;
 pub mod proxy;
 mod routes;

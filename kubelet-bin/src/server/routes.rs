@@ -7,7 +7,8 @@
 //!   runs, each with its current status, as the standalone upstream kubelet serves it) and
 //!   `/runningpods/` (pods as the runtime lists them).
 //! * secure port: the read-only routes, `/configz`, `/metrics` and `/metrics/probes`
-//!   ([`super::metrics`]) and the streaming routes (`/exec`, `/attach`, `/portForward`, see
+//!   ([`super::metrics`]), `/containerLogs/{ns}/{pod}/{container}` (`logs`) and the
+//!   streaming routes (`/exec`, `/attach`, `/portForward`, see
 //!   `streaming`), all behind the auth filter.
 
 use std::sync::Arc;
@@ -54,6 +55,7 @@ pub(crate) fn secure(state: ServerState, configz: Arc<serde_json::Value>) -> Rou
     let metrics = super::metrics::router(state.metrics.clone());
     read_only(state.clone())
         .merge(Router::new().route("/configz", get(move || configz_handler(configz.clone()))))
+        .merge(super::logs::router(state.clone()))
         .merge(super::streaming::routes(state))
         .merge(metrics)
 }

@@ -152,20 +152,23 @@ mod tests {
     use super::*;
 
     fn ts(s: &str) -> Timestamp {
-        s.parse().unwrap()
+        s.parse().expect("test input is valid")
     }
 
     #[test]
     fn cri_full_and_partial_lines() {
-        let m = parse_cri(b"2016-10-06T00:17:09.669794202Z stdout F log content 1\n").unwrap();
+        let m = parse_cri(b"2016-10-06T00:17:09.669794202Z stdout F log content 1\n")
+            .expect("test input is valid");
         assert_eq!(m.timestamp, ts("2016-10-06T00:17:09.669794202Z"));
         assert_eq!(m.stream, Stream::Stdout);
         assert_eq!(m.log, b"log content 1\n");
-        let m = parse_cri(b"2016-10-06T00:17:09.669794203Z stderr P part\n").unwrap();
+        let m = parse_cri(b"2016-10-06T00:17:09.669794203Z stderr P part\n")
+            .expect("test input is valid");
         assert_eq!(m.stream, Stream::Stderr);
         assert_eq!(m.log, b"part");
         // Tags after the first are kept for forward compatibility and ignored.
-        let m = parse_cri(b"2016-10-06T00:17:09.669794203+02:00 stdout P:x y\n").unwrap();
+        let m = parse_cri(b"2016-10-06T00:17:09.669794203+02:00 stdout P:x y\n")
+            .expect("test input is valid");
         assert_eq!(m.log, b"y");
         assert_eq!(m.timestamp, ts("2016-10-05T22:17:09.669794203Z"));
     }
@@ -195,7 +198,7 @@ mod tests {
     fn docker_json_lines_and_detection() {
         let line =
             br#"{"log":"content 1\n","stream":"stderr","time":"2016-10-20T18:39:20.57606443Z"}"#;
-        let m = parse_docker_json(line).unwrap();
+        let m = parse_docker_json(line).expect("test input is valid");
         assert_eq!(m.stream, Stream::Stderr);
         assert_eq!(m.log, b"content 1\n");
         assert_eq!(Format::detect(line), Ok(Format::DockerJson));

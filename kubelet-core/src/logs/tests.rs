@@ -18,7 +18,7 @@ fn cri(sec: u32, stream: &str, tag: &str, msg: &str) -> String {
 fn ts(sec: u32) -> Timestamp {
     format!("2024-01-01T00:00:{sec:02}.000000001Z")
         .parse()
-        .unwrap()
+        .expect("test step")
 }
 
 /// A runtime whose container runs while `running` is set.
@@ -36,8 +36,10 @@ fn runtime(running: Arc<AtomicBool>) -> MockRuntime {
 async fn read(path: &Path, opts: LogOptions) -> String {
     let rt = runtime(Arc::new(AtomicBool::new(false)));
     let mut out = Vec::new();
-    read_logs(path, "c1", &opts, &rt, &mut out).await.unwrap();
-    String::from_utf8(out).unwrap()
+    read_logs(path, "c1", &opts, &rt, &mut out)
+        .await
+        .expect("test step");
+    String::from_utf8(out).expect("test step")
 }
 
 fn ten_lines(dir: &Path) -> PathBuf {
@@ -52,7 +54,7 @@ fn ten_lines(dir: &Path) -> PathBuf {
             )
         })
         .collect();
-    std::fs::write(&path, body).unwrap();
+    std::fs::write(&path, body).expect("test step");
     path
 }
 
@@ -62,7 +64,7 @@ fn lines(from: u32, to: u32) -> String {
 
 #[tokio::test]
 async fn every_query_option() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().expect("test step");
     let path = ten_lines(dir.path());
     assert_eq!(read(&path, LogOptions::default()).await, lines(0, 10));
     let tail = |n| LogOptions {
@@ -95,7 +97,7 @@ async fn every_query_option() {
 
 #[test]
 fn options_from_the_api_as_upstream() {
-    let now: Timestamp = "2024-01-01T01:00:00Z".parse().unwrap();
+    let now: Timestamp = "2024-01-01T01:00:00Z".parse().expect("test step");
     let api = PodLogOptions {
         tail_lines: Some(5),
         limit_bytes: Some(100),
@@ -109,13 +111,13 @@ fn options_from_the_api_as_upstream() {
         LogOptions {
             tail: Some(5),
             bytes: Some(100),
-            since: Some("2024-01-01T00:59:00Z".parse().unwrap()),
+            since: Some("2024-01-01T00:59:00Z".parse().expect("test step")),
             follow: true,
             timestamps: true,
         }
     );
     let api = PodLogOptions {
-        since_time: Some("2024-01-01T00:30:00Z".parse().unwrap()),
+        since_time: Some("2024-01-01T00:30:00Z".parse().expect("test step")),
         ..Default::default()
     };
     assert_eq!(LogOptions::new(&api, now).since, api.since_time);
@@ -148,7 +150,7 @@ fn options_from_the_api_as_upstream() {
 
 #[tokio::test]
 async fn partial_lines_are_joined_and_bad_lines_skipped() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().expect("test step");
     let path = dir.path().join("0.log");
     let body = [
         cri(1, "stdout", "P", "hel"),
@@ -158,7 +160,7 @@ async fn partial_lines_are_joined_and_bad_lines_skipped() {
         cri(2, "stderr", "F", "done"),
     ]
     .concat();
-    std::fs::write(&path, body).unwrap();
+    std::fs::write(&path, body).expect("test step");
     assert_eq!(
         read(&path, LogOptions::default()).await,
         "hello world\ndone\n"
@@ -167,21 +169,21 @@ async fn partial_lines_are_joined_and_bad_lines_skipped() {
 
 #[tokio::test]
 async fn docker_json_logs_are_read() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().expect("test step");
     let path = dir.path().join("0.log");
     std::fs::write(
         &path,
         "{\"log\":\"a\\n\",\"stream\":\"stdout\",\"time\":\"2024-01-01T00:00:00Z\"}\n",
     )
-    .unwrap();
+    .expect("test step");
     assert_eq!(read(&path, LogOptions::default()).await, "a\n");
 }
 
 fn gzip(data: &[u8]) -> Vec<u8> {
     use std::io::Write;
     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    enc.write_all(data).unwrap();
-    enc.finish().unwrap()
+    enc.write_all(data).expect("test step");
+    enc.finish().expect("test step")
 }
 
 /// Lines 0-3 in a compressed rotated file, 4-6 in the newest rotated one (with a partial line
@@ -197,25 +199,25 @@ fn rotated(dir: &Path) -> PathBuf {
         dir.join("0.log.20240101-000001.gz"),
         gzip(block(0, 4).as_bytes()),
     )
-    .unwrap();
+    .expect("test step");
     // An uncompressed copy of a compressed one, and a temporary file: not logs.
-    std::fs::write(dir.join("0.log.20240101-000001"), "stale\n").unwrap();
-    std::fs::write(dir.join("0.log.20240101-000002.tmp"), "tmp\n").unwrap();
+    std::fs::write(dir.join("0.log.20240101-000001"), "stale\n").expect("test step");
+    std::fs::write(dir.join("0.log.20240101-000002.tmp"), "tmp\n").expect("test step");
     std::fs::write(
         dir.join("0.log.20240101-000005"),
         block(4, 6) + &cri(6, "stdout", "P", "li"),
     )
-    .unwrap();
-    std::fs::write(&path, cri(6, "stdout", "F", "ne 6") + &block(7, 10)).unwrap();
+    .expect("test step");
+    std::fs::write(&path, cri(6, "stdout", "F", "ne 6") + &block(7, 10)).expect("test step");
     path
 }
 
 #[tokio::test]
 async fn rotated_files_are_read_oldest_first() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().expect("test step");
     let path = rotated(dir.path());
     assert_eq!(
-        files::all_logs(&path).unwrap(),
+        files::all_logs(&path).expect("test step"),
         vec![
             dir.path().join("0.log.20240101-000001.gz"),
             dir.path().join("0.log.20240101-000005"),
@@ -227,7 +229,7 @@ async fn rotated_files_are_read_oldest_first() {
 
 #[tokio::test]
 async fn tail_crosses_rotation_boundaries() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().expect("test step");
     let path = rotated(dir.path());
     let tail = |n| LogOptions {
         tail: Some(n),
@@ -247,21 +249,24 @@ async fn tail_crosses_rotation_boundaries() {
 
 async fn next_line<R: tokio::io::AsyncBufRead + Unpin>(r: &mut R) -> String {
     let mut s = String::new();
-    r.read_line(&mut s).await.unwrap();
+    r.read_line(&mut s).await.expect("test step");
     s
 }
 
 fn append(path: &Path, data: &str) {
     use std::io::Write;
-    let mut f = std::fs::OpenOptions::new().append(true).open(path).unwrap();
-    f.write_all(data.as_bytes()).unwrap();
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(path)
+        .expect("test step");
+    f.write_all(data.as_bytes()).expect("test step");
 }
 
 #[tokio::test]
 async fn follow_streams_across_a_rotation_until_the_container_exits() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().expect("test step");
     let path = dir.path().join("0.log");
-    std::fs::write(&path, cri(0, "stdout", "F", "first")).unwrap();
+    std::fs::write(&path, cri(0, "stdout", "F", "first")).expect("test step");
     let running = Arc::new(AtomicBool::new(true));
     let rt = runtime(running.clone());
     let (mut tx, rx) = tokio::io::duplex(1024);
@@ -282,8 +287,8 @@ async fn follow_streams_across_a_rotation_until_the_container_exits() {
     assert_eq!(next_line(&mut rx).await, "second\n");
     // Rotation: the file is renamed and the runtime reopens a new one.
     append(&path, &cri(2, "stdout", "F", "before rotation"));
-    std::fs::rename(&path, dir.path().join("0.log.20240101-000003")).unwrap();
-    std::fs::write(&path, cri(3, "stdout", "F", "after rotation")).unwrap();
+    std::fs::rename(&path, dir.path().join("0.log.20240101-000003")).expect("test step");
+    std::fs::write(&path, cri(3, "stdout", "F", "after rotation")).expect("test step");
     assert_eq!(next_line(&mut rx).await, "before rotation\n");
     assert_eq!(next_line(&mut rx).await, "after rotation\n");
     // The container exits after a last line: it is written, then the stream ends.
@@ -291,16 +296,16 @@ async fn follow_streams_across_a_rotation_until_the_container_exits() {
     running.store(false, Ordering::SeqCst);
     assert_eq!(next_line(&mut rx).await, "last\n");
     let mut rest = String::new();
-    rx.read_to_string(&mut rest).await.unwrap();
+    rx.read_to_string(&mut rest).await.expect("test step");
     assert_eq!(rest, "");
-    reader.await.unwrap().unwrap();
+    reader.await.expect("test step").expect("test step");
 }
 
 #[tokio::test]
 async fn follow_stops_when_the_client_goes_away() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().expect("test step");
     let path = dir.path().join("0.log");
-    std::fs::write(&path, cri(0, "stdout", "F", "first")).unwrap();
+    std::fs::write(&path, cri(0, "stdout", "F", "first")).expect("test step");
     let rt = runtime(Arc::new(AtomicBool::new(true)));
     let (mut tx, rx) = tokio::io::duplex(1024);
     let opts = LogOptions {
@@ -315,5 +320,8 @@ async fn follow_stops_when_the_client_goes_away() {
     assert_eq!(next_line(&mut rx).await, "first\n");
     drop(rx);
     append(&path, &cri(1, "stdout", "F", "nobody reads this"));
-    assert!(matches!(reader.await.unwrap(), Err(Error::Write(_))));
+    assert!(matches!(
+        reader.await.expect("test step"),
+        Err(Error::Write(_))
+    ));
 }
