@@ -464,7 +464,7 @@ impl CriClient {
             container_id: id.into(),
         };
         let mut c = self.runtime.clone();
-        unary(
+        self.unary(
             "ReopenContainerLog",
             self.t(),
             c.reopen_container_log(request(msg, self.t())),
