@@ -18,10 +18,10 @@ use kubelet_core::kuberuntime::reasons;
 use kubelet_core::pod::{PodExt, PodUid};
 use kubelet_core::runtime::{
     ContainerState, Error, Mount, PodStatus, PodSyncResult, RunContainerOptions, Runtime,
-    RuntimeHelper, SandboxState,
+    RuntimeHelper, SandboxState, StreamOptions,
 };
 use kubelet_core::testing::{pod, pod_with};
-use kubelet_cri::fake::{FakeCri, FakeCriServer};
+use kubelet_cri::fake::{FakeCri, FakeCriServer, StreamCall};
 use kubelet_cri::{Options, RemoteRuntime};
 use tonic::Code;
 
@@ -954,4 +954,67 @@ async fn runtime_operations_are_counted() {
         0
     );
     server.shutdown().await;
+}
+
+#[tokio::test]
+async fn streaming_urls_come_from_cri_exec_attach_and_port_forward() {
+    let env = setup().await;
+    let p = web_pod();
+    assert!(env.sync(&p, &Backoff::crash_loop_default()).await.is_ok());
+    let pods = env.rt.get_pods(false).await.expect("get_pods");
+    let (container, sandbox) = (&pods[0].containers[0].id, &pods[0].sandboxes[0].id);
+    let streams = StreamOptions {
+        stdin: true,
+        stdout: true,
+        stderr: false,
+        tty: true,
+    };
+    let cmd = ["sh".to_owned(), "-c".to_owned(), "ls".to_owned()];
+    assert_eq!(
+        env.rt
+            .get_exec(container, &cmd, streams)
+            .await
+            .expect("exec"),
+        "http://127.0.0.1:10010/exec/1"
+    );
+    assert_eq!(
+        env.rt.get_attach(container, streams).await.expect("attach"),
+        "http://127.0.0.1:10010/attach/2"
+    );
+    assert_eq!(
+        env.rt
+            .get_port_forward(sandbox, &[80, 8080])
+            .await
+            .expect("port-forward"),
+        "http://127.0.0.1:10010/portforward/3"
+    );
+    assert_eq!(
+        env.cri().streams(),
+        [
+            StreamCall::Exec(cri::ExecRequest {
+                container_id: container.clone(),
+                cmd: cmd.to_vec(),
+                tty: true,
+                stdin: true,
+                stdout: true,
+                stderr: false,
+            }),
+            StreamCall::Attach(cri::AttachRequest {
+                container_id: container.clone(),
+                stdin: true,
+                tty: true,
+                stdout: true,
+                stderr: false,
+            }),
+            StreamCall::PortForward(cri::PortForwardRequest {
+                pod_sandbox_id: sandbox.clone(),
+                port: vec![80, 8080],
+            }),
+        ]
+    );
+    // The runtime's NotFound is the kubelet's 404.
+    assert!(matches!(
+        env.rt.get_exec("nope", &cmd, streams).await,
+        Err(Error::NotFound(_))
+    ));
 }

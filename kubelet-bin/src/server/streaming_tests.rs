@@ -85,6 +85,7 @@ fn port_forward_ports_come_from_the_query_for_websockets_only() {
 struct Harness {
     addr: std::net::SocketAddr,
     runtime: FakeRuntime,
+    pod_manager: PodManager,
     _server: tokio::task::JoinHandle<()>,
 }
 
@@ -105,7 +106,7 @@ async fn harness(backend: &str) -> Harness {
     let pod_manager = PodManager::new();
     pod_manager.add_pod(p);
     let state = ServerState {
-        pod_manager,
+        pod_manager: pod_manager.clone(),
         status: Arc::new(FakeStatusManager::default()),
         runtime: Arc::new(runtime.clone()),
         syncloop: kubelet_core::kubelet::sync_loop::Health::default(),
@@ -121,6 +122,7 @@ async fn harness(backend: &str) -> Harness {
     Harness {
         addr,
         runtime,
+        pod_manager,
         _server: server,
     }
 }
@@ -376,4 +378,29 @@ async fn requests_are_refused_before_the_upgrade_as_upstream() {
             ports: vec![]
         })
     );
+}
+
+#[tokio::test]
+async fn a_mirror_pods_uid_stands_for_its_static_pod() {
+    let (backend, head, _closed) = echo_backend().await;
+    let h = harness(&backend).await;
+    let mut mirror = pod("web");
+    mirror.metadata.uid = Some("uid-mirror".into());
+    mirror.metadata.annotations = Some(
+        [(
+            kubelet_core::config::CONFIG_MIRROR_ANNOTATION.to_owned(),
+            "hash".to_owned(),
+        )]
+        .into(),
+    );
+    h.pod_manager.add_pod(mirror);
+    let (_conn, response) = request(
+        h.addr,
+        &format!(
+            "POST /exec/default/web/uid-mirror/app?command=ls&output=1 HTTP/1.1\r\nHost: k\r\n{UPGRADE}\r\n"
+        ),
+    )
+    .await;
+    assert!(response.starts_with("HTTP/1.1 101 "), "{response}");
+    assert!(head.await.expect("proxied").starts_with("POST /exec/1 "));
 }

@@ -35,7 +35,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio_stream::wrappers::UnixListenerStream;
 
-pub use state::{Call, FakeContainer, FakeCri, FakeImage, FakeSandbox};
+pub use state::{Call, FakeContainer, FakeCri, FakeImage, FakeSandbox, StreamCall};
 
 /// File name of the socket [`FakeCriServer::start`] listens on inside its directory.
 pub const SOCKET_NAME: &str = "cri.sock";

@@ -15,7 +15,7 @@ use tonic::{Request, Response, Status};
 
 use std::sync::MutexGuard;
 
-use super::state::{FakeContainer, FakeCri, FakeImage, FakeSandbox, State, image_id};
+use super::state::{FakeContainer, FakeCri, FakeImage, FakeSandbox, State, StreamCall, image_id};
 use crate::convert::{NETWORK_READY, RUNTIME_READY};
 
 fn unimplemented(method: &str) -> Status {
@@ -469,21 +469,38 @@ impl RuntimeService for Service {
     }
     async fn exec(
         &self,
-        _: Request<cri::ExecRequest>,
+        request: Request<cri::ExecRequest>,
     ) -> Result<Response<cri::ExecResponse>, Status> {
-        Err(unimplemented("Exec"))
+        let req = request.into_inner();
+        let mut st = self.enter("Exec", &req.container_id).await?;
+        running(&st, &req.container_id)?;
+        let url = stream_url(&mut st, "exec", StreamCall::Exec(req));
+        Ok(Response::new(cri::ExecResponse { url }))
     }
     async fn attach(
         &self,
-        _: Request<cri::AttachRequest>,
+        request: Request<cri::AttachRequest>,
     ) -> Result<Response<cri::AttachResponse>, Status> {
-        Err(unimplemented("Attach"))
+        let req = request.into_inner();
+        let mut st = self.enter("Attach", &req.container_id).await?;
+        running(&st, &req.container_id)?;
+        let url = stream_url(&mut st, "attach", StreamCall::Attach(req));
+        Ok(Response::new(cri::AttachResponse { url }))
     }
     async fn port_forward(
         &self,
-        _: Request<cri::PortForwardRequest>,
+        request: Request<cri::PortForwardRequest>,
     ) -> Result<Response<cri::PortForwardResponse>, Status> {
-        Err(unimplemented("PortForward"))
+        let req = request.into_inner();
+        let mut st = self.enter("PortForward", &req.pod_sandbox_id).await?;
+        if !st.sandboxes.contains_key(&req.pod_sandbox_id) {
+            return Err(Status::not_found(format!(
+                "failed to find sandbox {:?}",
+                req.pod_sandbox_id
+            )));
+        }
+        let url = stream_url(&mut st, "portforward", StreamCall::PortForward(req));
+        Ok(Response::new(cri::PortForwardResponse { url }))
     }
     async fn container_stats(
         &self,
@@ -620,4 +637,23 @@ impl ImageService for Service {
     ) -> Result<Response<cri::ImageFsInfoResponse>, Status> {
         Err(unimplemented("ImageFsInfo"))
     }
+}
+
+/// containerd's answer to a streaming request for a container that is not running.
+fn running(st: &State, id: &str) -> Result<(), Status> {
+    match st.containers.get(id) {
+        Some(c) if c.state == cri::ContainerState::ContainerRunning => Ok(()),
+        Some(_) => Err(Status::failed_precondition(format!(
+            "container {id} is not running"
+        ))),
+        None => Err(Status::not_found(format!(
+            "failed to find container {id:?}"
+        ))),
+    }
+}
+
+/// Records `call` and returns its URL on the (imaginary) streaming server.
+fn stream_url(st: &mut State, kind: &str, call: StreamCall) -> String {
+    st.streams.push(call);
+    format!("http://127.0.0.1:10010/{kind}/{}", st.streams.len())
 }

@@ -109,6 +109,17 @@ pub struct FakeImage {
     pub repo_tags: Vec<String>,
 }
 
+/// One streaming request the fake answered with a URL.
+#[derive(Clone, Debug, PartialEq)]
+pub enum StreamCall {
+    /// `Exec`.
+    Exec(cri::ExecRequest),
+    /// `Attach`.
+    Attach(cri::AttachRequest),
+    /// `PortForward`.
+    PortForward(cri::PortForwardRequest),
+}
+
 #[derive(Debug)]
 pub(crate) struct State {
     pub(crate) sandboxes: BTreeMap<String, FakeSandbox>,
@@ -128,6 +139,9 @@ pub(crate) struct State {
     pub(crate) execs: Vec<(String, Vec<String>)>,
     /// What every `ExecSync` answers: exit code and stderr.
     pub(crate) exec_result: (i32, String),
+    /// `Exec`, `Attach` and `PortForward` requests, in order; the URL of the n-th (from 1)
+    /// is `http://127.0.0.1:10010/<exec|attach|portforward>/<n>`.
+    pub(crate) streams: Vec<StreamCall>,
     next_id: u64,
     last_time: i64,
 }
@@ -213,6 +227,7 @@ impl FakeCri {
                 network_ready: true,
                 execs: Vec::new(),
                 exec_result: (0, String::new()),
+                streams: Vec::new(),
                 next_id: 0,
                 last_time: 0,
             })),
@@ -251,6 +266,11 @@ impl FakeCri {
     /// Every `ExecSync` so far: container ID and command.
     pub fn execs(&self) -> Vec<(String, Vec<String>)> {
         self.lock().execs.clone()
+    }
+
+    /// Every `Exec`, `Attach` and `PortForward` so far.
+    pub fn streams(&self) -> Vec<StreamCall> {
+        self.lock().streams.clone()
     }
 
     /// Every call so far, in order.
