@@ -9,6 +9,7 @@
 //! - a watch that ends in `410 Gone` relists and kills nothing;
 //! - after a restart that lost the watch history (a real kube-apiserver's), the relist that
 //!   the re-opened watch's `410 Gone` asks for does not wait the outage's backoff again;
+//! - a watch re-opened into a black hole is given up, so a pod created after it runs;
 //! - a kubelet restart with 50 API pods restarts no container and writes no pod status that
 //!   did not change;
 //! - a pod start costs at most 3 API requests besides events (goal G9), and at most 3 events
@@ -388,6 +389,42 @@ async fn after_a_restart_that_lost_the_history_a_new_pod_is_seen_soon_after_the_
         seen < Duration::from_secs(10),
         "a pod created when the watch was re-opened ran {seen:?} later (the relist after \
          the 410 waits the first step of its own backoff, 0.8-1.6 s)"
+    );
+    assert!(node.stop().await, "every task stops");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_watch_reopened_into_a_black_hole_is_given_up_and_a_new_pod_runs_after_it() {
+    let _pacer = pace_clock();
+    let fake = FakeApiServer::start().await.expect("fake API server");
+    let root = tempfile::tempdir().expect("tempdir");
+    create_pod(&fake, "web", "Always");
+    let node = start_node(&fake, FakeRuntime::new(), root.path()).await;
+    wait_phase(&fake, "web", "Running").await;
+
+    // 150 s of refused connections, then 150 s of a server that accepts and never answers:
+    // the pod watch is re-opened into the black hole.
+    fake.stop_listening();
+    sleep(Duration::from_secs(150)).await;
+    fake.faults()
+        .inject(Fault::BlackHole, RequestFilter::any(), None);
+    fake.start_listening().await.expect("listen again");
+    sleep(Duration::from_secs(150)).await;
+    fake.faults().clear();
+    let back = Instant::now();
+    create_pod(&fake, "late", "Always");
+    // The swallowed request is given up after 45 s; the next try comes within the outage's
+    // backoff (30-60 s).
+    timeout(
+        Duration::from_secs(120),
+        fake.journal()
+            .wait_for(|e| phase_written(e, "late", "Running")),
+    )
+    .await
+    .expect("a pod created after the black hole runs within 120 s");
+    println!(
+        "a pod created when the black hole ended ran {:?} later",
+        back.elapsed()
     );
     assert!(node.stop().await, "every task stops");
 }

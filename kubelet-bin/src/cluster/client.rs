@@ -1,8 +1,9 @@
 //! The kubelet's API clients (upstream `cmd/kubelet/app/server.go` `buildKubeletClientConfig`
 //! and `kubeClientConfigOverrides`).
 //!
-//! - The main client carries the kubelet's User-Agent and is rate limited by `--kube-api-qps`
-//!   (default 50) and `--kube-api-burst` (100) through [`RateLimitLayer`].
+//! - The main client carries the kubelet's User-Agent, is rate limited by `--kube-api-qps`
+//!   (default 50) and `--kube-api-burst` (100) through [`RateLimitLayer`], and gives up on a
+//!   response whose headers do not come within [`RESPONSE_TIMEOUT`].
 //! - The heartbeat client (node status and Lease) is a second client over the same config
 //!   with no rate limit and a timeout of the smaller of the node status update frequency and
 //!   the lease duration, as upstream, so a busy main client can never starve the heartbeat.
@@ -25,6 +26,20 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use super::Error;
 use super::rate_limit::{Limits, RateLimitLayer};
+
+/// How long the main client waits for a response's headers once the request is sent (the
+/// rate limit's wait is not counted); then the request fails and is retried, on a new
+/// connection.
+///
+/// Upstream's client has no request timeout but a health check of its HTTP/2 connections
+/// (`ReadIdleTimeout` 30 s, then a ping answered within `PingTimeout` 15 s, in
+/// `k8s.io/apimachinery/pkg/util/net/http.go`): a connection silent for 45 s is closed and
+/// its requests fail. Without it, a watch that was re-opened while the server accepted
+/// connections and never answered (a black hole) waited for its headers forever, so the
+/// node's pods were never watched again. The server sends a watch's headers at once, before
+/// any event, so this never cuts a watch; a watch's quiet stream is ended by kube-runtime's
+/// idle timeout instead.
+pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(45);
 
 /// What to do when a heartbeat (node status or Lease) failed repeatedly (upstream
 /// `OnHeartbeatFailure`): drop the heartbeat client's connections.
@@ -66,6 +81,7 @@ impl ApiClients {
         heartbeat_config.connect_timeout = Some(heartbeat_timeout);
         let client = ClientBuilder::try_from(config)
             .map_err(Error::Client)?
+            .with_layer(&tower::timeout::TimeoutLayer::new(RESPONSE_TIMEOUT))
             .with_layer(&RateLimitLayer::new(limits))
             .build();
         let (heartbeat, reconnect) = reconnecting_client(heartbeat_config)?;
