@@ -6,7 +6,7 @@
 //! over rustls, trusting the CA of the kubelet's self-signed pair):
 //!
 //! - exec with output and the exit code, exec with stdin;
-//! - port-forward (`?port=8080`) carrying an HTTP request;
+//! - port-forward (`?port=8080`) carrying an HTTP request; `/run` (no streaming);
 //! - a container the pod does not have → 404 before any upgrade;
 //! - a client that disconnects mid-session: the kubelet closes the runtime's side, and the
 //!   exec (reading its stdin) ends (issue 14 acceptance 5).
@@ -275,6 +275,17 @@ fn exec_and_port_forward_over_websockets_straight_to_the_kubelet() {
     let response = String::from_utf8_lossy(&data[2..]);
     assert!(response.starts_with("HTTP/1.1 200 OK\r\n"), "{response}");
     drop(ws);
+
+    // `/run`: the command's output, no streaming.
+    let out = Command::new("curl")
+        .args(["-sS", "-k", "-X", "POST", "--max-time", "30"])
+        .arg(format!(
+            "https://127.0.0.1:{}/run/default/{POD}-{NODE}/web?cmd=echo%20run%20ok",
+            node.port
+        ))
+        .output()
+        .expect("curl");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "run ok\n");
 
     // A container the pod does not have: 404, no upgrade.
     let (head, _) = connect(

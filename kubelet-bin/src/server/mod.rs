@@ -29,6 +29,7 @@ mod logs;
 pub mod metrics;
 pub mod proxy;
 mod routes;
+mod run;
 mod streaming;
 #[cfg(test)]
 mod streaming_tests;

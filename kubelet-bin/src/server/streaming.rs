@@ -8,6 +8,8 @@
 //! | `/attach/{ns}/{pod}[/{uid}]/{container}?input=1&output=1&error=1&tty=1` | [`Runtime::get_attach`](kubelet_core::runtime::Runtime::get_attach) |
 //! | `/portForward/{ns}/{pod}[/{uid}]` (websocket: `?port=80&port=8080,9090`) | [`Runtime::get_port_forward`](kubelet_core::runtime::Runtime::get_port_forward) |
 //!
+//! (`/run`, the non-streaming exec, is in `super::run`.)
+//!
 //! The runtime answers with a URL on its streaming server, and the client's upgrade request
 //! is proxied there ([`super::proxy`]), so SPDY/3.1 and the websocket protocols
 //! (`v4.channel.k8s.io`, …) work as the runtime speaks them; upstream's default
@@ -27,7 +29,7 @@ use axum::Router;
 use axum::extract::{Path, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use k8s_openapi::api::core::v1::Pod;
 use kubelet_core::pod::{PodExt, PodUid};
 use kubelet_core::runtime::{self, ContainerState, RunningPod, StreamOptions};
@@ -36,7 +38,7 @@ use serde::Deserialize;
 use super::ServerState;
 use super::proxy::proxy_stream;
 
-/// The streaming routes (added to the secure port, behind its auth filter).
+/// The streaming routes and `/run` (added to the secure port, behind its auth filter).
 pub(crate) fn routes(state: ServerState) -> Router {
     Router::new()
         .route("/exec/{namespace}/{pod}/{container}", get(exec).post(exec))
@@ -60,21 +62,26 @@ pub(crate) fn routes(state: ServerState) -> Router {
             "/portForward/{namespace}/{pod}/{uid}",
             get(port_forward).post(port_forward),
         )
+        .route("/run/{namespace}/{pod}/{container}", post(super::run::run))
+        .route(
+            "/run/{namespace}/{pod}/{uid}/{container}",
+            post(super::run::run),
+        )
         .with_state(state)
 }
 
 /// The path parameters (upstream `execRequestParams`, `portForwardRequestParams`).
 #[derive(Debug, Deserialize)]
-struct StreamPath {
-    namespace: String,
-    pod: String,
+pub(super) struct StreamPath {
+    pub(super) namespace: String,
+    pub(super) pod: String,
     #[serde(default)]
-    uid: Option<String>,
+    pub(super) uid: Option<String>,
     #[serde(default)]
-    container: Option<String>,
+    pub(super) container: Option<String>,
 }
 
-fn text(status: StatusCode, body: impl Into<String>) -> Response {
+pub(super) fn text(status: StatusCode, body: impl Into<String>) -> Response {
     (
         status,
         [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
@@ -154,7 +161,7 @@ pub(crate) fn port_forward_ports(
 }
 
 /// Upstream `GetPodByName`: the desired pod `namespace`/`name`.
-fn pod_by_name(state: &ServerState, namespace: &str, name: &str) -> Option<Pod> {
+pub(super) fn pod_by_name(state: &ServerState, namespace: &str, name: &str) -> Option<Pod> {
     state
         .pod_manager
         .pod_by_full_name(&format!("{name}_{namespace}"))
@@ -197,7 +204,7 @@ fn runtime_error(e: &runtime::Error) -> Response {
 }
 
 /// Upstream `findContainer`: the running container `name` of the pod; its runtime ID.
-async fn find_container(
+pub(super) async fn find_container(
     state: &ServerState,
     pod: &Pod,
     uid: Option<&str>,

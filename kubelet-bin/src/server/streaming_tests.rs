@@ -404,3 +404,58 @@ async fn a_mirror_pods_uid_stands_for_its_static_pod() {
     assert!(response.starts_with("HTTP/1.1 101 "), "{response}");
     assert!(head.await.expect("proxied").starts_with("POST /exec/1 "));
 }
+
+#[tokio::test]
+async fn run_execs_the_space_separated_cmd_and_answers_its_output() {
+    let h = harness("http://127.0.0.1:9").await;
+    let id = h.runtime.running_pods()[0].containers[0].id.clone();
+    let post = |path: &str| format!("POST {path} HTTP/1.1\r\nHost: k\r\nConnection: close\r\n\r\n");
+    let service = h.runtime.service();
+    service.set_exec_result(
+        &id,
+        kubelet_core::runtime::ExecResult {
+            stdout: b"hi\n".to_vec(),
+            stderr: b"warn\n".to_vec(),
+            ..Default::default()
+        },
+    );
+    let (status, body) = answer(h.addr, &post("/run/default/web/app?cmd=echo%20hi")).await;
+    assert_eq!(
+        (status.as_str(), body.as_str()),
+        ("HTTP/1.1 200 OK", "hi\nwarn\n")
+    );
+    assert!(
+        h.runtime
+            .calls()
+            .contains(&kubelet_core::testing::Call::ExecSync(
+                id.clone(),
+                vec!["echo".into(), "hi".into()]
+            ))
+    );
+    service.set_exec_result(
+        &id,
+        kubelet_core::runtime::ExecResult {
+            exit_code: 3,
+            stderr: b"bad".to_vec(),
+            ..Default::default()
+        },
+    );
+    let (status, body) = answer(h.addr, &post("/run/default/web/uid-web/app?cmd=false%20x")).await;
+    assert_eq!(
+        (status.as_str(), body.as_str()),
+        (
+            "HTTP/1.1 500 Internal Server Error",
+            "command 'false x' exited with 3: bad"
+        )
+    );
+    let (status, body) = answer(h.addr, &post("/run/default/nope/app?cmd=ls")).await;
+    assert_eq!(
+        (status.as_str(), body.as_str()),
+        ("HTTP/1.1 404 Not Found", "pod does not exist")
+    );
+    let get = "GET /run/default/web/app?cmd=ls HTTP/1.1\r\nHost: k\r\nConnection: close\r\n\r\n";
+    assert_eq!(
+        answer(h.addr, get).await.0,
+        "HTTP/1.1 405 Method Not Allowed"
+    );
+}
