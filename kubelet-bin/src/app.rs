@@ -68,6 +68,9 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     if let Some(addr) = settings.read_only {
         builder = builder.read_only_addr(addr);
     }
+    if let Some(policy) = settings.container_logs.policy {
+        builder = builder.container_log_rotation(policy, settings.container_logs.monitor_interval);
+    }
     builder = builder.secure_server(kubelet::server::SecureOptions {
         addr: settings.secure,
         tls: settings.server.tls.clone(),
@@ -85,6 +88,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
             kubelet::Error::Cluster(_) => "--kubeconfig".to_owned(),
             kubelet::Error::Server(_) => "the secure port (--port, TLS and auth flags)".to_owned(),
             kubelet::Error::NodeStatus(_) => "the node status options".to_owned(),
+            kubelet::Error::LogRotation(_) => "the container log rotation options".to_owned(),
             kubelet::Error::Watchdog(_) => "starting the stall watchdog".to_owned(),
         };
         anyhow::Error::new(e).context(context)

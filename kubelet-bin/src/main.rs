@@ -7,6 +7,7 @@
 mod app;
 mod cluster_settings;
 mod configz;
+mod container_log_settings;
 mod heap_trim;
 mod node_status_flags;
 use kubelet::duration;

@@ -96,6 +96,9 @@ pub enum Error {
     /// The secure port could not be set up (TLS files, authentication, authorization).
     #[error(transparent)]
     Server(#[from] server::Error),
+    /// The container log rotation policy is invalid.
+    #[error(transparent)]
+    LogRotation(#[from] kubelet_core::logs::rotation::Error),
     /// The stall watchdog's thread could not start.
     #[error(transparent)]
     Watchdog(#[from] kubelet_core::watchdog::Error),
@@ -150,6 +153,7 @@ pub struct NodeBuilder {
     healthz_addr: Option<SocketAddr>,
     read_only_addr: Option<SocketAddr>,
     secure: Option<server::SecureOptions>,
+    container_logs: Option<(kubelet_core::logs::rotation::Policy, Duration)>,
     drain_timeout: Duration,
     stall_watchdog: Option<kubelet_core::watchdog::Config>,
     cluster: Option<ClusterOptions>,
@@ -229,6 +233,7 @@ impl NodeBuilder {
             healthz_addr: None,
             read_only_addr: None,
             secure: None,
+            container_logs: None,
             drain_timeout: Duration::from_secs(10),
             stall_watchdog: Some(kubelet_core::watchdog::Config::default()),
             cluster: None,
@@ -403,6 +408,19 @@ impl NodeBuilder {
         self
     }
 
+    /// Rotates the logs of running containers with `policy`, checking every `interval`
+    /// (upstream's container log manager: `containerLogMaxSize`, `containerLogMaxFiles`,
+    /// `containerLogMonitorInterval`; see [`kubelet_core::logs::rotation`]). Default: no
+    /// rotation (the `kubelet` binary turns it on with upstream's 10Mi, 5 files, 10 s).
+    pub fn container_log_rotation(
+        mut self,
+        policy: kubelet_core::logs::rotation::Policy,
+        interval: Duration,
+    ) -> Self {
+        self.container_logs = Some((policy, interval));
+        self
+    }
+
     /// How long [`Node::stop`] waits for every task to end (default 10 s).
     pub fn drain_timeout(mut self, timeout: Duration) -> Self {
         self.drain_timeout = timeout;
@@ -501,6 +519,12 @@ impl NodeBuilder {
         })
         .map_err(Error::Runtime)?;
         self.metrics.set_node_name(&self.node_name);
+        if let Some((policy, interval)) = self.container_logs {
+            let manager =
+                kubelet_core::logs::rotation::ContainerLogManager::new(runtime.clone(), policy)?
+                    .monitor_interval(interval);
+            tracker.spawn(manager.run(token.child_token()));
+        }
         // Upstream `BirthCry`.
         events.event(
             &events::node_ref(&self.node_name),

@@ -98,6 +98,9 @@ pub struct Flags {
     /// The secure port's TLS, authentication and authorization flags.
     #[command(flatten)]
     pub server: crate::server_settings::Flags,
+    /// Container log rotation flags.
+    #[command(flatten)]
+    pub container_logs: crate::container_log_settings::Flags,
 }
 
 /// The subset of `KubeletConfiguration` this kubelet reads (same field names).
@@ -124,6 +127,8 @@ struct ConfigFile {
     node_status: crate::node_status_flags::ConfigFile,
     #[serde(flatten)]
     server: crate::server_settings::ConfigFile,
+    #[serde(flatten)]
+    container_logs: crate::container_log_settings::ConfigFile,
     #[serde(flatten)]
     other: std::collections::BTreeMap<String, serde_json::Value>,
 }
@@ -187,6 +192,8 @@ pub struct Settings {
     pub cluster: crate::cluster_settings::Settings,
     /// Node registration and node status options (used in cluster mode).
     pub node_status: kubelet::cluster::node_status::NodeStatusOptions,
+    /// Container log rotation.
+    pub container_logs: crate::container_log_settings::Settings,
 }
 
 /// A bad flag or config value; the binary exits with [`EXIT_USAGE`].
@@ -420,6 +427,10 @@ impl Settings {
             pod_runtime: crate::pod_runtime::Settings::merge(flags.pod_runtime, file.pod_runtime)?,
             cluster: crate::cluster_settings::Settings::merge(flags.cluster, file.cluster)?,
             node_status,
+            container_logs: crate::container_log_settings::Settings::merge(
+                flags.container_logs,
+                file.container_logs,
+            )?,
         })
     }
 }

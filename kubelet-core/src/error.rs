@@ -67,6 +67,12 @@ pub enum Error {
     /// A mirror pod could not be created or deleted.
     #[error(transparent)]
     Mirror(#[from] crate::kubelet::mirror::Error),
+    /// A container log could not be read.
+    #[error(transparent)]
+    Logs(#[from] crate::logs::Error),
+    /// A container log could not be rotated.
+    #[error(transparent)]
+    LogRotation(#[from] crate::logs::rotation::Error),
     /// A resource quantity is invalid.
     #[error(transparent)]
     Resource(#[from] crate::resources::Error),

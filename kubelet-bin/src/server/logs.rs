@@ -15,14 +15,19 @@
 //! * no log to read (waiting container, no previous instance…) → `400` with upstream's text;
 //! * otherwise `200` and the log, streamed (with `follow`, until the container exits).
 
+use std::path::PathBuf;
+use std::sync::Arc;
+
 use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodStatus};
 use k8s_openapi::jiff::Timestamp;
 use kubelet_core::PodExt;
 use kubelet_core::logs::{LogOptions, PodLogOptions, read_logs};
+use kubelet_core::runtime::Runtime;
 
 use super::ServerState;
 
@@ -115,22 +120,39 @@ pub(crate) async fn container_logs(
         );
     }
     let opts = LogOptions::new(&api, Timestamp::now());
+    let (body, _reader) = stream_log(log.path, id, opts, state.runtime.clone());
+    ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], body).into_response()
+}
+
+/// The response body of a log: a task reads it into a pipe the body drains. The task ends
+/// when the log is read (with `follow`, when the container exits) or when the body is
+/// dropped (the client went away), even while it waits for the next line.
+pub(crate) fn stream_log(
+    path: PathBuf,
+    id: String,
+    opts: LogOptions,
+    runtime: Arc<dyn Runtime>,
+) -> (Body, tokio::task::JoinHandle<()>) {
     let (mut tx, rx) = tokio::io::duplex(PIPE_SIZE);
-    let runtime = state.runtime.clone();
-    tokio::spawn(async move {
-        match read_logs(&log.path, &id, &opts, runtime.as_ref(), &mut tx).await {
-            Ok(()) => {}
-            Err(kubelet_core::logs::Error::Write(_)) => {
-                tracing::debug!(container = %id, "log client went away");
-            }
-            Err(e) => tracing::info!(container = %id, error = %e, "reading container logs"),
+    // Dropped with the body: the reader stops.
+    let (body_alive, body_dropped) = tokio::sync::oneshot::channel::<()>();
+    let reader = tokio::spawn(async move {
+        tokio::select! {
+            result = read_logs(&path, &id, &opts, runtime.as_ref(), &mut tx) => match result {
+                Ok(()) => {}
+                Err(kubelet_core::logs::Error::Write(_)) => {
+                    tracing::debug!(container = %id, "log client went away");
+                }
+                Err(e) => tracing::info!(container = %id, error = %e, "reading container logs"),
+            },
+            _ = body_dropped => tracing::debug!(container = %id, "log client went away"),
         }
     });
-    (
-        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-        Body::from_stream(tokio_util::io::ReaderStream::new(rx)),
-    )
-        .into_response()
+    let body = tokio_util::io::ReaderStream::new(rx).map(move |chunk| {
+        let _ = &body_alive;
+        chunk
+    });
+    (Body::from_stream(body), reader)
 }
 
 /// An absolute path without `..`: what a runtime reports, never a request's text.
@@ -268,3 +290,7 @@ fn parse_bool(s: &str) -> Result<bool, ()> {
         _ => Err(()),
     }
 }
+
+#[cfg(test)]
+#[path = "logs_tests.rs"]
+mod tests;

@@ -8,6 +8,8 @@
 //! * [`read_logs`]: writes a container's log to a writer: the rotated files first (oldest
 //!   first, `.gz` ones decompressed), then the live file, following it with inotify while the
 //!   container runs when asked.
+//! * [`rotation`]: the [`ContainerLogManager`](rotation::ContainerLogManager) that rotates
+//!   the logs of running containers at `containerLogMaxSize`, keeping `containerLogMaxFiles`.
 //! * [`parse`]: the CRI and Docker JSON line formats; [`tail`]: where the last lines start;
 //!   [`files`]: which files belong to a log.
 //!
@@ -18,6 +20,9 @@
 pub mod files;
 pub mod parse;
 mod reader;
+pub mod rotation;
+#[cfg(test)]
+mod rotation_tests;
 pub mod tail;
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,167 @@
+//! Flags and `KubeletConfiguration` fields of container log rotation (upstream
+//! `--container-log-max-size`, `--container-log-max-files`, `containerLogMaxSize`,
+//! `containerLogMaxFiles`, `containerLogMonitorInterval`), merged with the same precedence as
+//! the other settings: defaults < file < flags; validated as upstream
+//! `pkg/kubelet/apis/config/validation`.
+
+use std::time::Duration;
+
+use kubelet_core::logs::rotation::{
+    DEFAULT_MAX_FILES, DEFAULT_MAX_SIZE, DEFAULT_MONITOR_INTERVAL, Policy,
+};
+use serde::Deserialize;
+
+use crate::duration;
+use crate::settings::UsageError;
+
+/// Upstream's smallest `containerLogMonitorInterval`.
+const MIN_MONITOR_INTERVAL: Duration = Duration::from_secs(3);
+
+/// The flags of this module.
+#[derive(Debug, Default, clap::Args)]
+#[group(id = "container-logs")]
+pub struct Flags {
+    /// A container's log is rotated when it reaches this size (a quantity, default 10Mi;
+    /// negative: never).
+    #[arg(long, allow_hyphen_values = true)]
+    pub container_log_max_size: Option<String>,
+    /// At most this many log files per container, the live one included (default 5, at
+    /// least 2).
+    #[arg(long, allow_hyphen_values = true)]
+    pub container_log_max_files: Option<i64>,
+}
+
+/// The `KubeletConfiguration` fields of this module.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigFile {
+    container_log_max_size: Option<String>,
+    container_log_max_files: Option<i64>,
+    container_log_monitor_interval: Option<String>,
+}
+
+/// Merged container log rotation settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// The rotation policy; `None` when `containerLogMaxSize` is negative (no rotation).
+    pub policy: Option<Policy>,
+    /// How often logs are checked.
+    pub monitor_interval: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            policy: Some(Policy::default()),
+            monitor_interval: DEFAULT_MONITOR_INTERVAL,
+        }
+    }
+}
+
+impl Settings {
+    /// Merges `flags` over `file` over the defaults.
+    pub fn merge(flags: Flags, file: ConfigFile) -> Result<Self, UsageError> {
+        let max_files = flags
+            .container_log_max_files
+            .or(file.container_log_max_files)
+            .unwrap_or(DEFAULT_MAX_FILES as i64);
+        if max_files < 2 {
+            return Err(UsageError(format!(
+                "invalid configuration: containerLogMaxFiles must be greater than 1, got {max_files}"
+            )));
+        }
+        let monitor_interval = match file.container_log_monitor_interval {
+            Some(v) => duration::parse(&v).map_err(|e| {
+                UsageError(format!(
+                    "invalid configuration: containerLogMonitorInterval: {e}"
+                ))
+            })?,
+            None => DEFAULT_MONITOR_INTERVAL,
+        };
+        if monitor_interval < MIN_MONITOR_INTERVAL {
+            return Err(UsageError(
+                "invalid configuration: containerLogMonitorInterval must be a positive time duration greater than or equal to 3s".into(),
+            ));
+        }
+        let max_size = match flags.container_log_max_size.or(file.container_log_max_size) {
+            None => i128::from(DEFAULT_MAX_SIZE),
+            Some(s) => kubelet_core::resources::quantity_value(&s).ok_or_else(|| {
+                UsageError(format!(
+                    "failed to parse container log max size {s:?}: quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+                ))
+            })?,
+        };
+        let policy = match u64::try_from(max_size) {
+            Ok(max_size) => Some(Policy {
+                max_size,
+                max_files: usize::try_from(max_files).unwrap_or(usize::MAX),
+            }),
+            // Negative: rotation off (upstream's stub manager).
+            Err(_) => None,
+        };
+        Ok(Self {
+            policy,
+            monitor_interval,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn merge(flags: Flags, file: &str) -> Result<Settings, UsageError> {
+        let file: ConfigFile = serde_json::from_str(file).expect("test config");
+        Settings::merge(flags, file)
+    }
+
+    #[test]
+    fn defaults_are_upstreams() {
+        let s = merge(Flags::default(), "{}").expect("valid");
+        assert_eq!(
+            s.policy,
+            Some(Policy {
+                max_size: 10 * 1024 * 1024,
+                max_files: 5
+            })
+        );
+        assert_eq!(s.monitor_interval, Duration::from_secs(10));
+    }
+
+    #[test]
+    fn flags_win_over_the_file() {
+        let flags = Flags {
+            container_log_max_size: Some("1Mi".into()),
+            container_log_max_files: None,
+        };
+        let s = merge(
+            flags,
+            r#"{"containerLogMaxSize": "5Mi", "containerLogMaxFiles": 3, "containerLogMonitorInterval": "3s"}"#,
+        )
+        .expect("valid");
+        assert_eq!(
+            s.policy,
+            Some(Policy {
+                max_size: 1024 * 1024,
+                max_files: 3
+            })
+        );
+        assert_eq!(s.monitor_interval, Duration::from_secs(3));
+    }
+
+    #[test]
+    fn bad_values_are_refused_and_a_negative_size_disables_rotation() {
+        let size = |s: &str| Flags {
+            container_log_max_size: Some(s.into()),
+            container_log_max_files: None,
+        };
+        assert_eq!(merge(size("-1"), "{}").expect("valid").policy, None);
+        assert!(merge(size("ten"), "{}").is_err());
+        let files = Flags {
+            container_log_max_size: None,
+            container_log_max_files: Some(1),
+        };
+        assert!(merge(files, "{}").is_err());
+        assert!(merge(Flags::default(), r#"{"containerLogMonitorInterval": "1s"}"#).is_err());
+    }
+}
