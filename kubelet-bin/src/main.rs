@@ -9,6 +9,7 @@ mod cluster_settings;
 mod configz;
 mod container_log_settings;
 mod heap_trim;
+mod log_writer;
 mod node_status_flags;
 use kubelet::duration;
 mod pod_runtime;
@@ -38,7 +39,7 @@ fn main() {
             std::process::exit(settings::EXIT_USAGE);
         }
     };
-    init_logging(settings.verbosity);
+    let _log_writer = init_logging(settings.verbosity);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -51,6 +52,7 @@ fn main() {
     };
     if let Err(e) = runtime.block_on(app::run(settings)) {
         tracing::error!("kubelet failed: {e:#}");
+        drop(_log_writer);
         std::process::exit(1);
     }
 }
@@ -79,7 +81,9 @@ fn limit_malloc_arenas() {
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 fn limit_malloc_arenas() {}
 
-fn init_logging(verbosity: u8) {
+/// Logs to stderr through [`log_writer`]'s thread (stderr directly if it cannot start);
+/// the guard writes the last lines when dropped.
+fn init_logging(verbosity: u8) -> Option<log_writer::Guard> {
     let level = match verbosity {
         0 | 1 => "info",
         2..=4 => "debug",
@@ -90,14 +94,29 @@ fn init_logging(verbosity: u8) {
     use std::io::IsTerminal;
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
+    let ansi = std::io::stderr().is_terminal();
+    let (writer, guard) = match log_writer::NonBlocking::new(std::io::stderr()) {
+        Ok((writer, guard)) => (
+            tracing_subscriber::fmt::writer::BoxMakeWriter::new(writer),
+            Some(guard),
+        ),
+        Err(e) => {
+            eprintln!("kubelet: starting the log writer thread: {e}; logging from the caller");
+            (
+                tracing_subscriber::fmt::writer::BoxMakeWriter::new(std::io::stderr),
+                None,
+            )
+        }
+    };
     tracing_subscriber::registry()
         .with(filter)
         .with(
             tracing_subscriber::fmt::layer()
                 .with_target(false)
-                .with_ansi(std::io::stderr().is_terminal())
-                .with_writer(std::io::stderr),
+                .with_ansi(ansi)
+                .with_writer(writer),
         )
         .with(kubelet::span_stacks::SpanStacks)
         .init();
+    guard
 }

@@ -1,0 +1,177 @@
+//! The kubelet's log lines are written to stderr by a thread of their own, never by an async
+//! worker: a `write(2)` to a log file or pipe blocks when the disk stalls (dirty-page
+//! throttling while the machine writes a lot) or the reader does not read, and a worker
+//! blocked in it stops every task queued on it. Upstream's klog buffers in memory and flushes
+//! from a daemon goroutine for the same reason.
+//!
+//! Lines go through a bounded queue ([`CAPACITY`]); when it is full (the writer is stuck) new
+//! lines are dropped and counted rather than blocking the caller, and the count is written
+//! once lines flow again.
+
+use std::io::Write;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+
+/// How many lines may wait for the writer thread.
+pub const CAPACITY: usize = 16_384;
+
+/// The `tracing_subscriber` writer (see the [module docs](self)); cheap to clone.
+#[derive(Clone, Debug)]
+pub struct NonBlocking {
+    lines: SyncSender<Vec<u8>>,
+    dropped: Arc<AtomicU64>,
+}
+
+/// Ends the writer thread when dropped, after it wrote every queued line.
+#[derive(Debug)]
+pub struct Guard {
+    thread: Option<std::thread::JoinHandle<()>>,
+    /// Dropped first, so the thread sees the end of the queue.
+    lines: Option<SyncSender<Vec<u8>>>,
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        self.lines.take();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl NonBlocking {
+    /// A writer whose lines a new thread writes to `out`; keep the [`Guard`] until the end
+    /// of `main` so the last lines are written.
+    pub fn new(out: impl Write + Send + 'static) -> std::io::Result<(Self, Guard)> {
+        let (lines, queue) = std::sync::mpsc::sync_channel(CAPACITY);
+        let dropped = Arc::new(AtomicU64::new(0));
+        let thread = std::thread::Builder::new()
+            .name("log-writer".into())
+            .spawn({
+                let dropped = dropped.clone();
+                move || write_lines(queue, out, &dropped)
+            })?;
+        let guard = Guard {
+            thread: Some(thread),
+            lines: Some(lines.clone()),
+        };
+        Ok((Self { lines, dropped }, guard))
+    }
+}
+
+fn write_lines(queue: Receiver<Vec<u8>>, mut out: impl Write, dropped: &AtomicU64) {
+    while let Ok(line) = queue.recv() {
+        let lost = dropped.swap(0, Ordering::Relaxed);
+        if lost > 0 {
+            let _ = writeln!(
+                out,
+                "kubelet: {lost} log lines dropped: the log writer was stuck"
+            );
+        }
+        let _ = out.write_all(&line);
+    }
+    let _ = out.flush();
+}
+
+/// One event's bytes, sent as a whole when the formatter is done with it.
+#[derive(Debug)]
+pub struct Line {
+    buf: Vec<u8>,
+    to: NonBlocking,
+}
+
+impl Write for Line {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.buf.extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for Line {
+    fn drop(&mut self) {
+        if self.buf.is_empty() {
+            return;
+        }
+        match self.to.lines.try_send(std::mem::take(&mut self.buf)) {
+            Ok(()) | Err(TrySendError::Disconnected(_)) => {}
+            Err(TrySendError::Full(_)) => {
+                self.to.dropped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for NonBlocking {
+    type Writer = Line;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        Line {
+            buf: Vec::new(),
+            to: self.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+
+    /// An output that blocks every write until released, like a stalled disk.
+    #[derive(Clone)]
+    struct Stuck {
+        gate: Arc<Mutex<()>>,
+        written: Arc<Mutex<Vec<u8>>>,
+    }
+
+    impl Write for Stuck {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            let _gate = self.gate.lock().expect("gate");
+            self.written.lock().expect("out").extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn log(writer: &NonBlocking, text: &str) {
+        use tracing_subscriber::fmt::MakeWriter;
+        let mut line = writer.make_writer();
+        line.write_all(text.as_bytes()).expect("buffered");
+    }
+
+    #[test]
+    fn a_stuck_output_never_blocks_the_logger_and_losses_are_reported() {
+        let out = Stuck {
+            gate: Arc::default(),
+            written: Arc::default(),
+        };
+        let closed = out.gate.lock().expect("gate");
+        let (writer, guard) = NonBlocking::new(out.clone()).expect("a thread");
+        // The writer thread takes one line and blocks on it; the queue fills; the rest are
+        // dropped without blocking this thread.
+        for i in 0..CAPACITY + 100 {
+            log(&writer, &format!("line {i}\n"));
+        }
+        drop(closed);
+        drop(writer);
+        drop(guard);
+        let written = String::from_utf8(out.written.lock().expect("out").clone()).expect("text");
+        let kept = written.lines().filter(|l| l.starts_with("line ")).count();
+        let lost: usize = written
+            .lines()
+            .filter_map(|l| l.strip_prefix("kubelet: "))
+            .filter_map(|l| l.strip_suffix(" log lines dropped: the log writer was stuck"))
+            .map(|n| n.parse::<usize>().expect("a count"))
+            .sum();
+        assert!(lost >= 99, "{lost} dropped");
+        assert_eq!(kept + lost, CAPACITY + 100, "every line written or counted");
+    }
+}
