@@ -12,6 +12,7 @@ use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+use std::time::{Duration, Instant};
 
 /// How many lines may wait for the writer thread.
 pub const CAPACITY: usize = 16_384;
@@ -23,20 +24,35 @@ pub struct NonBlocking {
     dropped: Arc<AtomicU64>,
 }
 
-/// Ends the writer thread when dropped, after it wrote every queued line.
+/// How long dropping the [`Guard`] waits for the queued lines to be written: a stuck
+/// output must not keep the kubelet from exiting.
+pub const FLUSH_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Ends the writer thread when dropped, once it wrote every queued line (or after
+/// [`FLUSH_TIMEOUT`]).
 #[derive(Debug)]
 pub struct Guard {
-    thread: Option<std::thread::JoinHandle<()>>,
-    /// Dropped first, so the thread sees the end of the queue.
-    lines: Option<SyncSender<Vec<u8>>>,
+    lines: SyncSender<Vec<u8>>,
+    /// Closed by the thread when it ends.
+    done: Receiver<()>,
 }
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        self.lines.take();
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
+        // The subscriber keeps a sender for good: an empty line (never sent by a `Line`)
+        // tells the thread to stop after what is queued.
+        let deadline = Instant::now() + FLUSH_TIMEOUT;
+        loop {
+            match self.lines.try_send(Vec::new()) {
+                Ok(()) => break,
+                Err(TrySendError::Disconnected(_)) => return,
+                Err(TrySendError::Full(_)) if Instant::now() >= deadline => return,
+                Err(TrySendError::Full(_)) => std::thread::sleep(Duration::from_millis(10)),
+            }
         }
+        let _ = self
+            .done
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()));
     }
 }
 
@@ -45,16 +61,20 @@ impl NonBlocking {
     /// of `main` so the last lines are written.
     pub fn new(out: impl Write + Send + 'static) -> std::io::Result<(Self, Guard)> {
         let (lines, queue) = std::sync::mpsc::sync_channel(CAPACITY);
+        let (finished, done) = std::sync::mpsc::channel();
         let dropped = Arc::new(AtomicU64::new(0));
-        let thread = std::thread::Builder::new()
+        std::thread::Builder::new()
             .name("log-writer".into())
             .spawn({
                 let dropped = dropped.clone();
-                move || write_lines(queue, out, &dropped)
+                move || {
+                    write_lines(queue, out, &dropped);
+                    drop(finished);
+                }
             })?;
         let guard = Guard {
-            thread: Some(thread),
-            lines: Some(lines.clone()),
+            lines: lines.clone(),
+            done,
         };
         Ok((Self { lines, dropped }, guard))
     }
@@ -62,6 +82,9 @@ impl NonBlocking {
 
 fn write_lines(queue: Receiver<Vec<u8>>, mut out: impl Write, dropped: &AtomicU64) {
     while let Ok(line) = queue.recv() {
+        if line.is_empty() {
+            break;
+        }
         let lost = dropped.swap(0, Ordering::Relaxed);
         if lost > 0 {
             let _ = writeln!(
@@ -161,8 +184,10 @@ mod tests {
             log(&writer, &format!("line {i}\n"));
         }
         drop(closed);
-        drop(writer);
+        // The guard returns once everything queued is written, while the subscriber's
+        // writer (here `writer`) still exists.
         drop(guard);
+        drop(writer);
         let written = String::from_utf8(out.written.lock().expect("out").clone()).expect("text");
         let kept = written.lines().filter(|l| l.starts_with("line ")).count();
         let lost: usize = written
