@@ -467,6 +467,7 @@ impl NodeBuilder {
             .take()
             .map(|mut options| {
                 options.fill_node_status(&self.node_name, &self.node_ips, &self.root_dir);
+                options.metrics = self.metrics.clone();
                 Cluster::new(options, self.node_name.clone())
             })
             .transpose()?;
@@ -561,7 +562,8 @@ impl NodeBuilder {
                 token.child_token(),
             )
             .with_host_ips(self.node_ips.clone())
-            .with_event_recorder(events.clone());
+            .with_event_recorder(events.clone())
+            .with_metrics(self.metrics.clone());
             let status = LocalStatusManager::new().with_probe_results(Arc::new(manager.clone()));
             (Arc::new(manager), status)
         } else {
@@ -626,6 +628,7 @@ impl NodeBuilder {
             .root_dir(self.root_dir)
             .node_ips(self.node_ips)
             .sync_loop_config(self.sync_loop)
+            .metrics(self.metrics.clone())
             .object_source(objects)
             .event_recorder(events);
         if let Some((initial, max)) = self.crash_loop_backoff {

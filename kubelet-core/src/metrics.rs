@@ -158,57 +158,57 @@ impl KubeletMetrics {
         let kubelet = registry.sub_registry_with_prefix("kubelet");
         kubelet.register(
             "node_name",
-            "The node's name. The count is always 1.",
+            help("The node's name. The count is always 1."),
             self.node_name.clone(),
         );
         kubelet.register(
             "pod_start_duration_seconds",
-            "Duration in seconds from kubelet seeing a pod for the first time to the pod starting to run",
+            help("Duration in seconds from kubelet seeing a pod for the first time to the pod starting to run"),
             self.pod_start_duration.clone(),
         );
         kubelet.register(
             "pod_worker_duration_seconds",
-            "Duration in seconds to sync a single pod. Broken down by operation type: create, update, or sync",
+            help("Duration in seconds to sync a single pod. Broken down by operation type: create, update, or sync"),
             self.pod_worker_duration.clone(),
         );
         kubelet.register(
             "pleg_relist_duration_seconds",
-            "Duration in seconds for relisting pods in PLEG.",
+            help("Duration in seconds for relisting pods in PLEG."),
             self.pleg_relist_duration.clone(),
         );
         kubelet.register(
             "pleg_relist_interval_seconds",
-            "Interval in seconds between relisting in PLEG.",
+            help("Interval in seconds between relisting in PLEG."),
             self.pleg_relist_interval.clone(),
         );
         kubelet.register(
             "running_pods",
-            "Number of pods that have a running pod sandbox",
+            help("Number of pods that have a running pod sandbox"),
             self.running_pods.clone(),
         );
         kubelet.register(
             "running_containers",
-            "Number of containers currently running",
+            help("Number of containers currently running"),
             self.running_containers.clone(),
         );
         kubelet.register(
             "runtime_operations",
-            "Cumulative number of runtime operations by operation type.",
+            help("Cumulative number of runtime operations by operation type."),
             self.runtime_operations.clone(),
         );
         kubelet.register(
             "runtime_operations_errors",
-            "Cumulative number of runtime operation errors by operation type.",
+            help("Cumulative number of runtime operation errors by operation type."),
             self.runtime_operations_errors.clone(),
         );
         kubelet.register(
             "runtime_operations_duration_seconds",
-            "Duration in seconds of runtime operations. Broken down by operation type.",
+            help("Duration in seconds of runtime operations. Broken down by operation type."),
             self.runtime_operations_duration.clone(),
         );
         registry.register(
             "rest_client_requests",
-            "Number of HTTP requests, partitioned by status code, method, and host.",
+            help("Number of HTTP requests, partitioned by status code, method, and host."),
             self.rest_client_requests.clone(),
         );
     }
@@ -218,7 +218,7 @@ impl KubeletMetrics {
     pub fn register_probes(&self, registry: &mut Registry) {
         registry.register(
             "prober_probe",
-            "Cumulative number of a liveness, readiness or startup probe for a container by result.",
+            help("Cumulative number of a liveness, readiness or startup probe for a container by result."),
             self.prober_probe.clone(),
         );
     }
@@ -330,6 +330,12 @@ impl KubeletMetrics {
     pub fn record_rest_client_request(&self, labels: &RestClientLabels) {
         self.rest_client_requests.get_or_create(labels).inc();
     }
+}
+
+/// Upstream's help text as prometheus-client registers it: the registry appends a period, so
+/// one the text ends with goes.
+fn help(text: &str) -> &str {
+    text.strip_suffix('.').unwrap_or(text)
 }
 
 fn counter_value(family: &Family<OneLabel, Counter>, labels: &OneLabel) -> u64 {

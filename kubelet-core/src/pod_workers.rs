@@ -19,6 +19,10 @@
 //!   ([`crate::sync::Error::Backoff`]: CrashLoopBackOff, ImagePullBackOff) is retried by the
 //!   worker itself when the earliest window ends (upstream `MinBackoffExpiration`, capped at
 //!   `resync_interval`), not on the next tick, so short windows are kept precisely.
+//! * Each unit of work is timed in `kubelet_pod_worker_duration_seconds` by its
+//!   `operation_type` (`create`, `update`, `sync`, `kill`, `terminated`), see
+//!   [`PodWorkers::with_metrics`]. Upstream times from the dispatch of the update; here it is
+//!   the time from the worker taking the work to its completion.
 //! * Before each sync the worker asks the PLEG for an on-demand relist of its pod, so it never
 //!   acts on runtime state older than its own last actions and never waits for a relist tick.
 
@@ -35,6 +39,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
 use crate::cache::PodCache;
+use crate::metrics::KubeletMetrics;
 use crate::pleg::Pleg;
 use crate::pod::{PodExt, PodUid, kill_grace_period_seconds};
 use crate::runtime::{PodStatus, RunningPod};
@@ -166,6 +171,7 @@ struct Inner {
     config: Config,
     tracker: TaskTracker,
     token: CancellationToken,
+    metrics: KubeletMetrics,
 }
 
 /// The set of pod workers. Cheap to clone.
@@ -238,8 +244,20 @@ impl PodWorkers {
                 config,
                 tracker,
                 token,
+                metrics: KubeletMetrics::default(),
             }),
         }
+    }
+
+    /// Times each unit of work in `metrics` (`kubelet_pod_worker_duration_seconds`, see the
+    /// [module docs](self)). Call before the first update.
+    #[must_use]
+    pub fn with_metrics(mut self, metrics: KubeletMetrics) -> Self {
+        match Arc::get_mut(&mut self.inner) {
+            Some(inner) => inner.metrics = metrics,
+            None => warn!("pod workers already shared: metrics ignored"),
+        }
+        self
     }
 
     fn pods(&self) -> std::sync::MutexGuard<'_, HashMap<PodUid, PodState>> {
@@ -458,6 +476,7 @@ impl PodWorkers {
             let Some(work) = self.take_work(&uid) else {
                 continue;
             };
+            let started = Instant::now();
             let outcome = match self.register_termination(&uid, &work) {
                 Some(cancel) => {
                     let outcome = tokio::select! {
@@ -477,6 +496,13 @@ impl PodWorkers {
                 }
                 None => self.process(&uid, &work).await,
             };
+            let operation = match work.phase {
+                WorkerPhase::Terminated => "terminated",
+                _ => work.kind.as_str(),
+            };
+            self.inner
+                .metrics
+                .record_pod_worker(operation, started.elapsed());
             if self.complete(&uid, &work, outcome) {
                 break;
             }

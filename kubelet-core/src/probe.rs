@@ -26,13 +26,20 @@ pub enum ProbeKind {
     Startup,
 }
 
-impl fmt::Display for ProbeKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+impl ProbeKind {
+    /// Upstream's name (`probeType.String`): `Liveness`, `Readiness`, `Startup`.
+    pub fn as_str(self) -> &'static str {
+        match self {
             ProbeKind::Liveness => "Liveness",
             ProbeKind::Readiness => "Readiness",
             ProbeKind::Startup => "Startup",
-        })
+        }
+    }
+}
+
+impl fmt::Display for ProbeKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

@@ -51,6 +51,19 @@ pub enum SyncPodType {
     Kill,
 }
 
+impl SyncPodType {
+    /// Upstream's name (`SyncPodType.String`), the `operation_type` of
+    /// `kubelet_pod_worker_duration_seconds`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Sync => "sync",
+            Self::Update => "update",
+            Self::Create => "create",
+            Self::Kill => "kill",
+        }
+    }
+}
+
 /// Why housekeeping failed (upstream `HandlePodCleanups`' error). The sync loop logs it and
 /// tries again on the next housekeeping tick.
 #[derive(Debug, thiserror::Error)]

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use k8s_openapi::api::core::v1::{Container, Pod, Probe};
 use kubelet_core::PodUid;
 use kubelet_core::cache::PodCache;
+use kubelet_core::metrics::KubeletMetrics;
 use kubelet_core::pod::PodExt;
 use kubelet_core::probe::{
     ProbeKind, ProbeManager, ProbeResult, ProbeResults, ProbeState, Results,
@@ -82,6 +83,7 @@ impl Manager {
                     manager_start: Instant::now(),
                     host_ips: Vec::new(),
                     events: Arc::new(kubelet_core::events::NoopRecorder),
+                    metrics: KubeletMetrics::default(),
                 }),
                 results,
                 token,
@@ -119,6 +121,21 @@ impl Manager {
                 inner.env = Arc::new(env);
             }
             None => tracing::warn!("probe manager already shared: event recorder ignored"),
+        }
+        self
+    }
+
+    /// Counts each probe's result in `metrics` (`prober_probe_total`, served on
+    /// `/metrics/probes`), as upstream's workers. Call before adding pods.
+    #[must_use]
+    pub fn with_metrics(mut self, metrics: KubeletMetrics) -> Self {
+        match Arc::get_mut(&mut self.inner) {
+            Some(inner) => {
+                let mut env = (*inner.env).clone();
+                env.metrics = metrics;
+                inner.env = Arc::new(env);
+            }
+            None => tracing::warn!("probe manager already shared: metrics ignored"),
         }
         self
     }

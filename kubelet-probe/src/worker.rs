@@ -7,6 +7,7 @@ use k8s_openapi::api::core::v1::{Container, ObjectReference, Probe};
 use kubelet_core::PodUid;
 use kubelet_core::cache::PodCache;
 use kubelet_core::events::{EventRecorder, EventType, reasons};
+use kubelet_core::metrics::{KubeletMetrics, ProbeLabels};
 use kubelet_core::probe::{ProbeKind, ProbeResult, ResultsManager};
 use kubelet_core::runtime::{ContainerState, Runtime};
 use tokio::sync::Notify;
@@ -15,6 +16,11 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
 
 use crate::prober::{self, Timing};
+
+/// `result` of `prober_probe_total` (upstream `probeResultSuccessful`…).
+const PROBE_RESULT_SUCCESSFUL: &str = "successful";
+const PROBE_RESULT_FAILED: &str = "failed";
+const PROBE_RESULT_UNKNOWN: &str = "unknown";
 
 /// What a worker needs besides its own state.
 #[derive(Clone)]
@@ -30,6 +36,8 @@ pub(crate) struct Env {
     pub host_ips: Vec<String>,
     /// Where `Unhealthy` events go.
     pub events: Arc<dyn EventRecorder>,
+    /// Where each probe's result is counted (`prober_probe_total`).
+    pub metrics: KubeletMetrics,
 }
 
 pub(crate) struct Worker {
@@ -148,6 +156,26 @@ impl Worker {
         if let Some(id) = &self.container_id {
             self.results.remove(id);
         }
+        // Upstream deletes the worker's series when it stops.
+        for result in [
+            PROBE_RESULT_SUCCESSFUL,
+            PROBE_RESULT_FAILED,
+            PROBE_RESULT_UNKNOWN,
+        ] {
+            self.env.metrics.remove_probe(&self.probe_labels(result));
+        }
+    }
+
+    /// The labels of this worker's `prober_probe_total` series with `result`.
+    fn probe_labels(&self, result: &'static str) -> ProbeLabels {
+        ProbeLabels {
+            probe_type: self.kind.as_str(),
+            result,
+            container: self.container.name.clone(),
+            pod: self.object.name.clone().unwrap_or_default(),
+            namespace: self.object.namespace.clone().unwrap_or_default(),
+            pod_uid: self.pod_uid.to_string(),
+        }
     }
 
     /// One probe (upstream `doProbe`); `false` stops the worker.
@@ -236,6 +264,14 @@ impl Worker {
             }
         };
         self.last_error = None;
+        // Upstream counts every probe that ran, before the thresholds apply; errored probes
+        // (above) are not counted.
+        let counted = if outcome.success {
+            PROBE_RESULT_SUCCESSFUL
+        } else {
+            PROBE_RESULT_FAILED
+        };
+        self.env.metrics.record_probe(&self.probe_labels(counted));
         let result = if outcome.success {
             ProbeResult::Success
         } else {

@@ -7,6 +7,8 @@
 //! - The heartbeat client (node status and Lease) is a second client over the same config
 //!   with no rate limit and a timeout of the smaller of the node status update frequency and
 //!   the lease duration, as upstream, so a busy main client can never starve the heartbeat.
+//! - Both count their requests in `rest_client_requests_total`
+//!   ([`RequestMetricsLayer`](super::request_metrics::RequestMetricsLayer)).
 //! - After repeated heartbeat failures the heartbeat client drops its connections, so the
 //!   next attempt dials anew instead of waiting on a connection that may be half dead
 //!   (upstream's `OnHeartbeatFailure`, `closeAllConns` from `updateDialer`):
@@ -26,6 +28,8 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use super::Error;
 use super::rate_limit::{Limits, RateLimitLayer};
+use super::request_metrics::RequestMetricsLayer;
+use kubelet_core::metrics::KubeletMetrics;
 
 /// How long the main client waits for a response's headers once the request is sent (the
 /// rate limit's wait is not counted); then the request fails and is retried, on a new
@@ -63,12 +67,13 @@ impl std::fmt::Debug for ApiClients {
 
 impl ApiClients {
     /// Both clients from `config`: the main one limited by `limits`, the heartbeat one
-    /// unlimited and timing out after `heartbeat_timeout`. Sets the User-Agent
-    /// ([`user_agent`]) unless the config has one.
+    /// unlimited and timing out after `heartbeat_timeout`, both counting their requests in
+    /// `metrics`. Sets the User-Agent ([`user_agent`]) unless the config has one.
     pub fn new(
         mut config: kube::Config,
         limits: Limits,
         heartbeat_timeout: Duration,
+        metrics: &KubeletMetrics,
     ) -> Result<Self, Error> {
         if !config.headers.iter().any(|(name, _)| name == USER_AGENT) {
             let agent =
@@ -79,12 +84,21 @@ impl ApiClients {
         heartbeat_config.read_timeout = Some(heartbeat_timeout);
         heartbeat_config.write_timeout = Some(heartbeat_timeout);
         heartbeat_config.connect_timeout = Some(heartbeat_timeout);
+        let requests = RequestMetricsLayer::new(
+            metrics.clone(),
+            config
+                .cluster_url
+                .authority()
+                .map(ToString::to_string)
+                .unwrap_or_default(),
+        );
         let client = ClientBuilder::try_from(config)
             .map_err(Error::Client)?
             .with_layer(&tower::timeout::TimeoutLayer::new(RESPONSE_TIMEOUT))
             .with_layer(&RateLimitLayer::new(limits))
+            .with_layer(&requests)
             .build();
-        let (heartbeat, reconnect) = reconnecting_client(heartbeat_config)?;
+        let (heartbeat, reconnect) = reconnecting_client(heartbeat_config, requests)?;
         Ok(Self {
             client,
             heartbeat,
@@ -111,9 +125,14 @@ impl ApiClients {
 
 /// A client whose requests go to an inner client built from `config`, and the function that
 /// replaces that inner client with a fresh one (new connections).
-fn reconnecting_client(config: kube::Config) -> Result<(kube::Client, OnHeartbeatFailure), Error> {
+fn reconnecting_client(
+    config: kube::Config,
+    requests: RequestMetricsLayer,
+) -> Result<(kube::Client, OnHeartbeatFailure), Error> {
     let default_namespace = config.default_namespace.clone();
-    let build = move || ClientBuilder::try_from(config.clone()).map(|builder| builder.build());
+    let build = move || {
+        ClientBuilder::try_from(config.clone()).map(|builder| builder.with_layer(&requests).build())
+    };
     let current = Arc::new(RwLock::new(build().map_err(Error::Client)?));
     let inner = current.clone();
     let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
@@ -207,6 +226,12 @@ mod tests {
         .expect("write");
         let config = load_kubeconfig(&path).await.expect("valid");
         assert_eq!(config.cluster_url.to_string(), "http://127.0.0.1:1/");
-        ApiClients::new(config, Limits::default(), Duration::from_secs(10)).expect("clients");
+        ApiClients::new(
+            config,
+            Limits::default(),
+            Duration::from_secs(10),
+            &KubeletMetrics::default(),
+        )
+        .expect("clients");
     }
 }

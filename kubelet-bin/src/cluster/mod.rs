@@ -16,6 +16,7 @@ pub mod node_status;
 pub mod objects;
 pub mod pod_source;
 pub mod rate_limit;
+pub mod request_metrics;
 pub mod services;
 #[cfg(test)]
 mod test_api;
@@ -84,6 +85,9 @@ pub struct ClusterOptions {
     /// Rate limit of event writes (`eventRecordQPS` 50, `eventBurst` 100; upstream's event
     /// client).
     pub event_limits: Limits,
+    /// Where the API clients count their requests (`rest_client_requests_total`); the node
+    /// builder sets its own.
+    pub(crate) metrics: kubelet_core::metrics::KubeletMetrics,
 }
 
 #[derive(Clone, Debug)]
@@ -113,6 +117,7 @@ impl ClusterOptions {
             node_status_update_frequency: DEFAULT_NODE_STATUS_UPDATE_FREQUENCY,
             node_status: None,
             event_limits: Limits::default(),
+            metrics: kubelet_core::metrics::KubeletMetrics::default(),
         }
     }
 
@@ -200,6 +205,7 @@ impl Cluster {
                 (**config).clone(),
                 options.api_limits,
                 options.heartbeat_timeout(),
+                &options.metrics,
             )?,
             Connection::Clients(clients) => clients.clone(),
         };

@@ -39,6 +39,7 @@ use tokio_util::task::TaskTracker;
 use crate::backoff::Backoff;
 use crate::config::{PodConfig, PodSource};
 use crate::events::{EventRecorder, NoopRecorder};
+use crate::metrics::KubeletMetrics;
 use crate::objects::ObjectSource;
 use crate::pleg;
 use crate::pod_manager::PodManager;
@@ -71,6 +72,7 @@ pub struct KubeletBuilder {
     sync_loop: sync_loop::Config,
     runtime_status_period: Duration,
     events: Arc<dyn EventRecorder>,
+    metrics: KubeletMetrics,
     objects: Option<Arc<dyn ObjectSource>>,
 }
 
@@ -115,6 +117,7 @@ impl KubeletBuilder {
             sync_loop: sync_loop::Config::default(),
             runtime_status_period: RUNTIME_STATUS_PERIOD,
             events: Arc::new(NoopRecorder),
+            metrics: KubeletMetrics::default(),
             objects: None,
         }
     }
@@ -130,6 +133,14 @@ impl KubeletBuilder {
     /// nowhere). The runtime records its own events: give it the same recorder.
     pub fn event_recorder(mut self, recorder: Arc<dyn EventRecorder>) -> Self {
         self.events = recorder;
+        self
+    }
+
+    /// Where the pod workers and the syncer record their metrics
+    /// (`kubelet_pod_worker_duration_seconds`, `kubelet_pod_start_duration_seconds`; default:
+    /// a set nobody reads).
+    pub fn metrics(mut self, metrics: KubeletMetrics) -> Self {
+        self.metrics = metrics;
         self
     }
 
@@ -253,7 +264,8 @@ impl KubeletBuilder {
             self.node_ips,
         )
         .with_mirror_pods(self.mirror.clone(), nodes)
-        .with_event_recorder(self.events.clone());
+        .with_event_recorder(self.events.clone())
+        .with_metrics(self.metrics.clone());
         if let Some(objects) = self.objects {
             syncer = syncer.with_object_source(objects);
         }
@@ -268,7 +280,8 @@ impl KubeletBuilder {
             },
             tracker.clone(),
             token.clone(),
-        );
+        )
+        .with_metrics(self.metrics);
         let kubelet = Kubelet::new(
             pod_manager,
             workers,

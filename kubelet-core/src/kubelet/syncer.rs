@@ -13,6 +13,7 @@ use crate::backoff::Backoff;
 use crate::cache::PodCache;
 use crate::cm::PodContainerManager;
 use crate::events::{EventRecorder, EventType, NoopRecorder, pod_ref, reasons as events};
+use crate::metrics::KubeletMetrics;
 use crate::objects::{InMemoryObjectSource, ObjectSource};
 use crate::pleg::Pleg;
 use crate::pod::{PodExt, PodUid};
@@ -66,6 +67,31 @@ pub struct KubeletPodSyncer {
     mirror: Option<(Arc<dyn MirrorClient>, Arc<dyn NodeProvider>)>,
     events: Arc<dyn EventRecorder>,
     objects: Arc<dyn ObjectSource>,
+    metrics: KubeletMetrics,
+}
+
+/// How long after the kubelet first saw `pod` (its `kubernetes.io/config.seen` annotation) it
+/// started running: `Some` only when this status is the first `Running` one after `Pending`
+/// or none (upstream `SyncPod`, `kubelet_pod_start_duration_seconds`).
+fn pod_start_duration(
+    pod: &Pod,
+    previous: Option<&k8s_openapi::api::core::v1::PodStatus>,
+    status: &k8s_openapi::api::core::v1::PodStatus,
+) -> Option<std::time::Duration> {
+    let phase = |s: &k8s_openapi::api::core::v1::PodStatus| s.phase.clone().unwrap_or_default();
+    let was_pending = previous.is_none_or(|p| matches!(phase(p).as_str(), "" | "Pending"));
+    if !was_pending || phase(status) != "Running" {
+        return None;
+    }
+    let seen: k8s_openapi::jiff::Timestamp = pod
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(crate::config::CONFIG_SEEN_ANNOTATION)?
+        .parse()
+        .ok()?;
+    let since = k8s_openapi::jiff::Timestamp::now().duration_since(seen);
+    std::time::Duration::try_from(since).ok()
 }
 
 impl std::fmt::Debug for KubeletPodSyncer {
@@ -98,6 +124,7 @@ impl KubeletPodSyncer {
             mirror: None,
             events: Arc::new(NoopRecorder),
             objects: Arc::new(InMemoryObjectSource::new()),
+            metrics: KubeletMetrics::default(),
         }
     }
 
@@ -136,6 +163,14 @@ impl KubeletPodSyncer {
         self
     }
 
+    /// Records `kubelet_pod_start_duration_seconds` in `metrics` (default: a set nobody
+    /// reads).
+    #[must_use]
+    pub fn with_metrics(mut self, metrics: KubeletMetrics) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
     fn inputs<'a>(&'a self, sync_result: Option<&'a PodSyncResult>) -> StatusInputs<'a> {
         StatusInputs {
             sync_result,
@@ -147,6 +182,10 @@ impl KubeletPodSyncer {
     /// Generates and stores the status; returns `true` when it is terminal.
     fn record_status(&self, pod: &Pod, runtime: &PodStatus, inputs: &StatusInputs<'_>) -> bool {
         let status = self.managers.status.generate(pod, runtime, inputs);
+        let previous = self.managers.status.pod_status(&pod.uid());
+        if let Some(since) = pod_start_duration(pod, previous.as_ref(), &status) {
+            self.metrics.record_pod_start(since);
+        }
         let terminal = is_terminal_phase(&status);
         self.managers.status.set_pod_status(pod, status);
         terminal
@@ -411,5 +450,47 @@ impl PodSyncer for KubeletPodSyncer {
         // Everything of the pod is released: its API object may go.
         self.managers.status.pod_resources_reclaimed(pod);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod pod_start_tests {
+    use k8s_openapi::api::core::v1::PodStatus as ApiPodStatus;
+
+    use super::*;
+
+    fn phase(p: &str) -> ApiPodStatus {
+        ApiPodStatus {
+            phase: Some(p.into()),
+            ..Default::default()
+        }
+    }
+
+    fn seen_ago(secs: i64) -> Pod {
+        let mut p = crate::testing::pod("web");
+        let seen = k8s_openapi::jiff::Timestamp::now()
+            - k8s_openapi::jiff::SignedDuration::from_secs(secs);
+        p.metadata.annotations = Some(
+            [(
+                crate::config::CONFIG_SEEN_ANNOTATION.to_owned(),
+                seen.to_string(),
+            )]
+            .into(),
+        );
+        p
+    }
+
+    #[test]
+    fn observed_once_when_the_pod_first_runs() {
+        let p = seen_ago(3);
+        let since = pod_start_duration(&p, Some(&phase("Pending")), &phase("Running"))
+            .expect("pending to running");
+        assert!((3..5).contains(&since.as_secs()), "{since:?}");
+        assert!(pod_start_duration(&p, None, &phase("Running")).is_some());
+        assert!(pod_start_duration(&p, Some(&phase("Running")), &phase("Running")).is_none());
+        assert!(pod_start_duration(&p, Some(&phase("Pending")), &phase("Pending")).is_none());
+        assert!(pod_start_duration(&p, Some(&phase("Pending")), &phase("Succeeded")).is_none());
+        let unseen = crate::testing::pod("web");
+        assert!(pod_start_duration(&unseen, None, &phase("Running")).is_none());
     }
 }

@@ -553,3 +553,39 @@ async fn a_restarted_run_first_removes_what_the_old_run_left_once() {
     ));
     quiet(&mut rx).await;
 }
+
+#[tokio::test]
+async fn each_unit_of_work_is_timed_by_its_operation() {
+    let (syncer, mut rx) = RecordingSyncer::new();
+    *syncer.terminal.lock().expect("lock") = true;
+    let metrics = KubeletMetrics::default();
+    let w = workers(syncer).with_metrics(metrics.clone());
+    let p = pod_with("once", "Never", &["app"]);
+    w.update_pod(create(p.clone()));
+    assert!(matches!(
+        next(&mut rx).await,
+        Seen::Sync(SyncPodType::Create, _)
+    ));
+    assert_eq!(next(&mut rx).await, Seen::Terminating(Some(30)));
+    assert_eq!(next(&mut rx).await, Seen::Terminated);
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while w.phase(&p.uid()) != Some(WorkerPhase::Finished) {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the worker finishes");
+    let count = |operation| {
+        metrics
+            .pod_worker_duration
+            .get(&[("operation_type", operation)])
+            .map_or(0, |h| h.count())
+    };
+    assert_eq!(count("create"), 1);
+    assert_eq!(count("terminated"), 1);
+    let all: u64 = ["create", "update", "sync", "kill", "terminated"]
+        .into_iter()
+        .map(count)
+        .sum();
+    assert_eq!(all, 3, "create, terminating, terminated");
+}

@@ -435,3 +435,52 @@ async fn every_failed_probe_is_an_unhealthy_event_on_the_container() {
     assert_eq!(event.event_type, kubelet_core::events::EventType::Warning);
     assert_eq!(event.object.uid.as_deref(), Some(UID));
 }
+
+/// Upstream's `prober_probe_total`: every probe that ran, by result, before thresholds; the
+/// series go when the worker stops.
+#[tokio::test(start_paused = true)]
+async fn probe_results_are_counted() {
+    let runtime = FakeRuntime::new();
+    let cache = PodCache::new();
+    running(&cache, CID);
+    let (results, _updates) = Results::new();
+    let metrics = KubeletMetrics::default();
+    let manager = Manager::new(
+        Arc::new(runtime.clone()),
+        cache.clone(),
+        results,
+        CancellationToken::new(),
+    )
+    .with_metrics(metrics.clone());
+    tokio::time::sleep(secs(60.0)).await;
+    runtime.set_exec_result(CID, exit(0));
+    let t0 = Instant::now();
+    let p = pod(
+        json!({"name": "app", "readinessProbe": exec("ready", json!({"periodSeconds": 5, "failureThreshold": 3}))}),
+    );
+    manager.add_pod(&p);
+    let labels = |result| kubelet_core::metrics::ProbeLabels {
+        probe_type: "Readiness",
+        result,
+        container: "app".into(),
+        pod: "web".into(),
+        namespace: "default".into(),
+        pod_uid: UID.into(),
+    };
+    sleep_until(t0 + secs(0.5)).await;
+    let mut registry = kubelet_core::metrics::prometheus_client::registry::Registry::default();
+    metrics.register_probes(&mut registry);
+    let mut text = String::new();
+    kubelet_core::metrics::prometheus_client::encoding::text::encode(&mut text, &registry)
+        .expect("encode");
+    assert_eq!(metrics.probe_total(&labels("successful")), 1, "{text}");
+    runtime.set_exec_result(CID, exit(1));
+    sleep_until(t0 + secs(5.5)).await;
+    // Counted although one failure is below the failure threshold.
+    assert_eq!(metrics.probe_total(&labels("failed")), 1);
+    assert_eq!(metrics.probe_total(&labels("successful")), 1);
+    manager.remove_pod(&p);
+    sleep_until(t0 + secs(6.0)).await;
+    assert_eq!(metrics.probe_total(&labels("successful")), 0);
+    assert_eq!(metrics.probe_total(&labels("failed")), 0);
+}
