@@ -8,7 +8,7 @@
 //!   with no rate limit and a timeout of the smaller of the node status update frequency and
 //!   the lease duration, as upstream, so a busy main client can never starve the heartbeat.
 //! - Both count their requests in `rest_client_requests_total`
-//!   ([`RequestMetricsLayer`](super::request_metrics::RequestMetricsLayer)).
+//!   ([`RequestMetricsLayer`]).
 //! - After repeated heartbeat failures the heartbeat client drops its connections, so the
 //!   next attempt dials anew instead of waiting on a connection that may be half dead
 //!   (upstream's `OnHeartbeatFailure`, `closeAllConns` from `updateDialer`):
