@@ -43,6 +43,7 @@ pub mod probe;
 pub mod qos;
 pub mod resources;
 pub mod runtime;
+pub mod stats;
 pub mod status;
 pub mod sync;
 pub mod sysctl;

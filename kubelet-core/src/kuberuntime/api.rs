@@ -328,10 +328,61 @@ pub struct ContainerStats {
     pub timestamp: Option<Timestamp>,
     /// Cumulative CPU time in nanoseconds.
     pub cpu_usage_nanos: Option<u64>,
+    /// Cores in use in billionths, when the runtime computes it (CRI `usage_nano_cores`).
+    pub cpu_usage_nano_cores: Option<u64>,
     /// Memory working set in bytes.
     pub memory_working_set_bytes: Option<u64>,
+    /// Memory in use, cache included, when the runtime reports it.
+    pub memory_usage_bytes: Option<u64>,
+    /// Anonymous memory, when the runtime reports it.
+    pub memory_rss_bytes: Option<u64>,
     /// Bytes used on the writable layer.
     pub writable_layer_bytes: Option<u64>,
+    /// Inodes used on the writable layer.
+    pub writable_layer_inodes: Option<u64>,
+}
+
+/// Counters of one network interface (CRI `NetworkInterfaceUsage`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct InterfaceUsage {
+    /// The interface's name.
+    pub name: String,
+    /// Bytes received.
+    pub rx_bytes: Option<u64>,
+    /// Receive errors.
+    pub rx_errors: Option<u64>,
+    /// Bytes transmitted.
+    pub tx_bytes: Option<u64>,
+    /// Transmit errors.
+    pub tx_errors: Option<u64>,
+}
+
+/// Network usage of a sandbox (CRI `NetworkUsage`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NetworkUsage {
+    /// When the numbers were read.
+    pub timestamp: Option<Timestamp>,
+    /// The default interface (`eth0`).
+    pub default_interface: Option<InterfaceUsage>,
+    /// Every interface.
+    pub interfaces: Vec<InterfaceUsage>,
+}
+
+/// Resource usage of one sandbox (CRI `PodSandboxStats`, Linux part).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PodSandboxStats {
+    /// Sandbox ID.
+    pub id: String,
+    /// Network usage of the sandbox's network namespace.
+    pub network: Option<NetworkUsage>,
+    /// When the CPU and memory numbers were read.
+    pub timestamp: Option<Timestamp>,
+    /// Cumulative CPU time of the pod in nanoseconds.
+    pub cpu_usage_nanos: Option<u64>,
+    /// Memory working set of the pod in bytes.
+    pub memory_working_set_bytes: Option<u64>,
+    /// Processes in the pod.
+    pub process_count: Option<u64>,
 }
 
 /// Usage of a filesystem that holds images or container layers (CRI `FilesystemUsage`).

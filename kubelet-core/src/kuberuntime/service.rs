@@ -13,8 +13,8 @@ use async_trait::async_trait;
 
 use super::api::{
     Container, ContainerConfig, ContainerFilter, ContainerStats, ContainerStatus, FilesystemUsage,
-    Image, PodSandbox, PodSandboxConfig, PodSandboxFilter, PodSandboxStatus, PullImageRequest,
-    StreamRequest,
+    Image, PodSandbox, PodSandboxConfig, PodSandboxFilter, PodSandboxStats, PodSandboxStatus,
+    PullImageRequest, StreamRequest,
 };
 use crate::runtime::{Error, ExecResult, Result, RuntimeStatus, Version};
 
@@ -130,6 +130,14 @@ pub trait RuntimeService: Send + Sync + 'static {
     async fn list_container_stats(&self, ids: &[String]) -> Result<Vec<ContainerStats>> {
         let _ = ids;
         Err(Error::Unsupported("ListContainerStats"))
+    }
+
+    /// Resource usage of the sandboxes (all, when `ids` is empty); [`Error::Unsupported`]
+    /// from runtimes that do not report it (the stats provider then reads what it can
+    /// itself).
+    async fn list_pod_sandbox_stats(&self, ids: &[String]) -> Result<Vec<PodSandboxStats>> {
+        let _ = ids;
+        Err(Error::Unsupported("ListPodSandboxStats"))
     }
 
     /// An image present on the node, or `None`. The default reports every image present
