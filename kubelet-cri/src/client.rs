@@ -547,6 +547,46 @@ impl CriClient {
         Ok(resp.image.filter(|i| !i.id.is_empty()))
     }
 
+    /// Stats of every container (upstream `ListContainerStats` with an empty filter).
+    pub(crate) async fn list_container_stats(&self) -> Result<Vec<cri::ContainerStats>> {
+        let msg = cri::ListContainerStatsRequest { filter: None };
+        let mut c = self.runtime.clone();
+        let resp = unary(
+            "ListContainerStats",
+            self.t(),
+            c.list_container_stats(request(msg, self.t())),
+        )
+        .await?;
+        Ok(resp.stats)
+    }
+
+    /// Stats of every sandbox (`ListPodSandboxStats`; runtimes without it answer
+    /// `Unimplemented`).
+    pub(crate) async fn list_pod_sandbox_stats(&self) -> Result<Vec<cri::PodSandboxStats>> {
+        let msg = cri::ListPodSandboxStatsRequest { filter: None };
+        let mut c = self.runtime.clone();
+        let resp = unary(
+            "ListPodSandboxStats",
+            self.t(),
+            c.list_pod_sandbox_stats(request(msg, self.t())),
+        )
+        .await?;
+        Ok(resp.stats)
+    }
+
+    /// Usage of the image filesystems (`ImageFsInfo`).
+    pub(crate) async fn image_fs_info(&self) -> Result<Vec<cri::FilesystemUsage>> {
+        let msg = cri::ImageFsInfoRequest {};
+        let mut c = self.image.clone();
+        let resp = unary(
+            "ImageFsInfo",
+            self.t(),
+            c.image_fs_info(request(msg, self.t())),
+        )
+        .await?;
+        Ok(resp.image_filesystems)
+    }
+
     /// Pulls an image. No deadline, as upstream: pulls of large images take long; dropping the
     /// future cancels the call.
     pub(crate) async fn pull_image(

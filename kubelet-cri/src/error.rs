@@ -57,13 +57,16 @@ pub enum ConnectError {
 /// Maps a gRPC status of the CRI call `op` onto the core runtime error.
 ///
 /// `Unavailable` (including transport and connect errors, which tonic reports as
-/// `Unavailable`) becomes [`Error::Unavailable`], `NotFound` becomes [`Error::NotFound`], and
-/// everything else is [`Error::Runtime`] naming the call.
+/// `Unavailable`) becomes [`Error::Unavailable`], `NotFound` becomes [`Error::NotFound`],
+/// `Unimplemented` becomes [`Error::Unsupported`], and everything else is [`Error::Runtime`]
+/// naming the call.
 pub(crate) fn from_status(op: &'static str, status: &tonic::Status) -> Error {
     let message = status.message().to_owned();
     match status.code() {
         Code::Unavailable => Error::Unavailable(format!("{op}: {message}")),
         Code::NotFound => Error::NotFound(format!("{op}: {message}")),
+        // A runtime without the call (e.g. `ListPodSandboxStats` before containerd 1.7).
+        Code::Unimplemented => Error::Unsupported(op),
         code => Error::Runtime {
             op,
             message: if message.is_empty() {
@@ -92,6 +95,8 @@ mod tests {
         assert!(
             matches!(e, Error::Runtime { op: "RunPodSandbox", ref message } if message == "cni failed")
         );
+        let e = from_status("ListPodSandboxStats", &tonic::Status::unimplemented("no"));
+        assert!(matches!(e, Error::Unsupported("ListPodSandboxStats")));
         let e = from_status("Status", &tonic::Status::new(Code::Internal, ""));
         assert!(matches!(e, Error::Runtime { ref message, .. } if message == "Internal"));
     }

@@ -45,6 +45,7 @@ pub mod resources;
 pub mod sandbox;
 pub mod security;
 mod service;
+mod stats;
 
 #[cfg(any(test, feature = "test-util"))]
 pub mod fake;

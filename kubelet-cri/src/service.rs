@@ -320,6 +320,21 @@ impl RuntimeService for CriRuntimeService {
         self.client.stream_url(request).await
     }
 
+    async fn list_container_stats(&self, ids: &[String]) -> Result<Vec<api::ContainerStats>> {
+        let stats = self.client.list_container_stats().await?;
+        Ok(crate::stats::container_stats(stats, ids))
+    }
+
+    async fn list_pod_sandbox_stats(&self, ids: &[String]) -> Result<Vec<api::PodSandboxStats>> {
+        let stats = self.client.list_pod_sandbox_stats().await?;
+        Ok(crate::stats::sandbox_stats(stats, ids))
+    }
+
+    async fn image_fs_info(&self) -> Result<Vec<api::FilesystemUsage>> {
+        let usage = self.client.image_fs_info().await?;
+        Ok(usage.into_iter().map(crate::stats::filesystem_usage).collect())
+    }
+
     async fn list_images(&self) -> Result<Vec<api::Image>> {
         let images = self.client.list_images().await?;
         Ok(images.into_iter().map(convert::image).collect())

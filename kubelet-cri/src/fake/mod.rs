@@ -5,7 +5,8 @@
 //! Like upstream's `pkg/kubelet/cri/remote/fake` (`RemoteRuntime` over `FakeRuntimeService`),
 //! the fake keeps sandboxes, containers and images, records every call, can be scripted to
 //! fail a method, and lets a test make containers exit. Methods the kubelet does not use yet
-//! (exec, stats, events, …) answer `Unimplemented`.
+//! (streaming, sandbox stats, events, …) answer `Unimplemented`; `ListContainerStats`
+//! reports what [`FakeCri::set_container_usage`] set.
 //!
 //! ```no_run
 //! use kubelet_cri::fake::FakeCriServer;

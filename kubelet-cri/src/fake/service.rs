@@ -512,7 +512,44 @@ impl RuntimeService for Service {
         &self,
         _: Request<cri::ListContainerStatsRequest>,
     ) -> Result<Response<cri::ListContainerStatsResponse>, Status> {
-        Err(unimplemented("ListContainerStats"))
+        let mut st = self.enter("ListContainerStats", "").await?;
+        let now = st.now();
+        let stats = st
+            .containers
+            .values()
+            .map(|c| {
+                let (cpu, ws) = st.usage.get(&c.id).copied().unwrap_or_default();
+                let v = |value| Some(cri::UInt64Value { value });
+                cri::ContainerStats {
+                    attributes: Some(cri::ContainerAttributes {
+                        id: c.id.clone(),
+                        metadata: c.config.metadata.clone(),
+                        labels: c.config.labels.clone(),
+                        annotations: c.config.annotations.clone(),
+                    }),
+                    cpu: Some(cri::CpuUsage {
+                        timestamp: now,
+                        usage_core_nano_seconds: v(cpu),
+                        usage_nano_cores: None,
+                    }),
+                    memory: Some(cri::MemoryUsage {
+                        timestamp: now,
+                        working_set_bytes: v(ws),
+                        ..Default::default()
+                    }),
+                    writable_layer: Some(cri::FilesystemUsage {
+                        timestamp: now,
+                        fs_id: Some(cri::FilesystemIdentifier {
+                            mountpoint: "/".into(),
+                        }),
+                        used_bytes: v(4096),
+                        inodes_used: v(1),
+                    }),
+                    swap: None,
+                }
+            })
+            .collect();
+        Ok(Response::new(cri::ListContainerStatsResponse { stats }))
     }
     async fn pod_sandbox_stats(
         &self,
@@ -635,7 +672,23 @@ impl ImageService for Service {
         &self,
         _: Request<cri::ImageFsInfoRequest>,
     ) -> Result<Response<cri::ImageFsInfoResponse>, Status> {
-        Err(unimplemented("ImageFsInfo"))
+        let mut st = self.enter("ImageFsInfo", "").await?;
+        let images = st.images.len() as u64;
+        let usage = cri::FilesystemUsage {
+            timestamp: st.now(),
+            fs_id: Some(cri::FilesystemIdentifier {
+                mountpoint: "/".into(),
+            }),
+            // image_message's size of each image.
+            used_bytes: Some(cri::UInt64Value {
+                value: images * 1024,
+            }),
+            inodes_used: Some(cri::UInt64Value { value: images }),
+        };
+        Ok(Response::new(cri::ImageFsInfoResponse {
+            image_filesystems: vec![usage],
+            container_filesystems: Vec::new(),
+        }))
     }
 }
 

@@ -142,6 +142,8 @@ pub(crate) struct State {
     /// `Exec`, `Attach` and `PortForward` requests, in order; the URL of the n-th (from 1)
     /// is `http://127.0.0.1:10010/<exec|attach|portforward>/<n>`.
     pub(crate) streams: Vec<StreamCall>,
+    /// What `ListContainerStats` reports per container: CPU nanoseconds, working set bytes.
+    pub(crate) usage: HashMap<String, (u64, u64)>,
     next_id: u64,
     last_time: i64,
 }
@@ -228,6 +230,7 @@ impl FakeCri {
                 execs: Vec::new(),
                 exec_result: (0, String::new()),
                 streams: Vec::new(),
+                usage: HashMap::new(),
                 next_id: 0,
                 last_time: 0,
             })),
@@ -261,6 +264,14 @@ impl FakeCri {
     /// Makes every later `ExecSync` exit with `exit_code` and write `stderr`.
     pub fn set_exec_result(&self, exit_code: i32, stderr: impl Into<String>) {
         self.lock().exec_result = (exit_code, stderr.into());
+    }
+
+    /// Makes `ListContainerStats` report `cpu_nanos` of CPU time and `working_set_bytes` of
+    /// memory for container `id` (others report zero).
+    pub fn set_container_usage(&self, id: &str, cpu_nanos: u64, working_set_bytes: u64) {
+        self.lock()
+            .usage
+            .insert(id.to_owned(), (cpu_nanos, working_set_bytes));
     }
 
     /// Every `ExecSync` so far: container ID and command.
