@@ -28,7 +28,8 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     .cluster_domain(pr.cluster_domain.clone())
     .crash_loop_backoff(settings.crash_loop_backoff.0, settings.crash_loop_backoff.1)
     .sync_frequency(settings.sync_frequency)
-    .evented_pleg(settings.pleg_choice());
+    .evented_pleg(settings.pleg_choice())
+    .stats_provider(stats_provider(&settings)?);
     match &settings.pod_manifest_path {
         Some(path) => {
             builder = builder
@@ -134,6 +135,34 @@ fn remote_runtime(
         settings.image_pull_backoff.1,
     ));
     Ok(runtime)
+}
+
+/// The Summary API over the CRI runtime (upstream `NewCRIStatsProvider` in `kubelet.go`):
+/// its own CRI client on the same socket, the pod cgroups under `--cgroup-root`.
+fn stats_provider(
+    settings: &Settings,
+) -> anyhow::Result<Arc<dyn kubelet_core::stats::SummaryProvider>> {
+    use kubelet_core::stats::{Summarizer, cgroup, cri};
+    let pr = &settings.pod_runtime;
+    let service = kubelet_cri::CriRuntimeService::connect(
+        &settings.runtime_endpoint,
+        kubelet_cri::CriOptions::default(),
+    )?;
+    let reader = cgroup::Reader::detect();
+    let pods = cri::CriStatsProvider::new(
+        service,
+        cri::Options::new(settings.root_dir.clone())
+            .with_pod_logs_dir(settings.pod_log_dir.clone())
+            .with_cgroups(pr.cgroup_root.clone(), reader.clone()),
+    );
+    Ok(Arc::new(
+        Summarizer::new(
+            settings.node_name.clone(),
+            settings.root_dir.clone(),
+            Arc::new(pods),
+        )
+        .with_cgroups(pr.cgroup_root.clone(), reader),
+    ))
 }
 
 /// SIGTERM and SIGINT, installed before the node starts.

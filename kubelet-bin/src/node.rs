@@ -20,6 +20,7 @@
 //! | events | `events::LogRecorder` (log lines); in cluster mode the API server's ([`ApiEventRecorder`](crate::cluster::events::ApiEventRecorder)) | [`event_recorder`](NodeBuilder::event_recorder) |
 //! | metrics | a new `KubeletMetrics`, served on the secure port's `/metrics` | [`metrics`](NodeBuilder::metrics) |
 //! | stall watchdog | on, 5 s ([`kubelet_core::watchdog`]; `/healthz` fails while a worker is stuck) | [`stall_watchdog`](NodeBuilder::stall_watchdog), [`no_stall_watchdog`](NodeBuilder::no_stall_watchdog) |
+//! | stats (`/stats/summary`, `/metrics/resource`, `/metrics/cadvisor`) | none | [`stats_provider`](NodeBuilder::stats_provider) |
 //! | endpoints | none | [`healthz_addr`](NodeBuilder::healthz_addr), [`read_only_addr`](NodeBuilder::read_only_addr), [`secure_server`](NodeBuilder::secure_server) |
 //!
 //! The core wiring (pod config, pod workers, sync loop…) is
@@ -49,6 +50,7 @@ use kubelet_core::pleg::Pleg;
 use kubelet_core::probe::{self, ProbeManager};
 use kubelet_core::resources::NodeAllocatable;
 use kubelet_core::runtime::Runtime;
+use kubelet_core::stats::SummaryProvider;
 use kubelet_core::status::StatusManager;
 use kubelet_core::volume::VolumeManager;
 use kubelet_status::LocalStatusManager;
@@ -154,6 +156,7 @@ pub struct NodeBuilder {
     read_only_addr: Option<SocketAddr>,
     secure: Option<server::SecureOptions>,
     container_logs: Option<(kubelet_core::logs::rotation::Policy, Duration)>,
+    stats: Option<Arc<dyn SummaryProvider>>,
     drain_timeout: Duration,
     stall_watchdog: Option<kubelet_core::watchdog::Config>,
     cluster: Option<ClusterOptions>,
@@ -234,6 +237,7 @@ impl NodeBuilder {
             read_only_addr: None,
             secure: None,
             container_logs: None,
+            stats: None,
             drain_timeout: Duration::from_secs(10),
             stall_watchdog: Some(kubelet_core::watchdog::Config::default()),
             cluster: None,
@@ -418,6 +422,14 @@ impl NodeBuilder {
         interval: Duration,
     ) -> Self {
         self.container_logs = Some((policy, interval));
+        self
+    }
+
+    /// Serves `/stats/summary`, `/metrics/resource` and `/metrics/cadvisor` on the secure
+    /// port from `stats` (e.g. a [`kubelet_core::stats::Summarizer`] over a
+    /// [`kubelet_core::stats::cri::CriStatsProvider`]; default none: those paths are 404).
+    pub fn stats_provider(mut self, stats: Arc<dyn SummaryProvider>) -> Self {
+        self.stats = Some(stats);
         self
     }
 
@@ -692,6 +704,7 @@ impl NodeBuilder {
                 .as_ref()
                 .map(kubelet_core::watchdog::Watchdog::health)
                 .unwrap_or_default(),
+            stats: self.stats,
         };
         let mut servers = Vec::new();
         if let Some(addr) = self.healthz_addr {

@@ -30,6 +30,7 @@ pub mod metrics;
 pub mod proxy;
 mod routes;
 mod run;
+mod stats;
 mod streaming;
 #[cfg(test)]
 mod streaming_tests;
@@ -64,6 +65,9 @@ pub struct ServerState {
     pub metrics: Arc<metrics::Registries>,
     /// Whether every async worker makes progress (the stall watchdog's).
     pub stall: kubelet_core::watchdog::Health,
+    /// The Summary API behind `/stats/summary` and `/metrics/{resource,cadvisor}` (`None`:
+    /// those paths are not served).
+    pub stats: Option<Arc<dyn kubelet_core::stats::SummaryProvider>>,
 }
 
 /// Routes of the healthz port.

@@ -7,9 +7,10 @@
 //!   runs, each with its current status, as the standalone upstream kubelet serves it) and
 //!   `/runningpods/` (pods as the runtime lists them).
 //! * secure port: the read-only routes, `/configz`, `/metrics` and `/metrics/probes`
-//!   ([`super::metrics`]), `/containerLogs/{ns}/{pod}/{container}` (`logs`) and the
-//!   streaming routes (`/exec`, `/attach`, `/portForward`, see
-//!   `streaming`), all behind the auth filter.
+//!   ([`super::metrics`]), `/containerLogs/{ns}/{pod}/{container}` (`logs`), the
+//!   streaming routes (`/exec`, `/attach`, `/portForward`, see `streaming`) and the stats
+//!   routes (`/stats/summary`, `/metrics/resource`, `/metrics/cadvisor`, see `stats`), all
+//!   behind the auth filter.
 
 use std::sync::Arc;
 
@@ -56,7 +57,8 @@ pub(crate) fn secure(state: ServerState, configz: Arc<serde_json::Value>) -> Rou
     read_only(state.clone())
         .merge(Router::new().route("/configz", get(move || configz_handler(configz.clone()))))
         .merge(super::logs::router(state.clone()))
-        .merge(super::streaming::routes(state))
+        .merge(super::streaming::routes(state.clone()))
+        .merge(super::stats::router(state))
         .merge(metrics)
 }
 
