@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::Value;
-use support::{NODE, Node, container_status, phase, uid};
+use support::{CgroupCleanup, NODE, Node, cg_read, container_status, phase, uid, v1_cgroups};
 
 const IMAGE: &str = "docker.io/library/busybox:1.36";
 
@@ -51,17 +51,6 @@ fn proc_cgroup(pid: u32, controller: &str) -> String {
         .unwrap_or_else(|| panic!("no {controller} line in {text}"))
 }
 
-fn cg_read(controller: &str, path: &str, file: &str) -> String {
-    let p = Path::new("/sys/fs/cgroup")
-        .join(controller)
-        .join(path.trim_start_matches('/'))
-        .join(file);
-    std::fs::read_to_string(&p)
-        .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-        .trim()
-        .to_owned()
-}
-
 fn cg_dir(controller: &str, path: &str) -> PathBuf {
     Path::new("/sys/fs/cgroup")
         .join(controller)
@@ -89,31 +78,6 @@ fn mem_total() -> i64 {
     kib * 1024
 }
 
-/// Removes a node's cgroup tree in every v1 hierarchy (and v2) when dropped: declare it
-/// before the node, so that it runs after the node's containerd is gone.
-struct CgroupCleanup(String);
-
-impl Drop for CgroupCleanup {
-    fn drop(&mut self) {
-        fn rmdir_tree(dir: &Path) {
-            if let Ok(entries) = std::fs::read_dir(dir) {
-                for e in entries.flatten() {
-                    if e.file_type().is_ok_and(|t| t.is_dir()) {
-                        rmdir_tree(&e.path());
-                    }
-                }
-            }
-            let _ = std::fs::remove_dir(dir);
-        }
-        if let Ok(entries) = std::fs::read_dir("/sys/fs/cgroup") {
-            for e in entries.flatten() {
-                rmdir_tree(&e.path().join(self.0.trim_start_matches('/')));
-            }
-        }
-        rmdir_tree(&Path::new("/sys/fs/cgroup").join(self.0.trim_start_matches('/')));
-    }
-}
-
 fn pod_manifest(name: &str, resources: &str) -> String {
     format!(
         r#"apiVersion: v1
@@ -130,11 +94,6 @@ spec:
     resources: {resources}
 "#
     )
-}
-
-fn v1_cgroups() -> bool {
-    Path::new("/sys/fs/cgroup/cpu/cpu.shares").exists()
-        && Path::new("/sys/fs/cgroup/memory/memory.limit_in_bytes").exists()
 }
 
 #[test]

@@ -90,7 +90,12 @@ async fn summary_and_cpu_and_memory_only() {
     assert_eq!(json["node"]["cpu"]["usageCoreNanoSeconds"], 2);
 
     // Anything but `true` is the full summary, and POST works as GET.
-    let (code, _) = curl(addr, "/stats/summary?only_cpu_and_memory=1", &["-X", "POST"]).await;
+    let (code, _) = curl(
+        addr,
+        "/stats/summary?only_cpu_and_memory=1",
+        &["-X", "POST"],
+    )
+    .await;
     assert_eq!(code, 200);
     node.stop().await;
 }
@@ -109,7 +114,8 @@ async fn a_failure_is_500_and_no_provider_is_404() {
     let (code, body) = curl(addr, "/stats/summary", &[]).await;
     assert_eq!(code, 500);
     assert!(
-        body.starts_with("Internal Error: container runtime:") && body.contains("connection refused"),
+        body.starts_with("Internal Error: container runtime:")
+            && body.contains("connection refused"),
         "{body}"
     );
     node.stop().await;

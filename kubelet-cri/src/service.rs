@@ -332,7 +332,10 @@ impl RuntimeService for CriRuntimeService {
 
     async fn image_fs_info(&self) -> Result<Vec<api::FilesystemUsage>> {
         let usage = self.client.image_fs_info().await?;
-        Ok(usage.into_iter().map(crate::stats::filesystem_usage).collect())
+        Ok(usage
+            .into_iter()
+            .map(crate::stats::filesystem_usage)
+            .collect())
     }
 
     async fn list_images(&self) -> Result<Vec<api::Image>> {

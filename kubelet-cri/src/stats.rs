@@ -34,8 +34,7 @@ pub(crate) fn container_stats(
                     .and_then(from_cri_nanos),
                 cpu_usage_nanos: cpu.and_then(|c| value(c.usage_core_nano_seconds.as_ref())),
                 cpu_usage_nano_cores: cpu.and_then(|c| value(c.usage_nano_cores.as_ref())),
-                memory_working_set_bytes: memory
-                    .and_then(|m| value(m.working_set_bytes.as_ref())),
+                memory_working_set_bytes: memory.and_then(|m| value(m.working_set_bytes.as_ref())),
                 memory_usage_bytes: memory.and_then(|m| value(m.usage_bytes.as_ref())),
                 memory_rss_bytes: memory.and_then(|m| value(m.rss_bytes.as_ref())),
                 writable_layer_bytes: layer.and_then(|l| value(l.used_bytes.as_ref())),
@@ -73,18 +72,19 @@ pub(crate) fn sandbox_stats(
             let memory = linux.and_then(|l| l.memory.as_ref());
             Some(api::PodSandboxStats {
                 id,
-                network: linux.and_then(|l| l.network.as_ref()).map(|n| api::NetworkUsage {
-                    timestamp: from_cri_nanos(n.timestamp),
-                    default_interface: n.default_interface.as_ref().map(interface),
-                    interfaces: n.interfaces.iter().map(interface).collect(),
-                }),
+                network: linux
+                    .and_then(|l| l.network.as_ref())
+                    .map(|n| api::NetworkUsage {
+                        timestamp: from_cri_nanos(n.timestamp),
+                        default_interface: n.default_interface.as_ref().map(interface),
+                        interfaces: n.interfaces.iter().map(interface).collect(),
+                    }),
                 timestamp: cpu
                     .map(|c| c.timestamp)
                     .or(memory.map(|m| m.timestamp))
                     .and_then(from_cri_nanos),
                 cpu_usage_nanos: cpu.and_then(|c| value(c.usage_core_nano_seconds.as_ref())),
-                memory_working_set_bytes: memory
-                    .and_then(|m| value(m.working_set_bytes.as_ref())),
+                memory_working_set_bytes: memory.and_then(|m| value(m.working_set_bytes.as_ref())),
                 process_count: linux
                     .and_then(|l| l.process.as_ref())
                     .and_then(|p| value(p.process_count.as_ref())),

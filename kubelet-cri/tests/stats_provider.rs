@@ -62,7 +62,11 @@ async fn summary_over_the_fake_cri() {
         .map(|c| (c.name().to_owned(), c.id.clone()))
         .collect();
     for (name, id) in &ids {
-        let (cpu, ws) = if name == "app" { (3_000_000_000, 40 << 20) } else { (1_000_000_000, 8 << 20) };
+        let (cpu, ws) = if name == "app" {
+            (3_000_000_000, 40 << 20)
+        } else {
+            (1_000_000_000, 8 << 20)
+        };
         server.cri().set_container_usage(id, cpu, ws);
     }
 

@@ -414,3 +414,46 @@ pub fn kubectl_create(cluster: &xtask::apiserver::Cluster, node: &Node, file: &s
         .kubectl(&["create", "-f", &path.display().to_string()])
         .expect("kubectl create");
 }
+
+/// Removes a node's cgroup tree in every v1 hierarchy (and v2) when dropped: declare it
+/// before the node, so that it runs after the node's containerd is gone.
+pub struct CgroupCleanup(pub String);
+
+impl Drop for CgroupCleanup {
+    fn drop(&mut self) {
+        fn rmdir_tree(dir: &Path) {
+            if let Ok(entries) = std::fs::read_dir(dir) {
+                for e in entries.flatten() {
+                    if e.file_type().is_ok_and(|t| t.is_dir()) {
+                        rmdir_tree(&e.path());
+                    }
+                }
+            }
+            let _ = std::fs::remove_dir(dir);
+        }
+        if let Ok(entries) = std::fs::read_dir("/sys/fs/cgroup") {
+            for e in entries.flatten() {
+                rmdir_tree(&e.path().join(self.0.trim_start_matches('/')));
+            }
+        }
+        rmdir_tree(&Path::new("/sys/fs/cgroup").join(self.0.trim_start_matches('/')));
+    }
+}
+
+/// A cgroup v1 file of `controller`'s hierarchy, trimmed.
+pub fn cg_read(controller: &str, path: &str, file: &str) -> String {
+    let p = Path::new("/sys/fs/cgroup")
+        .join(controller)
+        .join(path.trim_start_matches('/'))
+        .join(file);
+    std::fs::read_to_string(&p)
+        .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+        .trim()
+        .to_owned()
+}
+
+/// Whether this machine has the cgroup v1 cpu and memory hierarchies.
+pub fn v1_cgroups() -> bool {
+    Path::new("/sys/fs/cgroup/cpu/cpu.shares").exists()
+        && Path::new("/sys/fs/cgroup/memory/memory.limit_in_bytes").exists()
+}

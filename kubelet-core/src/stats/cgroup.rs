@@ -181,7 +181,10 @@ mod tests {
     #[test]
     fn v1_working_set_is_usage_minus_inactive_file() {
         let tmp = tempfile::tempdir().ok();
-        let root = tmp.as_ref().map(|t| t.path().to_owned()).unwrap_or_default();
+        let root = tmp
+            .as_ref()
+            .map(|t| t.path().to_owned())
+            .unwrap_or_default();
         let layout = Layout::V1(vec![
             ("cpuacct".into(), root.join("cpuacct")),
             ("memory".into(), root.join("memory")),
@@ -221,7 +224,10 @@ mod tests {
     #[test]
     fn v2_reads_cpu_stat_and_memory_current() {
         let tmp = tempfile::tempdir().ok();
-        let root = tmp.as_ref().map(|t| t.path().to_owned()).unwrap_or_default();
+        let root = tmp
+            .as_ref()
+            .map(|t| t.path().to_owned())
+            .unwrap_or_default();
         let pod = root.join("kubepods/podu1");
         write(&pod, "cpu.stat", "usage_usec 2500\nuser_usec 2000\n");
         write(&pod, "memory.current", "4096\n");

@@ -48,7 +48,9 @@ impl UsageNanoCoresCache {
     /// reset, and when no time passed.
     pub fn update(&self, id: &str, sample: CpuSample) -> Option<u64> {
         let mut records = self.lock();
-        let rate = records.get(id).and_then(|cached| rate(cached.sample, sample));
+        let rate = records
+            .get(id)
+            .and_then(|cached| rate(cached.sample, sample));
         let rate = match (rate, records.get(id)) {
             (Some(r), _) => Some(r),
             // The same sample again (two scrapes between two runtime readings): keep the
@@ -151,7 +153,10 @@ mod tests {
         cache.update("c", at(100, 5_000_000_000));
         assert_eq!(cache.update("c", at(101, 1_000_000_000)), None);
         assert_eq!(cache.update("c", at(101, 2_000_000_000)), None);
-        assert_eq!(cache.update("c", at(102, 3_000_000_000)), Some(1_000_000_000));
+        assert_eq!(
+            cache.update("c", at(102, 3_000_000_000)),
+            Some(1_000_000_000)
+        );
     }
 
     #[test]

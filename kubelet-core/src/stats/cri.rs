@@ -131,7 +131,10 @@ impl<S: RuntimeService> CriStatsProvider<S> {
             sandboxes: newest_sandboxes(sandboxes),
             containers: newest_containers(containers),
             stats: stats.into_iter().map(|s| (s.id.clone(), s)).collect(),
-            sandbox_stats: sandbox_stats.into_iter().map(|s| (s.id.clone(), s)).collect(),
+            sandbox_stats: sandbox_stats
+                .into_iter()
+                .map(|s| (s.id.clone(), s))
+                .collect(),
         })
     }
 
@@ -337,11 +340,12 @@ impl<S: RuntimeService> CriStatsProvider<S> {
                 pod_ref,
                 ..Default::default()
             };
-            let pod_cgroup = self
-                .opts
-                .cgroups
-                .as_ref()
-                .and_then(|r| r.pod_cgroup(&self.opts.cgroup_root, &PodUid::from(pod.pod_ref.uid.as_str())));
+            let pod_cgroup = self.opts.cgroups.as_ref().and_then(|r| {
+                r.pod_cgroup(
+                    &self.opts.cgroup_root,
+                    &PodUid::from(pod.pod_ref.uid.as_str()),
+                )
+            });
             let sandbox_stats = listing.sandbox_stats.get(&sandbox.id);
             self.pod_cpu_memory(&mut pod, sandbox_stats, pod_cgroup.as_deref(), full);
             if full {
@@ -349,7 +353,8 @@ impl<S: RuntimeService> CriStatsProvider<S> {
                     .and_then(|s| s.network.clone())
                     .or_else(|| self.network_from_proc(pod_cgroup.as_deref(), &sandbox.id))
                     .map(network_stats);
-                let volumes = volumes::pod_volumes(&self.opts.root_dir, &pod.pod_ref.uid, &Time(now));
+                let volumes =
+                    volumes::pod_volumes(&self.opts.root_dir, &pod.pod_ref.uid, &Time(now));
                 pod.ephemeral_storage = Some(ephemeral_storage(
                     &pod.containers,
                     volumes.iter().filter(|v| v.ephemeral).map(|v| &v.stats.fs),
@@ -367,7 +372,11 @@ impl<S: RuntimeService> CriStatsProvider<S> {
     }
 
     /// Counters of the sandbox's network namespace through its first process.
-    fn network_from_proc(&self, pod_cgroup: Option<&str>, sandbox_id: &str) -> Option<NetworkUsage> {
+    fn network_from_proc(
+        &self,
+        pod_cgroup: Option<&str>,
+        sandbox_id: &str,
+    ) -> Option<NetworkUsage> {
         let reader = self.opts.cgroups.as_ref()?;
         let pid = reader.first_pid(&format!("{}/{sandbox_id}", pod_cgroup?))?;
         let text = std::fs::read_to_string(format!("/proc/{pid}/net/dev")).ok()?;
@@ -447,7 +456,11 @@ fn interface(i: &InterfaceUsage) -> InterfaceStats {
 fn network_stats(n: NetworkUsage) -> NetworkStats {
     NetworkStats {
         time: Some(Time(n.timestamp.unwrap_or_else(crate::time::now))),
-        default: n.default_interface.as_ref().map(interface).unwrap_or_default(),
+        default: n
+            .default_interface
+            .as_ref()
+            .map(interface)
+            .unwrap_or_default(),
         interfaces: n.interfaces.iter().map(interface).collect(),
     }
 }
@@ -477,7 +490,10 @@ fn sum_cpu(containers: &[ContainerStats]) -> Option<CpuStats> {
 }
 
 fn sum_memory(containers: &[ContainerStats]) -> Option<MemoryStats> {
-    let mems: Vec<&MemoryStats> = containers.iter().filter_map(|c| c.memory.as_ref()).collect();
+    let mems: Vec<&MemoryStats> = containers
+        .iter()
+        .filter_map(|c| c.memory.as_ref())
+        .collect();
     if mems.is_empty() {
         return None;
     }

@@ -28,7 +28,13 @@ fn sandbox(id: &str, uid: &str, state: SandboxState, created: i64) -> api::PodSa
     }
 }
 
-fn container(id: &str, sandbox: &str, name: &str, state: ContainerState, created: i64) -> api::Container {
+fn container(
+    id: &str,
+    sandbox: &str,
+    name: &str,
+    state: ContainerState,
+    created: i64,
+) -> api::Container {
     api::Container {
         id: id.into(),
         sandbox_id: sandbox.into(),
@@ -120,14 +126,24 @@ async fn summary_of_the_newest_sandbox_and_containers() {
         app.cpu.as_ref().and_then(|c| c.usage_core_nano_seconds),
         Some(2_000_000_000)
     );
-    assert_eq!(app.cpu.as_ref().and_then(|c| c.usage_nano_cores), None, "one sample");
+    assert_eq!(
+        app.cpu.as_ref().and_then(|c| c.usage_nano_cores),
+        None,
+        "one sample"
+    );
     assert_eq!(
         app.memory.as_ref().and_then(|m| m.working_set_bytes),
         Some(50 << 20)
     );
     let rootfs = app.rootfs.clone().unwrap_or_default();
-    assert_eq!((rootfs.used_bytes, rootfs.inodes_used), (Some(4096), Some(3)));
-    assert!(rootfs.capacity_bytes.unwrap_or(0) > 0, "the image filesystem's");
+    assert_eq!(
+        (rootfs.used_bytes, rootfs.inodes_used),
+        (Some(4096), Some(3))
+    );
+    assert!(
+        rootfs.capacity_bytes.unwrap_or(0) > 0,
+        "the image filesystem's"
+    );
     // No pod cgroup and no sandbox stats: the pod is the sum of its containers.
     assert_eq!(
         pod.cpu.as_ref().and_then(|c| c.usage_core_nano_seconds),
@@ -140,7 +156,10 @@ async fn summary_of_the_newest_sandbox_and_containers() {
     let eph = pod.ephemeral_storage.clone().unwrap_or_default();
     assert_eq!((eph.used_bytes, eph.inodes_used), (Some(8192), Some(6)));
     let image_fs = p.image_fs_stats().await.ok().flatten().unwrap_or_default();
-    assert_eq!((image_fs.used_bytes, image_fs.inodes_used), (Some(1000), Some(10)));
+    assert_eq!(
+        (image_fs.used_bytes, image_fs.inodes_used),
+        (Some(1000), Some(10))
+    );
 }
 
 #[tokio::test]
@@ -158,7 +177,11 @@ async fn usage_nano_cores_from_the_previous_full_listing() {
             .as_ref()
             .and_then(|c| c.usage_nano_cores)
     };
-    assert_eq!(cores(&cpu_only), None, "the CPU-and-memory listing does not sample");
+    assert_eq!(
+        cores(&cpu_only),
+        None,
+        "the CPU-and-memory listing does not sample"
+    );
     assert!(cpu_only[0].volume.is_empty() && cpu_only[0].containers[0].rootfs.is_none());
     let full = p.list_pod_stats().await.unwrap_or_default();
     assert_eq!(cores(&full), Some(750_000_000));
@@ -168,7 +191,11 @@ async fn usage_nano_cores_from_the_previous_full_listing() {
         "the pod's sum"
     );
     let cpu_only = p.list_pod_cpu_and_memory_stats().await.unwrap_or_default();
-    assert_eq!(cores(&cpu_only), Some(750_000_000), "the last computed rate");
+    assert_eq!(
+        cores(&cpu_only),
+        Some(750_000_000),
+        "the last computed rate"
+    );
 }
 
 #[tokio::test]
@@ -205,10 +232,19 @@ async fn sandbox_stats_give_the_pod_and_its_network() {
     let p = CriStatsProvider::new(rt, Options::new("/nonexistent").with_cgroups("/", None));
     let pods = p.list_pod_stats().await.unwrap_or_default();
     let pod = &pods[0];
-    assert_eq!(pod.cpu.as_ref().and_then(|c| c.usage_core_nano_seconds), Some(7_000));
-    assert_eq!(pod.memory.as_ref().and_then(|m| m.working_set_bytes), Some(9_000));
+    assert_eq!(
+        pod.cpu.as_ref().and_then(|c| c.usage_core_nano_seconds),
+        Some(7_000)
+    );
+    assert_eq!(
+        pod.memory.as_ref().and_then(|m| m.working_set_bytes),
+        Some(9_000)
+    );
     let net = pod.network.clone().unwrap_or_default();
-    assert_eq!((net.default.name.as_str(), net.default.rx_bytes), ("eth0", Some(100)));
+    assert_eq!(
+        (net.default.name.as_str(), net.default.rx_bytes),
+        ("eth0", Some(100))
+    );
     assert_eq!(net.interfaces.len(), 1);
 }
 

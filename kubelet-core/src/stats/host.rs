@@ -176,10 +176,7 @@ mod tests {
         let stat = "cpu  100 20 30 1000 50 5 6 7 0 0\ncpu0 1 2 3 4\nbtime 1700000000\n";
         // (100 + 20 + 30 + 5 + 6 + 7) ticks of 10 ms.
         assert_eq!(proc_stat_cpu_nanos(stat, 100), Some(1_680_000_000));
-        assert_eq!(
-            boot_time(stat).map(|t| t.as_second()),
-            Some(1_700_000_000)
-        );
+        assert_eq!(boot_time(stat).map(|t| t.as_second()), Some(1_700_000_000));
     }
 
     #[test]

@@ -80,7 +80,11 @@ impl Summarizer {
         let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
         let (meminfo, stat) = (read("/proc/meminfo"), read("/proc/stat"));
         let capacity = host::meminfo_bytes(&meminfo, "MemTotal");
-        let root = self.cgroups.as_ref().map(|r| r.usage("/")).unwrap_or_default();
+        let root = self
+            .cgroups
+            .as_ref()
+            .map(|r| r.usage("/"))
+            .unwrap_or_default();
         let cpu_nanos = root
             .cpu_usage_nanos
             .or_else(|| host::proc_stat_cpu_nanos(&stat, USER_HZ));
@@ -259,7 +263,12 @@ mod tests {
         assert_eq!(summary.node.node_name, "node-1");
         assert_eq!(summary.pods, vec![pod("a")]);
         let node = &summary.node;
-        assert!(node.cpu.as_ref().and_then(|c| c.usage_core_nano_seconds).is_some());
+        assert!(
+            node.cpu
+                .as_ref()
+                .and_then(|c| c.usage_core_nano_seconds)
+                .is_some()
+        );
         let mem = node.memory.clone().unwrap_or_default();
         assert!(mem.working_set_bytes.unwrap_or(0) > 0);
         assert!(mem.available_bytes.is_some());

@@ -1,0 +1,208 @@
+//! `/stats/summary` on a real containerd (issue 14, acceptance 4): a container burning CPU
+//! under a 200m limit and holding 48 MiB in a tmpfs; its CPU time and memory working set in
+//! the summary agree within 10 % with its own cgroup (read right after), the pod's with the
+//! pod cgroup; `usageNanoCores` appears from the second summary and stays within the limit;
+//! the pod has network counters, its emptyDir volume and ephemeral storage; the node has
+//! CPU, memory, fs and the image filesystem.
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::Value;
+use support::{CgroupCleanup, Node, cg_read, container_status, phase, uid, v1_cgroups};
+
+/// The static pod's name: the manifest's, suffixed with the node's.
+fn burner() -> String {
+    format!("burner-{}", support::NODE)
+}
+
+const POD: &str = r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: burner
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: burn
+    image: docker.io/library/busybox:1.36
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c", "dd if=/dev/zero of=/dev/shm/fill bs=1M count=48 && dd if=/dev/zero of=/scratch/f bs=1M count=4 && touch /scratch/done && yes > /dev/null"]
+    resources:
+      limits: {cpu: 200m, memory: 256Mi}
+    volumeMounts:
+    - {name: scratch, mountPath: /scratch}
+  volumes:
+  - name: scratch
+    emptyDir: {}
+"#;
+
+/// `GET https://127.0.0.1:<port><path>` (anonymous, AlwaysAllow: the flags' defaults).
+fn get(node: &Node, path: &str) -> String {
+    let out = std::process::Command::new("curl")
+        .args(["-sSfk"])
+        .arg(format!("https://127.0.0.1:{}{path}", node.port))
+        .output()
+        .expect("curl runs");
+    assert!(
+        out.status.success(),
+        "{path}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn summary(node: &Node) -> Value {
+    serde_json::from_str(&get(node, "/stats/summary")).expect("summary json")
+}
+
+fn pod_stats<'a>(summary: &'a Value, name: &str) -> Option<&'a Value> {
+    summary["pods"]
+        .as_array()?
+        .iter()
+        .find(|p| p["podRef"]["name"] == name)
+}
+
+fn container<'a>(pod: &'a Value, name: &str) -> Option<&'a Value> {
+    pod["containers"]
+        .as_array()?
+        .iter()
+        .find(|c| c["name"] == name)
+}
+
+fn u64_at(v: &Value, pointer: &str) -> u64 {
+    v.pointer(pointer)
+        .and_then(Value::as_u64)
+        .unwrap_or_else(|| panic!("{pointer} in {v}"))
+}
+
+/// cgroup v1 working set: usage − total_inactive_file.
+fn working_set(cgroup: &str) -> u64 {
+    let usage: u64 = cg_read("memory", cgroup, "memory.usage_in_bytes")
+        .parse()
+        .expect("usage");
+    let stat = cg_read("memory", cgroup, "memory.stat");
+    let inactive: u64 = stat
+        .lines()
+        .find_map(|l| l.strip_prefix("total_inactive_file "))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    usage.saturating_sub(inactive)
+}
+
+fn cpu_nanos(cgroup: &str) -> u64 {
+    cg_read("cpuacct", cgroup, "cpuacct.usage")
+        .parse()
+        .expect("cpuacct.usage")
+}
+
+fn within_10_percent(what: &str, reported: u64, actual: u64) {
+    let (lo, hi) = (actual as f64 * 0.9, actual as f64 * 1.1);
+    assert!(
+        (lo..=hi).contains(&(reported as f64)),
+        "{what}: summary {reported}, cgroup {actual}"
+    );
+}
+
+#[test]
+fn summary_agrees_with_the_cgroups() {
+    if !v1_cgroups() {
+        eprintln!("skipping: this test reads cgroup v1 files");
+        return;
+    }
+    let mut cleanup = CgroupCleanup(String::new());
+    let node = Node::start("stats");
+    cleanup.0 = node.cgroup_root.clone();
+    node.write_manifest("burner.yaml", POD);
+    let pod = node.wait_for(Duration::from_secs(60), "burner running", |n| {
+        n.pod("burner").filter(|p| phase(p) == "Running")
+    });
+    let id = container_status(&pod, "burn")
+        .and_then(|c| c["containerID"].as_str())
+        .and_then(|s| s.split_once("://"))
+        .map(|(_, id)| id.to_owned())
+        .expect("container id");
+    let pod_cgroup = format!("{}/kubepods/pod{}", node.cgroup_root, uid(&pod));
+    let container_cgroup = format!("{pod_cgroup}/{id}");
+    // The container has filled its tmpfs and its emptyDir.
+    node.wait_for(Duration::from_secs(30), "the memory held", |_| {
+        (working_set(&container_cgroup) > 48 << 20).then_some(())
+    });
+    let first = summary(&node);
+    assert!(pod_stats(&first, &burner()).is_some(), "{first}");
+    std::thread::sleep(Duration::from_secs(2));
+
+    let s = summary(&node);
+    let (cg_cpu, cg_ws) = (cpu_nanos(&container_cgroup), working_set(&container_cgroup));
+    let (pod_cg_cpu, pod_cg_ws) = (cpu_nanos(&pod_cgroup), working_set(&pod_cgroup));
+    let p = pod_stats(&s, &burner()).expect("burner in the summary");
+    let c = container(p, "burn").expect("burn container");
+    eprintln!(
+        "container: {c}\npod cpu {} memory {}",
+        p["cpu"], p["memory"]
+    );
+
+    within_10_percent(
+        "container cpu",
+        u64_at(c, "/cpu/usageCoreNanoSeconds"),
+        cg_cpu,
+    );
+    within_10_percent(
+        "container working set",
+        u64_at(c, "/memory/workingSetBytes"),
+        cg_ws,
+    );
+    within_10_percent(
+        "pod cpu",
+        u64_at(p, "/cpu/usageCoreNanoSeconds"),
+        pod_cg_cpu,
+    );
+    within_10_percent(
+        "pod working set",
+        u64_at(p, "/memory/workingSetBytes"),
+        pod_cg_ws,
+    );
+    // Two samples: a rate, which the 200m CFS limit caps.
+    let cores = u64_at(c, "/cpu/usageNanoCores");
+    assert!(cores > 0 && cores <= 300_000_000, "usageNanoCores {cores}");
+    let pod_cores = u64_at(p, "/cpu/usageNanoCores");
+    assert!(pod_cores <= 300_000_000, "pod usageNanoCores {pod_cores}");
+
+    // The writable layer, the pod's network, the emptyDir and ephemeral storage.
+    assert!(c["rootfs"]["usedBytes"].is_u64(), "{c}");
+    assert!(
+        c["rootfs"]["capacityBytes"].as_u64().unwrap_or(0) > 0,
+        "{c}"
+    );
+    assert_eq!(p["network"]["name"], "eth0", "{}", p["network"]);
+    assert!(p["network"]["rxBytes"].is_u64(), "{}", p["network"]);
+    let scratch = p["volume"]
+        .as_array()
+        .and_then(|v| v.iter().find(|v| v["name"] == "scratch"))
+        .unwrap_or_else(|| panic!("scratch volume in {}", p["volume"]));
+    assert!(u64_at(scratch, "/usedBytes") >= 4 << 20, "{scratch}");
+    assert!(u64_at(p, "/ephemeral-storage/usedBytes") >= 4 << 20, "{p}");
+
+    // The node.
+    let n = &s["node"];
+    assert_eq!(n["nodeName"], support::NODE);
+    assert!(u64_at(n, "/cpu/usageCoreNanoSeconds") > 0);
+    assert!(u64_at(n, "/memory/workingSetBytes") > 0);
+    assert!(u64_at(n, "/memory/availableBytes") > 0);
+    assert!(u64_at(n, "/fs/capacityBytes") > 0);
+    assert!(u64_at(n, "/runtime/imageFs/usedBytes") > 0, "{n}");
+    assert!(n["startTime"].is_string());
+
+    // CPU and memory only: nothing else, and the rate of the last full summary.
+    let only: Value =
+        serde_json::from_str(&get(&node, "/stats/summary?only_cpu_and_memory=true")).expect("json");
+    let p = pod_stats(&only, &burner()).expect("burner");
+    assert!(
+        p.get("network").is_none() && p.get("volume").is_none(),
+        "{p}"
+    );
+    let c = container(p, "burn").expect("burn");
+    assert!(c.get("rootfs").is_none(), "{c}");
+    assert!(c["memory"]["workingSetBytes"].as_u64().unwrap_or(0) > 48 << 20);
+    assert!(only["node"].get("fs").is_none());
+}
