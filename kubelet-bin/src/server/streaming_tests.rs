@@ -112,6 +112,7 @@ async fn harness(backend: &str) -> Harness {
         syncloop: kubelet_core::kubelet::sync_loop::Health::default(),
         metrics: Default::default(),
         stall: kubelet_core::watchdog::Health::default(),
+        stats: None,
     };
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
