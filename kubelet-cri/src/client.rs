@@ -551,12 +551,13 @@ impl CriClient {
     pub(crate) async fn list_container_stats(&self) -> Result<Vec<cri::ContainerStats>> {
         let msg = cri::ListContainerStatsRequest { filter: None };
         let mut c = self.runtime.clone();
-        let resp = unary(
-            "ListContainerStats",
-            self.t(),
-            c.list_container_stats(request(msg, self.t())),
-        )
-        .await?;
+        let resp = self
+            .unary(
+                "ListContainerStats",
+                self.t(),
+                c.list_container_stats(request(msg, self.t())),
+            )
+            .await?;
         Ok(resp.stats)
     }
 
@@ -565,12 +566,13 @@ impl CriClient {
     pub(crate) async fn list_pod_sandbox_stats(&self) -> Result<Vec<cri::PodSandboxStats>> {
         let msg = cri::ListPodSandboxStatsRequest { filter: None };
         let mut c = self.runtime.clone();
-        let resp = unary(
-            "ListPodSandboxStats",
-            self.t(),
-            c.list_pod_sandbox_stats(request(msg, self.t())),
-        )
-        .await?;
+        let resp = self
+            .unary(
+                "ListPodSandboxStats",
+                self.t(),
+                c.list_pod_sandbox_stats(request(msg, self.t())),
+            )
+            .await?;
         Ok(resp.stats)
     }
 
@@ -578,12 +580,13 @@ impl CriClient {
     pub(crate) async fn image_fs_info(&self) -> Result<Vec<cri::FilesystemUsage>> {
         let msg = cri::ImageFsInfoRequest {};
         let mut c = self.image.clone();
-        let resp = unary(
-            "ImageFsInfo",
-            self.t(),
-            c.image_fs_info(request(msg, self.t())),
-        )
-        .await?;
+        let resp = self
+            .unary(
+                "ImageFsInfo",
+                self.t(),
+                c.image_fs_info(request(msg, self.t())),
+            )
+            .await?;
         Ok(resp.image_filesystems)
     }
 
