@@ -3,7 +3,8 @@
 //! the summary agree within 10 % with its own cgroup (read right after), the pod's with the
 //! pod cgroup; `usageNanoCores` appears from the second summary and stays within the limit;
 //! the pod has network counters, its emptyDir volume and ephemeral storage; the node has
-//! CPU, memory, fs and the image filesystem.
+//! CPU, memory, fs and the image filesystem. `/metrics/resource` and `/metrics/cadvisor`
+//! parse as Prometheus text and carry the same readings.
 
 mod support;
 
@@ -128,8 +129,17 @@ fn summary_agrees_with_the_cgroups() {
     node.wait_for(Duration::from_secs(30), "the memory held", |_| {
         (working_set(&container_cgroup) > 48 << 20).then_some(())
     });
-    let first = summary(&node);
-    assert!(pod_stats(&first, &burner()).is_some(), "{first}");
+    // containerd reports the image filesystem once its snapshot stats ran (up to 10 s).
+    node.wait_for(
+        Duration::from_secs(30),
+        "the pod and imageFs in the summary",
+        |n| {
+            let s = summary(n);
+            (pod_stats(&s, &burner()).is_some()
+                && s["node"]["runtime"]["imageFs"]["usedBytes"].as_u64() > Some(0))
+            .then_some(())
+        },
+    );
     std::thread::sleep(Duration::from_secs(2));
 
     let s = summary(&node);
@@ -205,4 +215,104 @@ fn summary_agrees_with_the_cgroups() {
     assert!(c.get("rootfs").is_none(), "{c}");
     assert!(c["memory"]["workingSetBytes"].as_u64().unwrap_or(0) > 48 << 20);
     assert!(only["node"].get("fs").is_none());
+
+    // /metrics/resource, parsed as a scraper does: the same readings, with timestamps.
+    let text = get(&node, "/metrics/resource");
+    let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned())))
+        .expect("/metrics/resource parses");
+    let value = |name: &str, container: Option<&str>| -> f64 {
+        let sample = scrape
+            .samples
+            .iter()
+            .find(|s| {
+                s.metric == name
+                    && s.labels.get("pod") == Some(burner().as_str())
+                    && s.labels.get("namespace") == Some("default")
+                    && s.labels.get("container") == container
+            })
+            .unwrap_or_else(|| panic!("{name} {container:?} in\n{text}"));
+        match sample.value {
+            prometheus_parse::Value::Counter(v) | prometheus_parse::Value::Gauge(v) => v,
+            ref other => panic!("{name}: {other:?}"),
+        }
+    };
+    let cg_ws = working_set(&container_cgroup);
+    let cg_cpu = cpu_nanos(&container_cgroup);
+    within_10_percent(
+        "container_memory_working_set_bytes",
+        value("container_memory_working_set_bytes", Some("burn")) as u64,
+        cg_ws,
+    );
+    within_10_percent(
+        "container_cpu_usage_seconds_total",
+        (value("container_cpu_usage_seconds_total", Some("burn")) * 1e9) as u64,
+        cg_cpu,
+    );
+    assert!(value("pod_cpu_usage_seconds_total", None) > 0.0);
+    assert!(value("pod_memory_working_set_bytes", None) > f64::from(48u32 << 20));
+    assert!(value("container_start_time_seconds", Some("burn")) > 1.6e9);
+    for name in [
+        "node_cpu_usage_seconds_total",
+        "node_memory_working_set_bytes",
+    ] {
+        assert!(
+            scrape.samples.iter().any(|s| s.metric == name),
+            "{name} in\n{text}"
+        );
+    }
+    assert!(text.contains("\nscrape_error 0\n"), "{text}");
+    assert!(text.contains("# TYPE container_cpu_usage_seconds_total counter\n"));
+
+    // /metrics/cadvisor: the container by its cgroup, image and ID; the sandbox's network.
+    let text = get(&node, "/metrics/cadvisor");
+    let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned())))
+        .expect("/metrics/cadvisor parses");
+    let burn = scrape
+        .samples
+        .iter()
+        .find(|s| {
+            s.metric == "container_memory_working_set_bytes"
+                && s.labels.get("container") == Some("burn")
+        })
+        .unwrap_or_else(|| panic!("burn in\n{text}"));
+    assert_eq!(burn.labels.get("id"), Some(container_cgroup.as_str()));
+    assert_eq!(burn.labels.get("name"), Some(id.as_str()));
+    assert_eq!(burn.labels.get("pod"), Some(burner().as_str()));
+    assert!(
+        burn.labels.get("image").is_some_and(|i| !i.is_empty()),
+        "{:?}",
+        burn.labels
+    );
+    let rx = scrape
+        .samples
+        .iter()
+        .find(|s| {
+            s.metric == "container_network_receive_bytes_total"
+                && s.labels.get("pod") == Some(burner().as_str())
+        })
+        .unwrap_or_else(|| panic!("network in\n{text}"));
+    assert_eq!(rx.labels.get("interface"), Some("eth0"));
+    for name in [
+        "container_cpu_usage_seconds_total",
+        "container_memory_usage_bytes",
+        "container_fs_usage_bytes",
+        "container_network_transmit_bytes_total",
+    ] {
+        assert!(
+            scrape
+                .samples
+                .iter()
+                .any(|s| s.metric == name && s.labels.get("container") == Some("burn"))
+                || name.starts_with("container_network"),
+            "{name} in\n{text}"
+        );
+    }
+    assert!(
+        scrape
+            .samples
+            .iter()
+            .any(|s| s.metric == "container_cpu_usage_seconds_total"
+                && s.labels.get("id") == Some("/")),
+        "the root cgroup in\n{text}"
+    );
 }

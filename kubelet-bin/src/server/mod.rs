@@ -20,7 +20,9 @@
 pub mod authn;
 pub mod authz;
 mod cache;
+mod cadvisor_metrics;
 pub mod cert;
+mod exposition;
 #[cfg(test)]
 mod fake_reviews;
 mod filter;
@@ -28,6 +30,7 @@ pub mod listener;
 mod logs;
 pub mod metrics;
 pub mod proxy;
+mod resource_metrics;
 mod routes;
 mod run;
 mod stats;

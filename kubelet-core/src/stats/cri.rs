@@ -17,18 +17,19 @@
 //!   ephemeral volumes (upstream `calcEphemeralStorage`).
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
+use super::cadvisor::ContainerInfo;
 use super::cgroup;
 use super::cpu::{CpuSample, UsageNanoCoresCache};
 use super::host::{self, FsInfo};
 use super::v1alpha1::{
     ContainerStats, CpuStats, FsStats, InterfaceStats, MemoryStats, NetworkStats, PodReference,
-    PodStats,
+    PodStats, ProcessStats,
 };
 use super::{PodStatsProvider, Result, volumes};
 use crate::kuberuntime::RuntimeService;
@@ -91,6 +92,13 @@ pub struct CriStatsProvider<S> {
     cpu: UsageNanoCoresCache,
 }
 
+/// The image filesystem: its statfs, its usage by images, and where it is mounted.
+struct ImageFs {
+    info: FsInfo,
+    stats: FsStats,
+    mountpoint: String,
+}
+
 /// What one pass read from the runtime.
 struct Listing {
     sandboxes: Vec<api::PodSandbox>,
@@ -138,7 +146,7 @@ impl<S: RuntimeService> CriStatsProvider<S> {
         })
     }
 
-    async fn image_fs(&self) -> Option<(FsInfo, FsStats)> {
+    async fn image_fs(&self) -> Option<ImageFs> {
         let usage = match self.service.image_fs_info().await {
             Ok(u) => u,
             Err(e) => {
@@ -150,9 +158,9 @@ impl<S: RuntimeService> CriStatsProvider<S> {
         let info = host::fs_info(std::path::Path::new(&first.mountpoint)).unwrap_or_default();
         let used: u64 = usage.iter().map(|u| u.used_bytes).sum();
         let inodes_used: u64 = usage.iter().map(|u| u.inodes_used).sum();
-        Some((
+        Some(ImageFs {
             info,
-            FsStats {
+            stats: FsStats {
                 time: Some(Time(crate::time::now())),
                 available_bytes: Some(info.available_bytes),
                 capacity_bytes: Some(info.capacity_bytes),
@@ -161,7 +169,8 @@ impl<S: RuntimeService> CriStatsProvider<S> {
                 inodes: Some(info.inodes),
                 inodes_used: Some(inodes_used),
             },
-        ))
+            mountpoint: first.mountpoint.clone(),
+        })
     }
 
     fn usage_nano_cores(&self, key: &str, sample: Option<CpuSample>, update: bool) -> Option<u64> {
@@ -177,7 +186,8 @@ impl<S: RuntimeService> CriStatsProvider<S> {
         c: &api::Container,
         stats: Option<&api::ContainerStats>,
         update: bool,
-        full: Option<(&FsInfo, &PathBuf)>,
+        rootfs: Option<&FsInfo>,
+        pod_logs: Option<&Path>,
     ) -> ContainerStats {
         let time = stats
             .and_then(|s| s.timestamp)
@@ -217,7 +227,7 @@ impl<S: RuntimeService> CriStatsProvider<S> {
                 ..Default::default()
             });
         }
-        if let Some((fs, pod_logs)) = full {
+        if let Some(fs) = rootfs {
             out.rootfs = Some(FsStats {
                 time: Some(Time(time)),
                 available_bytes: Some(fs.available_bytes),
@@ -227,6 +237,8 @@ impl<S: RuntimeService> CriStatsProvider<S> {
                 inodes: Some(fs.inodes),
                 inodes_used: s.writable_layer_inodes,
             });
+        }
+        if let Some(pod_logs) = pod_logs {
             let logs_dir = pod_logs.join(&out.name);
             if let Some((used, inodes_used)) = host::disk_usage(&logs_dir) {
                 let info = host::fs_info(&logs_dir).unwrap_or_default();
@@ -311,17 +323,12 @@ impl<S: RuntimeService> CriStatsProvider<S> {
         let now = crate::time::now();
         let mut pods = Vec::new();
         for sandbox in &listing.sandboxes {
-            let label = |k: &str| sandbox.labels.get(k).cloned().unwrap_or_default();
-            let pod_ref = PodReference {
-                name: label(POD_NAME_LABEL),
-                namespace: label(POD_NAMESPACE_LABEL),
-                uid: label(POD_UID_LABEL),
-            };
+            let pod_ref = pod_reference(sandbox);
             let pod_logs = self.opts.pod_logs_dir.join(format!(
                 "{}_{}_{}",
                 pod_ref.namespace, pod_ref.name, pod_ref.uid
             ));
-            let fs = image_fs.as_ref().map(|(info, _)| *info).unwrap_or_default();
+            let fs = image_fs.as_ref().map(|i| i.info).unwrap_or_default();
             let mut pod = PodStats {
                 start_time: sandbox.created_at.map(Time),
                 containers: listing
@@ -333,22 +340,24 @@ impl<S: RuntimeService> CriStatsProvider<S> {
                             c,
                             listing.stats.get(&c.id),
                             full,
-                            full.then_some((&fs, &pod_logs)),
+                            full.then_some(&fs),
+                            full.then_some(pod_logs.as_path()),
                         )
                     })
                     .collect(),
                 pod_ref,
                 ..Default::default()
             };
-            let pod_cgroup = self.opts.cgroups.as_ref().and_then(|r| {
-                r.pod_cgroup(
-                    &self.opts.cgroup_root,
-                    &PodUid::from(pod.pod_ref.uid.as_str()),
-                )
-            });
+            let pod_cgroup = self.pod_cgroup(&pod.pod_ref.uid);
             let sandbox_stats = listing.sandbox_stats.get(&sandbox.id);
             self.pod_cpu_memory(&mut pod, sandbox_stats, pod_cgroup.as_deref(), full);
             if full {
+                pod.process_stats =
+                    sandbox_stats
+                        .and_then(|s| s.process_count)
+                        .map(|n| ProcessStats {
+                            process_count: Some(n),
+                        });
                 pod.network = sandbox_stats
                     .and_then(|s| s.network.clone())
                     .or_else(|| self.network_from_proc(pod_cgroup.as_deref(), &sandbox.id))
@@ -369,6 +378,14 @@ impl<S: RuntimeService> CriStatsProvider<S> {
             self.cpu.cleanup(now);
         }
         Ok(pods)
+    }
+
+    /// The cgroup of pod `uid`, when pod cgroups are read and it has one.
+    fn pod_cgroup(&self, uid: &str) -> Option<String> {
+        self.opts
+            .cgroups
+            .as_ref()?
+            .pod_cgroup(&self.opts.cgroup_root, &PodUid::from(uid))
     }
 
     /// Counters of the sandbox's network namespace through its first process.
@@ -400,7 +417,69 @@ impl<S: RuntimeService> PodStatsProvider for CriStatsProvider<S> {
     }
 
     async fn image_fs_stats(&self) -> Result<Option<FsStats>> {
-        Ok(self.image_fs().await.map(|(_, stats)| stats))
+        Ok(self.image_fs().await.map(|i| i.stats))
+    }
+
+    async fn container_infos(&self) -> Result<Vec<ContainerInfo>> {
+        let listing = self.listing().await?;
+        let image_fs = self.image_fs().await;
+        let fs = image_fs.as_ref().map(|i| i.info).unwrap_or_default();
+        let device = image_fs
+            .as_ref()
+            .and_then(|i| {
+                let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+                host::device_of(&mountinfo, Path::new(&i.mountpoint))
+            })
+            .unwrap_or_default();
+        let mut infos = Vec::new();
+        for sandbox in &listing.sandboxes {
+            let pod = pod_reference(sandbox);
+            let pod_cgroup = self.pod_cgroup(&pod.uid);
+            let cgroup_of = |id: &str| format!("{}/{id}", pod_cgroup.as_deref().unwrap_or(""));
+            for c in listing
+                .containers
+                .iter()
+                .filter(|c| c.sandbox_id == sandbox.id)
+            {
+                let s = self.container_stats(c, listing.stats.get(&c.id), false, Some(&fs), None);
+                infos.push(ContainerInfo {
+                    container: s.name,
+                    pod: pod.clone(),
+                    cgroup: cgroup_of(&c.id),
+                    image: c.image.clone(),
+                    name: c.id.clone(),
+                    device: device.clone(),
+                    cpu: s.cpu,
+                    memory: s.memory,
+                    rootfs: s.rootfs,
+                    network: None,
+                });
+            }
+            let network = listing
+                .sandbox_stats
+                .get(&sandbox.id)
+                .and_then(|s| s.network.clone())
+                .or_else(|| self.network_from_proc(pod_cgroup.as_deref(), &sandbox.id))
+                .map(network_stats);
+            infos.push(ContainerInfo {
+                cgroup: cgroup_of(&sandbox.id),
+                name: sandbox.id.clone(),
+                network,
+                pod,
+                ..Default::default()
+            });
+        }
+        Ok(infos)
+    }
+}
+
+/// The pod of a sandbox, from the labels the pod engine gave it.
+fn pod_reference(sandbox: &api::PodSandbox) -> PodReference {
+    let label = |k: &str| sandbox.labels.get(k).cloned().unwrap_or_default();
+    PodReference {
+        name: label(POD_NAME_LABEL),
+        namespace: label(POD_NAMESPACE_LABEL),
+        uid: label(POD_UID_LABEL),
     }
 }
 

@@ -249,6 +249,41 @@ async fn sandbox_stats_give_the_pod_and_its_network() {
 }
 
 #[tokio::test]
+async fn container_infos_label_containers_and_sandboxes() {
+    let current = Arc::new(Mutex::new(vec![stats("app-1", 100, 2_000_000_000, 7)]));
+    let p = provider(current);
+    let infos = p.container_infos().await.unwrap_or_default();
+    let rows: Vec<(&str, &str, &str)> = infos
+        .iter()
+        .map(|i| (i.container.as_str(), i.name.as_str(), i.cgroup.as_str()))
+        .collect();
+    // No pod cgroups read here: the IDs alone.
+    assert_eq!(
+        rows,
+        [
+            ("app", "app-1", "/app-1"),
+            ("side", "side", "/side"),
+            ("", "s1", "/s1")
+        ]
+    );
+    assert_eq!(infos[0].pod.name, "pod-u1");
+    assert_eq!(
+        infos[0].memory.as_ref().and_then(|m| m.working_set_bytes),
+        Some(7)
+    );
+    assert_eq!(
+        infos[0].rootfs.as_ref().and_then(|r| r.used_bytes),
+        Some(4096)
+    );
+    assert!(
+        infos[0]
+            .rootfs
+            .as_ref()
+            .is_some_and(|r| r.capacity_bytes.is_some())
+    );
+}
+
+#[tokio::test]
 async fn a_runtime_error_fails_the_listing() {
     let mut rt = MockRuntimeService::new();
     rt.expect_list_pod_sandbox()

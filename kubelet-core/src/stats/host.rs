@@ -56,6 +56,23 @@ pub fn fs_info(path: &Path) -> Option<FsInfo> {
     }
 }
 
+/// The mount source (the block device) of the filesystem holding `path`: the mount of
+/// `mountinfo` (`/proc/self/mountinfo`) with the longest mount point above it, as
+/// cadvisor's `device` label.
+pub fn device_of(mountinfo: &str, path: &Path) -> Option<String> {
+    mountinfo
+        .lines()
+        .filter_map(|line| {
+            let (left, right) = line.split_once(" - ")?;
+            let mount_point = left.split_whitespace().nth(4)?;
+            let source = right.split_whitespace().nth(1)?;
+            path.starts_with(mount_point)
+                .then(|| (mount_point.len(), source.to_owned()))
+        })
+        .max_by_key(|(len, _)| *len)
+        .map(|(_, source)| source)
+}
+
 /// Whether `path` is on a tmpfs (a `medium: Memory` emptyDir, a secret volume).
 pub fn is_tmpfs(path: &Path) -> bool {
     nix::sys::statfs::statfs(path)
@@ -223,6 +240,17 @@ eth0:    5000      40    2    0    0     0          0         0     3000      30
             "{bytes}"
         );
         assert_eq!(disk_usage(&tmp.path().join("missing")), None);
+    }
+
+    #[test]
+    fn device_of_the_longest_mount_point() {
+        let mountinfo = "22 1 8:1 / / rw - ext4 /dev/sda1 rw\n\
+                         30 22 8:2 / /var/lib rw - xfs /dev/sdb1 rw\n\
+                         31 22 0:5 / /var/lib/x/shm rw - tmpfs shm rw\n";
+        let device = |p: &str| device_of(mountinfo, Path::new(p));
+        assert_eq!(device("/var/lib/containerd").as_deref(), Some("/dev/sdb1"));
+        assert_eq!(device("/var/libx").as_deref(), Some("/dev/sda1"));
+        assert_eq!(device("/").as_deref(), Some("/dev/sda1"));
     }
 
     #[test]

@@ -14,9 +14,11 @@
 //! * [`SummaryProvider`]: the whole summary (upstream `SummaryProvider`);
 //!   [`summary::Summarizer`] adds the node (root cgroup, `/proc`, statfs of the root
 //!   directory and image filesystem) to a [`PodStatsProvider`]'s pods.
+//! * [`cadvisor`]: what `/metrics/cadvisor` labels each cgroup with.
 //! * [`cpu`]: `usageNanoCores` from two samples, cached as upstream.
 //! * [`cgroup`], [`host`]: the readers.
 
+pub mod cadvisor;
 pub mod cgroup;
 pub mod cpu;
 pub mod cri;
@@ -61,6 +63,10 @@ pub trait PodStatsProvider: Send + Sync + 'static {
     /// The filesystem holding images, with the images' usage (upstream `ImageFsStats`);
     /// `None` when the runtime does not say.
     async fn image_fs_stats(&self) -> Result<Option<FsStats>>;
+
+    /// Every container and sandbox of the running pods with its cgroup, image and runtime
+    /// ID, as `/metrics/cadvisor` labels them.
+    async fn container_infos(&self) -> Result<Vec<cadvisor::ContainerInfo>>;
 }
 
 /// The Summary API (upstream `SummaryProvider`).
@@ -73,4 +79,8 @@ pub trait SummaryProvider: Send + Sync + 'static {
     /// The node's and pods' CPU and memory only (upstream `GetCPUAndMemoryStats`, what
     /// `?only_cpu_and_memory=true` and `/metrics/resource` serve).
     async fn get_cpu_and_memory_stats(&self) -> Result<Summary>;
+
+    /// The root cgroup (`/`, the node) and every container and sandbox, as
+    /// `/metrics/cadvisor` reports them.
+    async fn container_infos(&self) -> Result<Vec<cadvisor::ContainerInfo>>;
 }

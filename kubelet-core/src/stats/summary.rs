@@ -16,6 +16,7 @@ use async_trait::async_trait;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
+use super::cadvisor::ContainerInfo;
 use super::cgroup::{self, Memory};
 use super::cpu::{CpuSample, UsageNanoCoresCache};
 use super::host;
@@ -146,27 +147,7 @@ impl Summarizer {
                 inodes_used: Some(info.inodes.saturating_sub(info.inodes_free)),
             });
         }
-        if let Ok(text) = std::fs::read_to_string("/proc/net/dev") {
-            let interfaces: Vec<InterfaceStats> = host::net_dev(&text)
-                .into_iter()
-                .map(|i| InterfaceStats {
-                    name: i.name,
-                    rx_bytes: i.rx_bytes,
-                    rx_errors: i.rx_errors,
-                    tx_bytes: i.tx_bytes,
-                    tx_errors: i.tx_errors,
-                })
-                .collect();
-            node.network = Some(NetworkStats {
-                time: Some(now.clone()),
-                default: interfaces
-                    .iter()
-                    .find(|i| i.name == "eth0")
-                    .cloned()
-                    .unwrap_or_default(),
-                interfaces,
-            });
-        }
+        node.network = node_network(&now);
         let read_i64 = |p: &str| {
             std::fs::read_to_string(p)
                 .ok()
@@ -180,6 +161,31 @@ impl Summarizer {
                 .and_then(|s| host::loadavg_procs(&s)),
         });
     }
+}
+
+/// The counters of the kubelet's network namespace (`/proc/net/dev`), `eth0` as the default
+/// interface.
+fn node_network(now: &Time) -> Option<NetworkStats> {
+    let text = std::fs::read_to_string("/proc/net/dev").ok()?;
+    let interfaces: Vec<InterfaceStats> = host::net_dev(&text)
+        .into_iter()
+        .map(|i| InterfaceStats {
+            name: i.name,
+            rx_bytes: i.rx_bytes,
+            rx_errors: i.rx_errors,
+            tx_bytes: i.tx_bytes,
+            tx_errors: i.tx_errors,
+        })
+        .collect();
+    Some(NetworkStats {
+        time: Some(now.clone()),
+        default: interfaces
+            .iter()
+            .find(|i| i.name == "eth0")
+            .cloned()
+            .unwrap_or_default(),
+        interfaces,
+    })
 }
 
 /// Memory from `/proc/meminfo` when the root cgroup cannot be read: usage = total − free,
@@ -226,6 +232,20 @@ impl SummaryProvider for Summarizer {
         let node = self.node_cpu_memory(false);
         let pods = self.pods.list_pod_cpu_and_memory_stats().await?;
         Ok(Summary { node, pods })
+    }
+
+    async fn container_infos(&self) -> Result<Vec<ContainerInfo>> {
+        let node = self.node_cpu_memory(false);
+        let root = ContainerInfo {
+            cgroup: "/".into(),
+            cpu: node.cpu,
+            memory: node.memory,
+            network: node_network(&Time(crate::time::now())),
+            ..Default::default()
+        };
+        let mut infos = vec![root];
+        infos.extend(self.pods.container_infos().await?);
+        Ok(infos)
     }
 }
 
@@ -298,6 +318,25 @@ mod tests {
         assert!(summary.node.runtime.is_none());
         assert!(summary.node.memory.is_some());
         assert_eq!(summary.pods.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn container_infos_start_with_the_root_cgroup() {
+        let mut pods = MockPodStatsProvider::new();
+        pods.expect_container_infos().times(1).returning(|| {
+            Ok(vec![ContainerInfo {
+                container: "app".into(),
+                ..Default::default()
+            }])
+        });
+        let s = Summarizer::new("node-1", "/", Arc::new(pods));
+        let infos = s.container_infos().await.unwrap_or_default();
+        let ids: Vec<(&str, &str)> = infos
+            .iter()
+            .map(|i| (i.cgroup.as_str(), i.container.as_str()))
+            .collect();
+        assert_eq!(ids, [("/", ""), ("", "app")]);
+        assert!(infos[0].cpu.is_some() && infos[0].memory.is_some());
     }
 
     #[test]
