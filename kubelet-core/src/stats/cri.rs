@@ -8,11 +8,12 @@
 //! * containers: CPU and memory from `ListContainerStats` (`usageNanoCores` from the previous
 //!   sample, [`super::cpu`]), the writable layer as `rootfs` (capacity of the image
 //!   filesystem), `du` of the container's log directory as `logs`;
-//! * the pod's CPU and memory: the sandbox's stats, else the pod cgroup
-//!   (`<cgroup root>/kubepods[/<qos>]/pod<uid>`), else the sum of its containers (upstream
+//! * the pod's CPU and memory: the pod cgroup (`<cgroup root>/kubepods[/<qos>]/pod<uid>`,
+//!   as upstream reads it through cadvisor), else the sandbox's stats (what upstream uses
+//!   with `PodAndContainerStatsFromCRI`), else the sum of its containers (upstream
 //!   `addPodCPUMemoryStats`);
-//! * network: the sandbox's stats, else `/proc/<pid>/net/dev` of the sandbox's first
-//!   process (as cadvisor reads the pause container);
+//! * network: `/proc/<pid>/net/dev` of the sandbox's first process (as cadvisor reads the
+//!   pause container), else the sandbox's stats;
 //! * volumes ([`super::volumes`]) and `ephemeral-storage`: writable layers + logs + local
 //!   ephemeral volumes (upstream `calcEphemeralStorage`).
 
@@ -256,7 +257,7 @@ impl<S: RuntimeService> CriStatsProvider<S> {
         out
     }
 
-    /// The pod's CPU and memory: the sandbox's, the pod cgroup's, or the containers' sum.
+    /// The pod's CPU and memory: the pod cgroup's, the sandbox's, or the containers' sum.
     fn pod_cpu_memory(
         &self,
         pod: &mut PodStats,
@@ -279,7 +280,7 @@ impl<S: RuntimeService> CriStatsProvider<S> {
             let usage = reader.usage(cgroup?);
             Some((now, usage.cpu_usage_nanos?, None, usage.memory))
         };
-        if let Some((time, cpu, working_set, memory)) = from_sandbox.or_else(from_cgroup) {
+        if let Some((time, cpu, working_set, memory)) = from_cgroup().or(from_sandbox) {
             let sample = CpuSample {
                 time,
                 usage_core_nano_seconds: cpu,
@@ -358,9 +359,9 @@ impl<S: RuntimeService> CriStatsProvider<S> {
                         .map(|n| ProcessStats {
                             process_count: Some(n),
                         });
-                pod.network = sandbox_stats
-                    .and_then(|s| s.network.clone())
-                    .or_else(|| self.network_from_proc(pod_cgroup.as_deref(), &sandbox.id))
+                pod.network = self
+                    .network_from_proc(pod_cgroup.as_deref(), &sandbox.id)
+                    .or_else(|| sandbox_stats.and_then(|s| s.network.clone()))
                     .map(network_stats);
                 let volumes =
                     volumes::pod_volumes(&self.opts.root_dir, &pod.pod_ref.uid, &Time(now));
@@ -455,11 +456,14 @@ impl<S: RuntimeService> PodStatsProvider for CriStatsProvider<S> {
                     network: None,
                 });
             }
-            let network = listing
-                .sandbox_stats
-                .get(&sandbox.id)
-                .and_then(|s| s.network.clone())
-                .or_else(|| self.network_from_proc(pod_cgroup.as_deref(), &sandbox.id))
+            let network = self
+                .network_from_proc(pod_cgroup.as_deref(), &sandbox.id)
+                .or_else(|| {
+                    listing
+                        .sandbox_stats
+                        .get(&sandbox.id)
+                        .and_then(|s| s.network.clone())
+                })
                 .map(network_stats);
             infos.push(ContainerInfo {
                 cgroup: cgroup_of(&sandbox.id),
