@@ -1,6 +1,9 @@
 //! Wire-level tests of lifecycle hooks and graceful termination: `RemoteRuntime` against
 //! `FakeCriServer` over a real unix socket.
 
+// Test code, on the test's own runtime: blocking file calls are fine here.
+#![allow(clippy::disallowed_methods)]
+
 use std::sync::Arc;
 use std::time::Duration;
 

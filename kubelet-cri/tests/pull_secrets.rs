@@ -3,6 +3,9 @@
 //! matching credentials as `PullImageRequest.auth` to `FakeCriServer` over a unix socket,
 //! which acts as a registry with basic auth.
 
+// Test code, on the test's own runtime: blocking file calls are fine here.
+#![allow(clippy::disallowed_methods)]
+
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -1,5 +1,8 @@
 //! Wire-level tests: `RemoteRuntime` against `FakeCriServer` over a real unix socket.
 
+// Test code, on the test's own runtime: blocking file calls are fine here.
+#![allow(clippy::disallowed_methods)]
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -1,6 +1,9 @@
 //! Wire-level tests of what `RemoteRuntime` sends for resources, cgroups, hostname and DNS:
 //! the sandbox and container configs `FakeCriServer` receives.
 
+// Test code, on the test's own runtime: blocking file calls are fine here.
+#![allow(clippy::disallowed_methods)]
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;

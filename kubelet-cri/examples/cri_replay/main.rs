@@ -34,6 +34,9 @@
 //! - `{"op": "raw_stop"}`: `StopPodSandbox` + `RemovePodSandbox` of every replayed pod.
 //! - `{"op": "quit"}`.
 
+// A command-line tool whose main thread may block (not the kubelet's async workers).
+#![allow(clippy::disallowed_methods)]
+
 mod capture;
 mod cri;
 mod poll;
