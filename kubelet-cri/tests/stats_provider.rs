@@ -2,6 +2,9 @@
 //! to `FakeCriServer` (ListPodSandbox, ListContainers, ListContainerStats, ImageFsInfo; the
 //! fake has no ListPodSandboxStats, so the pod is the sum of its containers).
 
+// Test code, on the test's own runtime: blocking file calls are fine here.
+#![allow(clippy::disallowed_methods)]
+
 use std::sync::Arc;
 use std::time::Duration;
 
