@@ -88,6 +88,9 @@ impl Slot {
             }
         }
         delete_link(&self.bridge)?;
+        if let Err(e) = delete_hostport_rules(&self.subnet) {
+            eprintln!("testbed network slot {}: {e:#}", self.subnet);
+        }
         file.set_len(0)?;
         file.rewind()?;
         file.write_all(dir.as_os_str().as_encoded_bytes())?;
@@ -97,9 +100,74 @@ impl Slot {
     /// Deletes the bridge and marks the slot clean; the lock is released when `self` drops.
     pub(crate) fn release(&self) -> Result<()> {
         delete_link(&self.bridge)?;
+        delete_hostport_rules(&self.subnet)?;
         self.lock.set_len(0)?;
         Ok(())
     }
+}
+
+/// The chain of the CNI portmap plugin that every `hostPort` DNAT rule is jumped to from.
+const HOSTPORT_DNAT: &str = "CNI-HOSTPORT-DNAT";
+
+/// Deletes the CNI portmap plugin's per-sandbox DNAT chains (`CNI-DN-*`) that forward to
+/// `subnet`, and their jumps from `CNI-HOSTPORT-DNAT`. The plugin removes them on CNI DEL, which
+/// never runs when a testbed is purged through `ctr`; a leftover rule sends a later test's
+/// connections to that port (a "free" port, since nothing binds it) to a pod that is gone, and
+/// they time out.
+pub(crate) fn delete_hostport_rules(subnet: &str) -> Result<()> {
+    let iptables = |args: &[&str]| {
+        util::output(
+            Command::new("iptables")
+                .args(["-w", "-t", "nat"])
+                .args(args),
+        )
+    };
+    let chains = hostport_chains(&iptables(&["-S"])?, subnet);
+    if chains.is_empty() {
+        return Ok(());
+    }
+    let listing = iptables(&["-L", HOSTPORT_DNAT, "-n", "--line-numbers"])?;
+    for number in jump_rule_numbers(&listing, &chains).iter().rev() {
+        iptables(&["-D", HOSTPORT_DNAT, &number.to_string()])?;
+    }
+    for chain in &chains {
+        iptables(&["-F", chain])?;
+        iptables(&["-X", chain])?;
+    }
+    Ok(())
+}
+
+/// The `CNI-DN-*` chains in `iptables -S` output with a DNAT rule into `subnet` (`a.b.c.0/24`).
+fn hostport_chains(rules: &str, subnet: &str) -> Vec<String> {
+    let prefix = subnet.strip_suffix("0/24").unwrap_or(subnet);
+    let mut chains: Vec<String> = rules
+        .lines()
+        .filter_map(|line| {
+            let mut words = line.split_whitespace();
+            let chain = (words.next()? == "-A").then(|| words.next()).flatten()?;
+            let target = line
+                .split_whitespace()
+                .skip_while(|w| *w != "--to-destination")
+                .nth(1)?;
+            (chain.starts_with("CNI-DN-") && target.starts_with(prefix)).then(|| chain.to_owned())
+        })
+        .collect();
+    chains.dedup();
+    chains
+}
+
+/// The rule numbers, ascending, in `iptables -L <chain> -n --line-numbers` output whose
+/// target is one of `chains`.
+fn jump_rule_numbers(listing: &str, chains: &[String]) -> Vec<u32> {
+    listing
+        .lines()
+        .filter_map(|line| {
+            let mut words = line.split_whitespace();
+            let number = words.next()?.parse().ok()?;
+            let target = words.next()?;
+            chains.iter().any(|c| c == target).then_some(number)
+        })
+        .collect()
 }
 
 /// Deletes a network link if it exists.
@@ -159,6 +227,27 @@ fn overlaps((a, alen): (u32, u32), (b, blen): (u32, u32)) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hostport_rules_into_the_slots_subnet_are_found() {
+        let rules = "-N CNI-HOSTPORT-DNAT\n\
+            -N CNI-DN-aaa\n\
+            -N CNI-DN-bbb\n\
+            -A CNI-HOSTPORT-DNAT -p tcp -m comment --comment \"dnat name: \\\"testbed\\\" id: \\\"x\\\"\" -m multiport --dports 33867 -j CNI-DN-aaa\n\
+            -A CNI-DN-aaa -s 127.0.0.1/32 -p tcp -m tcp --dport 33867 -j CNI-HOSTPORT-SETMARK\n\
+            -A CNI-DN-aaa -p tcp -m tcp --dport 33867 -j DNAT --to-destination 10.77.3.2:8080\n\
+            -A CNI-DN-bbb -p tcp -m tcp --dport 34505 -j DNAT --to-destination 10.77.31.2:8080\n";
+        assert_eq!(hostport_chains(rules, "10.77.3.0/24"), ["CNI-DN-aaa"]);
+        assert_eq!(hostport_chains(rules, "10.77.31.0/24"), ["CNI-DN-bbb"]);
+        assert!(hostport_chains(rules, "10.77.4.0/24").is_empty());
+
+        let listing = "Chain CNI-HOSTPORT-DNAT (2 references)\n\
+            num  target     prot opt source               destination\n\
+            1    CNI-DN-bbb  tcp  --  0.0.0.0/0            0.0.0.0/0            multiport dports 34505\n\
+            2    CNI-DN-aaa  tcp  --  0.0.0.0/0            0.0.0.0/0            multiport dports 33867\n";
+        assert_eq!(jump_rule_numbers(listing, &["CNI-DN-aaa".to_owned()]), [2]);
+        assert!(jump_rule_numbers(listing, &["CNI-DN-ccc".to_owned()]).is_empty());
+    }
 
     #[test]
     fn cidr_overlap() {
