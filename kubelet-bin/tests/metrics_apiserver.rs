@@ -11,7 +11,7 @@ mod support;
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use support::{NODE, Node};
+use support::NODE;
 use xtask::apiserver::Cluster;
 
 /// A static pod: a busybox with an exec readiness probe.
@@ -59,20 +59,7 @@ fn metrics_through_the_api_server_carry_upstream_names() {
     else {
         return;
     };
-    let mut node = Node::new("metrics");
-    node.node_ip = "127.0.0.1".into();
-    let kubeconfig = cluster.node_kubeconfig(NODE).expect("node kubeconfig");
-    let ca = cluster.kubelet_client_ca().expect("kubelet client CA");
-    node.extra_args = vec![
-        "--kubeconfig".into(),
-        kubeconfig.display().to_string(),
-        "--anonymous-auth=false".into(),
-        "--authentication-token-webhook".into(),
-        "--authorization-mode".into(),
-        "Webhook".into(),
-        "--client-ca-file".into(),
-        ca.display().to_string(),
-    ];
+    let mut node = support::api_reachable_node(&cluster, "metrics");
     node.write_manifest("probed.yaml", PROBED);
     node.write_manifest("unpullable.yaml", UNPULLABLE);
     node.start_kubelet();

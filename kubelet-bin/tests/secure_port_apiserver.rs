@@ -216,20 +216,7 @@ fn the_api_server_reaches_the_kubelet_with_its_client_certificate() {
     else {
         return;
     };
-    let mut node = Node::new("secure-port-proxy");
-    node.node_ip = "127.0.0.1".into();
-    let kubeconfig = cluster.node_kubeconfig(NODE).expect("node kubeconfig");
-    let ca = cluster.kubelet_client_ca().expect("kubelet client CA");
-    node.extra_args = vec![
-        "--kubeconfig".into(),
-        kubeconfig.display().to_string(),
-        "--anonymous-auth=false".into(),
-        "--authentication-token-webhook".into(),
-        "--authorization-mode".into(),
-        "Webhook".into(),
-        "--client-ca-file".into(),
-        ca.display().to_string(),
-    ];
+    let mut node = support::api_reachable_node(&cluster, "secure-port-proxy");
     node.start_kubelet();
     let pods = format!("/api/v1/nodes/{NODE}/proxy/pods");
     let body = node.wait_for(

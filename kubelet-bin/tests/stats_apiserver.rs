@@ -11,7 +11,7 @@ mod support;
 
 use std::time::Duration;
 
-use support::{NODE, Node};
+use support::NODE;
 use xtask::apiserver::Cluster;
 
 const POD: &str = r#"apiVersion: v1
@@ -37,20 +37,7 @@ fn stats_and_resource_metrics_through_the_api_server() {
     else {
         return;
     };
-    let mut node = Node::new("stats-apiserver");
-    node.node_ip = "127.0.0.1".into();
-    let kubeconfig = cluster.node_kubeconfig(NODE).expect("node kubeconfig");
-    let ca = cluster.kubelet_client_ca().expect("kubelet client CA");
-    node.extra_args = vec![
-        "--kubeconfig".into(),
-        kubeconfig.display().to_string(),
-        "--anonymous-auth=false".into(),
-        "--authentication-token-webhook".into(),
-        "--authorization-mode".into(),
-        "Webhook".into(),
-        "--client-ca-file".into(),
-        ca.display().to_string(),
-    ];
+    let mut node = support::api_reachable_node(&cluster, "stats-apiserver");
     node.write_manifest("sleeper.yaml", POD);
     node.start_kubelet();
     let pod_name = format!("sleeper-{NODE}");

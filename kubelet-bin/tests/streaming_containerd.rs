@@ -19,7 +19,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use support::{NODE, Node, kubectl_create, kubectl_wait};
+use support::{NODE, kubectl_create, kubectl_wait};
 use xtask::apiserver::Cluster;
 
 /// The pod: `web` serves `/www` over HTTP on 8080 (busybox httpd), `ticker` prints a line a
@@ -96,20 +96,7 @@ fn kubectl_exec_attach_and_port_forward_through_the_api_server() {
     else {
         return;
     };
-    let mut node = Node::new("streaming");
-    node.node_ip = "127.0.0.1".into();
-    let kubeconfig = cluster.node_kubeconfig(NODE).expect("node kubeconfig");
-    let ca = cluster.kubelet_client_ca().expect("kubelet client CA");
-    node.extra_args = vec![
-        "--kubeconfig".into(),
-        kubeconfig.display().to_string(),
-        "--anonymous-auth=false".into(),
-        "--authentication-token-webhook".into(),
-        "--authorization-mode".into(),
-        "Webhook".into(),
-        "--client-ca-file".into(),
-        ca.display().to_string(),
-    ];
+    let mut node = support::api_reachable_node(&cluster, "streaming");
     node.start_kubelet();
     kubectl_wait(
         &cluster,

@@ -359,6 +359,29 @@ pub fn join_cluster(cluster: &xtask::apiserver::Cluster, node: &mut Node) {
     );
 }
 
+/// A node (not started yet) whose secure port the API server of `cluster` reaches as its client
+/// (issue 14): the node's kubeconfig for `system:node:<NODE>`, x509 against the fixture's
+/// kubelet client CA (`ClusterBuilder::kubelet_client_certificate`), webhook TokenReview and
+/// SubjectAccessReview, no anonymous requests, and node IP 127.0.0.1 so the API server dials
+/// loopback.
+pub fn api_reachable_node(cluster: &xtask::apiserver::Cluster, name: &str) -> Node {
+    let mut node = Node::new(name);
+    node.node_ip = "127.0.0.1".into();
+    let kubeconfig = cluster.node_kubeconfig(NODE).expect("node kubeconfig");
+    let ca = cluster.kubelet_client_ca().expect("kubelet client CA");
+    node.extra_args = vec![
+        "--kubeconfig".into(),
+        kubeconfig.display().to_string(),
+        "--anonymous-auth=false".into(),
+        "--authentication-token-webhook".into(),
+        "--authorization-mode".into(),
+        "Webhook".into(),
+        "--client-ca-file".into(),
+        ca.display().to_string(),
+    ];
+    node
+}
+
 /// `kubectl … -o json` as the admin of `cluster`.
 pub fn get_json(cluster: &xtask::apiserver::Cluster, args: &[&str]) -> Value {
     let mut all = args.to_vec();
