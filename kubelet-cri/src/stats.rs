@@ -4,11 +4,22 @@
 //! wrappers become `Option`s, nanosecond timestamps become times.
 
 use k8s_cri::v1 as cri;
+use k8s_openapi::jiff::Timestamp;
 use kubelet_core::kuberuntime::api;
 use kubelet_core::time::from_cri_nanos;
 
 fn value(v: Option<&cri::UInt64Value>) -> Option<u64> {
     v.map(|v| v.value)
+}
+
+/// `id`, when `ids` is empty or holds it.
+fn wanted_id(id: &str, ids: &[String]) -> Option<String> {
+    (ids.is_empty() || ids.iter().any(|wanted| wanted == id)).then(|| id.to_owned())
+}
+
+/// When a stats sample was taken: its cpu reading's time, else its memory reading's.
+fn sample_time(cpu: Option<i64>, memory: Option<i64>) -> Option<Timestamp> {
+    cpu.or(memory).and_then(from_cri_nanos)
 }
 
 /// `ListContainerStats` answers → core stats, only those of `ids` unless it is empty.
@@ -19,19 +30,13 @@ pub(crate) fn container_stats(
     stats
         .into_iter()
         .filter_map(|s| {
-            let id = s.attributes.as_ref()?.id.clone();
-            if !ids.is_empty() && !ids.contains(&id) {
-                return None;
-            }
+            let id = wanted_id(&s.attributes.as_ref()?.id, ids)?;
             let cpu = s.cpu.as_ref();
             let memory = s.memory.as_ref();
             let layer = s.writable_layer.as_ref();
             Some(api::ContainerStats {
                 id,
-                timestamp: cpu
-                    .map(|c| c.timestamp)
-                    .or(memory.map(|m| m.timestamp))
-                    .and_then(from_cri_nanos),
+                timestamp: sample_time(cpu.map(|c| c.timestamp), memory.map(|m| m.timestamp)),
                 cpu_usage_nanos: cpu.and_then(|c| value(c.usage_core_nano_seconds.as_ref())),
                 cpu_usage_nano_cores: cpu.and_then(|c| value(c.usage_nano_cores.as_ref())),
                 memory_working_set_bytes: memory.and_then(|m| value(m.working_set_bytes.as_ref())),
@@ -63,10 +68,7 @@ pub(crate) fn sandbox_stats(
     stats
         .into_iter()
         .filter_map(|s| {
-            let id = s.attributes.as_ref()?.id.clone();
-            if !ids.is_empty() && !ids.contains(&id) {
-                return None;
-            }
+            let id = wanted_id(&s.attributes.as_ref()?.id, ids)?;
             let linux = s.linux.as_ref();
             let cpu = linux.and_then(|l| l.cpu.as_ref());
             let memory = linux.and_then(|l| l.memory.as_ref());
@@ -79,10 +81,7 @@ pub(crate) fn sandbox_stats(
                         default_interface: n.default_interface.as_ref().map(interface),
                         interfaces: n.interfaces.iter().map(interface).collect(),
                     }),
-                timestamp: cpu
-                    .map(|c| c.timestamp)
-                    .or(memory.map(|m| m.timestamp))
-                    .and_then(from_cri_nanos),
+                timestamp: sample_time(cpu.map(|c| c.timestamp), memory.map(|m| m.timestamp)),
                 cpu_usage_nanos: cpu.and_then(|c| value(c.usage_core_nano_seconds.as_ref())),
                 memory_working_set_bytes: memory.and_then(|m| value(m.working_set_bytes.as_ref())),
                 process_count: linux
