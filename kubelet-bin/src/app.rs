@@ -111,6 +111,7 @@ fn remote_runtime(
     let runtime = kubelet_cri::connect_with_metrics(
         &settings.runtime_endpoint,
         kubelet_cri::Options::default()
+            .with_request_timeout(pr.runtime_request_timeout)
             .with_pod_logs_dir(settings.pod_log_dir.clone())
             .with_root_dir(ctx.root_dir.clone())
             .with_node_name(ctx.node_name.clone())
@@ -146,7 +147,7 @@ fn stats_provider(
     let pr = &settings.pod_runtime;
     let service = kubelet_cri::CriRuntimeService::connect(
         &settings.runtime_endpoint,
-        kubelet_cri::CriOptions::default(),
+        kubelet_cri::CriOptions::default().with_request_timeout(pr.runtime_request_timeout),
     )?;
     let reader = cgroup::Reader::detect();
     let pods = cri::CriStatsProvider::new(

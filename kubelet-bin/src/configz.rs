@@ -36,6 +36,7 @@ pub fn configz(s: &Settings) -> Value {
         "cgroupDriver": "cgroupfs",
         "cpuCFSQuota": pr.cpu_cfs_quota,
         "cpuCFSQuotaPeriod": format(std::time::Duration::from_micros(pr.cpu_cfs_quota_period_us)),
+        "runtimeRequestTimeout": format(pr.runtime_request_timeout),
         "kubeAPIQPS": c.api_limits.qps,
         "kubeAPIBurst": c.api_limits.burst,
         "eventRecordQPS": c.event_limits.qps,
@@ -80,6 +81,7 @@ mod tests {
         assert_eq!(k["port"], 10260);
         assert_eq!(k["address"], "0.0.0.0");
         assert_eq!(k["syncFrequency"], "1m30s");
+        assert_eq!(k["runtimeRequestTimeout"], "2m0s");
         assert_eq!(k["readOnlyPort"], 10255);
         assert_eq!(k["authorization"]["mode"], "AlwaysAllow");
         assert_eq!(k["authentication"]["anonymous"]["enabled"], true);

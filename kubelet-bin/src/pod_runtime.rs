@@ -1,7 +1,8 @@
 //! Flags and `KubeletConfiguration` fields for pod cgroups, CPU limits and DNS (upstream
 //! `--cgroups-per-qos`, `--cgroup-root`, `--cgroup-driver`, `--cpu-cfs-quota`,
-//! `--cpu-cfs-quota-period`, `--cluster-dns`, `--cluster-domain`, `--resolv-conf`), merged
-//! with the same precedence as the other settings: defaults < file < flags.
+//! `--cpu-cfs-quota-period`, `--cluster-dns`, `--cluster-domain`, `--resolv-conf`) and the
+//! CRI deadline (`--runtime-request-timeout`), merged with the same precedence as the other
+//! settings: defaults < file < flags.
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -40,6 +41,10 @@ pub struct Flags {
     /// Resolver configuration of `Default` pods (default `/etc/resolv.conf`; empty for none).
     #[arg(long)]
     pub resolv_conf: Option<String>,
+    /// Deadline of each CRI call except image pulls (default 2m; `RunPodSandbox` gets twice
+    /// this, `StopContainer` this plus the grace period).
+    #[arg(long, value_parser = duration::parse)]
+    pub runtime_request_timeout: Option<Duration>,
 }
 
 /// The `KubeletConfiguration` fields of this module.
@@ -58,6 +63,7 @@ pub struct ConfigFile {
     cluster_dns: Option<Vec<String>>,
     cluster_domain: Option<String>,
     resolv_conf: Option<PathBuf>,
+    runtime_request_timeout: Option<String>,
 }
 
 /// Merged pod cgroup and DNS settings.
@@ -77,6 +83,8 @@ pub struct Settings {
     pub cluster_domain: String,
     /// Host resolv.conf; empty for none.
     pub resolv_conf: PathBuf,
+    /// `--runtime-request-timeout`: the deadline of each CRI call.
+    pub runtime_request_timeout: Duration,
 }
 
 impl Settings {
@@ -126,6 +134,19 @@ impl Settings {
         } else {
             flags.cluster_dns.iter().map(ToString::to_string).collect()
         };
+        let runtime_request_timeout = match flags.runtime_request_timeout {
+            Some(d) => d,
+            None => match file.runtime_request_timeout.as_deref() {
+                Some(v) => duration::parse(v)
+                    .map_err(|e| UsageError(format!("runtimeRequestTimeout: {e}")))?,
+                None => kubelet_cri::DEFAULT_REQUEST_TIMEOUT,
+            },
+        };
+        if runtime_request_timeout.is_zero() {
+            return Err(UsageError(
+                "--runtime-request-timeout must be greater than 0".into(),
+            ));
+        }
         Ok(Self {
             cgroups_per_qos: flags
                 .cgroups_per_qos
@@ -146,6 +167,7 @@ impl Settings {
                 .map(PathBuf::from)
                 .or(file.resolv_conf)
                 .unwrap_or_else(|| PathBuf::from("/etc/resolv.conf")),
+            runtime_request_timeout,
         })
     }
 }
@@ -179,6 +201,23 @@ mod tests {
         assert_eq!(s.cpu_cfs_quota_period_us, 100_000);
         assert!(s.cluster_dns.is_empty());
         assert_eq!(s.resolv_conf, PathBuf::from("/etc/resolv.conf"));
+        assert_eq!(s.runtime_request_timeout, Duration::from_secs(120));
+    }
+
+    #[test]
+    fn runtime_request_timeout_from_file_and_flag() {
+        let s = parse(&[], "runtimeRequestTimeout: 30s").expect("valid");
+        assert_eq!(s.runtime_request_timeout, Duration::from_secs(30));
+        let s = parse(
+            &["--runtime-request-timeout", "5s"],
+            "runtimeRequestTimeout: 30s",
+        )
+        .expect("valid");
+        assert_eq!(s.runtime_request_timeout, Duration::from_secs(5));
+        let e = parse(&[], "runtimeRequestTimeout: soon").expect_err("bad duration");
+        assert!(e.0.contains("runtimeRequestTimeout"), "{}", e.0);
+        let e = parse(&["--runtime-request-timeout", "0s"], "").expect_err("zero");
+        assert!(e.0.contains("--runtime-request-timeout"), "{}", e.0);
     }
 
     #[test]
