@@ -59,11 +59,15 @@ pub enum ConnectError {
 /// `Unavailable` (including transport and connect errors, which tonic reports as
 /// `Unavailable`) becomes [`Error::Unavailable`], `NotFound` becomes [`Error::NotFound`],
 /// `Unimplemented` becomes [`Error::Unsupported`], and everything else is [`Error::Runtime`]
-/// naming the call.
+/// naming the call. A call whose connection broke mid-way (the runtime was killed) is
+/// `Unavailable` too, as grpc-go (upstream's client) reports it; tonic says `Unknown`.
 pub(crate) fn from_status(op: &'static str, status: &tonic::Status) -> Error {
     let message = status.message().to_owned();
     match status.code() {
         Code::Unavailable => Error::Unavailable(format!("{op}: {message}")),
+        Code::Unknown if broken_connection(status) => {
+            Error::Unavailable(format!("{op}: connection to the runtime broke: {message}"))
+        }
         Code::NotFound => Error::NotFound(format!("{op}: {message}")),
         // A runtime without the call (e.g. `ListPodSandboxStats` before containerd 1.7).
         Code::Unimplemented => Error::Unsupported(op),
@@ -76,6 +80,18 @@ pub(crate) fn from_status(op: &'static str, status: &tonic::Status) -> Error {
             },
         },
     }
+}
+
+/// Whether tonic reported a transport failure (a closed or reset connection) as the status.
+fn broken_connection(status: &tonic::Status) -> bool {
+    let mut source = std::error::Error::source(status);
+    while let Some(e) = source {
+        if e.is::<tonic::transport::Error>() || e.is::<std::io::Error>() {
+            return true;
+        }
+        source = e.source();
+    }
+    false
 }
 
 #[cfg(test)]
@@ -97,6 +113,17 @@ mod tests {
         );
         let e = from_status("ListPodSandboxStats", &tonic::Status::unimplemented("no"));
         assert!(matches!(e, Error::Unsupported("ListPodSandboxStats")));
+        let broken = tonic::Status::from_error(Box::new(std::io::Error::from(
+            std::io::ErrorKind::ConnectionReset,
+        )));
+        assert_eq!(broken.code(), Code::Unknown);
+        let e = from_status("Version", &broken);
+        assert!(
+            matches!(e, Error::Unavailable(ref m) if m.contains("broke")),
+            "{e:?}"
+        );
+        let e = from_status("Version", &tonic::Status::unknown("runtime said so"));
+        assert!(matches!(e, Error::Runtime { .. }), "{e:?}");
         let e = from_status("Status", &tonic::Status::new(Code::Internal, ""));
         assert!(matches!(e, Error::Runtime { ref message, .. } if message == "Internal"));
     }

@@ -16,6 +16,8 @@
 //!   call, errors mapped to [`kubelet_core::runtime::Error`] (`Unavailable` is retryable).
 //! * [`sandbox`], [`container`], [`security`], [`resources`]: the CRI configs.
 //! * `fake::FakeCriServer` (feature `test-util`): an in-process CRI server on a unix socket.
+//! * `testing::FaultProxy` (feature `test-util`): a CRI proxy in front of a runtime's socket
+//!   that injects latency, errors, dropped connections and stalls per method.
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -52,6 +54,8 @@ mod stats;
 
 #[cfg(any(test, feature = "test-util"))]
 pub mod fake;
+#[cfg(feature = "test-util")]
+pub mod testing;
 
 pub use error::{ConfigError, ConnectError, CriError};
 pub use options::{Options, connect, connect_with_metrics};
