@@ -114,6 +114,11 @@ async fn a_stalled_method_times_out_without_blocking_the_others_and_resumes_when
     assert!(err.is_retryable());
     assert!(env.rt.version().await.is_ok(), "other methods still answer");
     assert_eq!(env.server.cri().count("ListContainers"), 0);
+    while env.proxy.abandoned("ListContainers") < 1 {
+        // the client's reset reaches the proxy after the client returned
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(env.proxy.abandoned("Version"), 0);
 
     // a call stalled with a long deadline goes through once the stall is lifted
     let slow = kubelet_cri::connect(
@@ -130,6 +135,7 @@ async fn a_stalled_method_times_out_without_blocking_the_others_and_resumes_when
     let pods = stalled.await.expect("join").expect("released");
     assert!(pods.is_empty());
     assert_eq!(env.server.cri().count("ListContainers"), 1);
+    assert_eq!(env.proxy.abandoned("ListContainers"), 1);
     env.proxy.shutdown().await;
 }
 

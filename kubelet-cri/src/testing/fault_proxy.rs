@@ -123,6 +123,12 @@ impl FaultProxy {
         self.shared.rules.counts()
     }
 
+    /// Calls of `method` whose client gave up (a deadline, a cancellation) before the proxy
+    /// answered: with [`Fault::Stall`], the calls the client timed out.
+    pub fn abandoned(&self, method: &str) -> u64 {
+        self.shared.rules.abandoned(method)
+    }
+
     /// Closes every client connection now (calls in flight on them fail); clients reconnect.
     pub fn drop_connections(&self) {
         self.shared.generation.send_modify(|g| *g += 1);
@@ -188,6 +194,29 @@ async fn serve_connection(stream: UnixStream, shared: Arc<Shared>) {
     }
 }
 
+/// Counts the call as abandoned if it is dropped (the client reset the stream or closed the
+/// connection) before [`Answered::done`].
+struct Answered<'a> {
+    rules: &'a Rules,
+    method: &'a str,
+    done: bool,
+}
+
+impl Answered<'_> {
+    fn done<T>(mut self, value: T) -> T {
+        self.done = true;
+        value
+    }
+}
+
+impl Drop for Answered<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.rules.abandon(self.method);
+        }
+    }
+}
+
 /// One gRPC call: counted, then faulted or forwarded.
 async fn handle(
     shared: Arc<Shared>,
@@ -201,17 +230,33 @@ async fn handle(
         .next()
         .unwrap_or_default()
         .to_owned();
-    let mut fault = shared.rules.enter(&method);
+    let answered = Answered {
+        rules: &shared.rules,
+        method: &method,
+        done: false,
+    };
+    let resp = respond(&shared, &dropped, &method, req).await;
+    Ok(answered.done(resp))
+}
+
+/// The answer to a call of `method`: faulted or forwarded.
+async fn respond(
+    shared: &Shared,
+    dropped: &Notify,
+    method: &str,
+    req: Request<Incoming>,
+) -> Response<Body> {
+    let mut fault = shared.rules.enter(method);
     if fault == Some(Fault::Stall) {
         tracing::debug!(%method, "fault proxy: stalling");
-        fault = shared.rules.wait_while_stalled(&method).await;
+        fault = shared.rules.wait_while_stalled(method).await;
     }
     match fault {
         None | Some(Fault::Stall) => {}
         Some(Fault::Latency(delay)) => tokio::time::sleep(delay).await,
         Some(Fault::Status(code, message)) => {
             tracing::debug!(%method, ?code, "fault proxy: failing");
-            return Ok(grpc_status(code, &message));
+            return grpc_status(code, &message);
         }
         Some(Fault::DropConnection) => {
             tracing::debug!(%method, "fault proxy: dropping the connection");
@@ -219,12 +264,12 @@ async fn handle(
             std::future::pending::<()>().await;
         }
     }
-    Ok(shared.upstream.forward(req).await.unwrap_or_else(|e| {
+    shared.upstream.forward(req).await.unwrap_or_else(|e| {
         grpc_status(
             Code::Unavailable,
             &format!("fault proxy: runtime unreachable: {e}"),
         )
-    }))
+    })
 }
 
 /// A gRPC answer with `code` and `message` in its trailers and no message.

@@ -54,6 +54,7 @@ struct State {
     by_method: HashMap<String, Fault>,
     every_method: Option<Fault>,
     calls: HashMap<String, u64>,
+    abandoned: HashMap<String, u64>,
 }
 
 impl Rules {
@@ -118,6 +119,17 @@ impl Rules {
     /// Calls seen so far by method.
     pub(crate) fn counts(&self) -> HashMap<String, u64> {
         self.lock().calls.clone()
+    }
+
+    /// Counts a call of `method` its client gave up on (cancelled or timed out) before the
+    /// proxy answered.
+    pub(crate) fn abandon(&self, method: &str) {
+        *self.lock().abandoned.entry(method.to_owned()).or_default() += 1;
+    }
+
+    /// Calls of `method` whose client gave up before the proxy answered.
+    pub(crate) fn abandoned(&self, method: &str) -> u64 {
+        self.lock().abandoned.get(method).copied().unwrap_or(0)
     }
 
     /// Waits while `method` is stalled; returns its fault once it is no longer [`Fault::Stall`].
