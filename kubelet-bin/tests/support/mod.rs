@@ -34,6 +34,9 @@ pub struct Node {
     starts: u32,
     /// Extra kubelet flags, added after the harness's own (set before `start_kubelet`).
     pub extra_args: Vec<String>,
+    /// `--container-runtime-endpoint` instead of the testbed's (e.g. a
+    /// `kubelet_cri::testing::FaultProxy` in front of it).
+    pub runtime_endpoint: Option<String>,
 }
 
 /// Four hex digits from this checkout's path, so test runs in two checkouts (git worktrees)
@@ -72,6 +75,7 @@ impl Node {
             cgroup_root: format!("/rk-it-{}-{name}", checkout_tag()),
             starts: 0,
             extra_args: Vec::new(),
+            runtime_endpoint: None,
         }
     }
 
@@ -105,7 +109,11 @@ impl Node {
             .arg("--pod-manifest-path")
             .arg(&self.manifests)
             .arg("--container-runtime-endpoint")
-            .arg(self.testbed.endpoint())
+            .arg(
+                self.runtime_endpoint
+                    .clone()
+                    .unwrap_or_else(|| self.testbed.endpoint()),
+            )
             .arg("--root-dir")
             .arg(kdir.join("root"))
             .arg("--pod-log-dir")
