@@ -2,8 +2,9 @@
 //! each with a deadline and mapped errors.
 //!
 //! Mirrors upstream `pkg/kubelet/cri/remote/remote_runtime.go` and `remote_image.go`
-//! (per-call `context.WithTimeout`, 16 MiB message limit, `StopContainer` deadline extended by
-//! the grace period, no deadline for `PullImage`), instrumented in one place as upstream
+//! (per-call `context.WithTimeout`, 16 MiB message limit, `RunPodSandbox` deadline doubled,
+//! `StopContainer` and `ExecSync` deadlines extended by the grace period or command timeout,
+//! no deadline for `PullImage` or an `ExecSync` without a timeout), instrumented in one place as upstream
 //! `pkg/kubelet/kuberuntime/instrumented_services.go`: every call counts in
 //! `kubelet_runtime_operations_total`, `_duration_seconds` and, when it fails,
 //! `_errors_total`, labelled with upstream's `operation_type` ([`operation_type`]).
@@ -197,8 +198,9 @@ impl CriClient {
     }
 
     /// `ExecSync` with the command's own `timeout` (zero: none). The call's deadline is the
-    /// request timeout plus `timeout`, as upstream; `Ok(None)` when the command timed out
-    /// (the runtime answers `DeadlineExceeded`, or the deadline passes).
+    /// request timeout plus `timeout`, and there is none when `timeout` is zero (lifecycle
+    /// hooks), as upstream; `Ok(None)` when the command timed out (the runtime answers
+    /// `DeadlineExceeded`, or the deadline passes).
     pub(crate) async fn exec_sync(
         &self,
         id: &str,
@@ -210,16 +212,23 @@ impl CriClient {
             cmd: cmd.to_vec(),
             timeout: i64::try_from(timeout.as_secs()).unwrap_or(i64::MAX),
         };
-        let deadline = self.timeout + timeout;
+        let deadline = (!timeout.is_zero()).then(|| self.timeout + timeout);
         let mut c = self.runtime.clone();
         let started = Instant::now();
-        let result =
-            match tokio::time::timeout(deadline, c.exec_sync(request(msg, Some(deadline)))).await {
-                Err(_) => Ok(None),
-                Ok(Ok(resp)) => Ok(Some(resp.into_inner())),
-                Ok(Err(s)) if s.code() == tonic::Code::DeadlineExceeded => Ok(None),
-                Ok(Err(s)) => Err(from_status("ExecSync", &s)),
-            };
+        let call = c.exec_sync(request(msg, deadline));
+        let answer = match deadline {
+            Some(d) => tokio::time::timeout(d, call).await.ok(),
+            None => Some(call.await),
+        };
+        let result = match answer {
+            None => Ok(None),
+            Some(Ok(resp)) => Ok(Some(resp.into_inner())),
+            Some(Err(s)) if s.code() == tonic::Code::DeadlineExceeded => Ok(None),
+            // tonic enforces the `grpc-timeout` it sends as well, and reports its own expiry
+            // as `Cancelled` ("Timeout expired"), whichever timer fires first.
+            Some(Err(s)) if deadline.is_some() && s.code() == tonic::Code::Cancelled => Ok(None),
+            Some(Err(s)) => Err(from_status("ExecSync", &s)),
+        };
         // A command that timed out is an error of the call, as upstream counts it.
         let failed = !matches!(result, Ok(Some(_)));
         self.metrics

@@ -869,6 +869,35 @@ async fn stuck_runtime_call_times_out() {
 }
 
 #[tokio::test]
+async fn exec_sync_deadline_is_request_timeout_plus_command_timeout_and_none_without_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = FakeCriServer::start(dir.path()).await.expect("start");
+    let opts = options(dir.path()).with_request_timeout(Duration::from_millis(100));
+    let rt = kubelet_cri::connect(&server.endpoint(), opts).expect("connect");
+    server.cri().hang("ExecSync");
+    let cmd = ["true".to_owned()];
+
+    // a probe's command (1 s) on a hung runtime: timed out after 1.1 s
+    let r = rt
+        .exec_sync("c1", &cmd, Duration::from_secs(1), 1024)
+        .await
+        .expect("a timed-out command is not an error");
+    assert!(r.timed_out);
+
+    // a hook's command (no timeout, upstream passes 0): no deadline at all, so it is still
+    // waiting well after the request timeout
+    let hook = rt.exec_sync("c1", &cmd, Duration::ZERO, 1024);
+    assert!(
+        tokio::time::timeout(Duration::from_secs(1), hook)
+            .await
+            .is_err(),
+        "no deadline without a command timeout"
+    );
+    server.cri().clear_hang("ExecSync");
+    server.shutdown().await;
+}
+
+#[tokio::test]
 async fn run_as_non_root_with_a_root_image_is_a_config_error() {
     let env = setup().await;
     let mut p = pod("nonroot");
