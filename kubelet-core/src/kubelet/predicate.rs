@@ -318,6 +318,12 @@ fn host_ports_fit(pod: &Pod, other_pods: &[Pod]) -> bool {
     })
 }
 
+/// `true` when one of `tolerations` tolerates `taint` (upstream
+/// `TolerationsTolerateTaint`).
+pub fn tolerations_tolerate_taint(tolerations: &[Toleration], taint: &Taint) -> bool {
+    tolerations.iter().any(|t| tolerates(t, taint))
+}
+
 /// Upstream `ToleratesTaint`.
 fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
     let effect = toleration.effect.as_deref().unwrap_or("");
