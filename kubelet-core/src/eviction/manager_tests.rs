@@ -13,6 +13,7 @@ use crate::stats::v1alpha1::{
     VolumeStats,
 };
 use crate::testing::pod;
+use std::time::Duration;
 
 const MI: u64 = 1 << 20;
 

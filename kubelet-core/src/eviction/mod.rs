@@ -46,6 +46,7 @@ pub use reclaim::{ContainerGC, ImageGC, NoReclaim};
 use crate::kubelet::admit::{PodAdmitAttributes, PodAdmitHandler, PodAdmitResult};
 use crate::pod_resources::is_critical_pod;
 use crate::qos::{BEST_EFFORT, pod_qos};
+use crate::stats::SummaryProvider;
 
 /// The pod status reason of an evicted pod, and of a pod refused under pressure.
 pub const REASON: &str = "Evicted";
@@ -124,6 +125,52 @@ impl Default for Config {
             monitoring_interval: DEFAULT_MONITORING_INTERVAL,
             local_storage_capacity_isolation: true,
         }
+    }
+}
+
+/// An eviction manager's configuration and inputs, for
+/// [`KubeletBuilder::eviction`](crate::kubelet::KubeletBuilder::eviction).
+#[derive(Clone)]
+pub struct Options {
+    /// The thresholds and timings.
+    pub config: Config,
+    /// Where the signals and the pods' usage come from.
+    pub summary: Arc<dyn SummaryProvider>,
+    /// Deletes unused images under disk pressure (default [`NoReclaim`]).
+    pub image_gc: Arc<dyn ImageGC>,
+    /// Deletes dead containers under disk pressure (default [`NoReclaim`]).
+    pub container_gc: Arc<dyn ContainerGC>,
+}
+
+impl std::fmt::Debug for Options {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Options")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Options {
+    /// `config` over `summary`, with no node-level reclaim.
+    pub fn new(config: Config, summary: Arc<dyn SummaryProvider>) -> Self {
+        Self {
+            config,
+            summary,
+            image_gc: Arc::new(NoReclaim),
+            container_gc: Arc::new(NoReclaim),
+        }
+    }
+
+    /// Reclaims disk through `images` and `containers` before evicting pods.
+    #[must_use]
+    pub fn with_reclaim(
+        mut self,
+        images: Arc<dyn ImageGC>,
+        containers: Arc<dyn ContainerGC>,
+    ) -> Self {
+        self.image_gc = images;
+        self.container_gc = containers;
+        self
     }
 }
 

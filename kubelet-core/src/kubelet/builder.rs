@@ -39,6 +39,7 @@ use tokio_util::task::TaskTracker;
 use crate::backoff::Backoff;
 use crate::config::{PodConfig, PodSource};
 use crate::events::{EventRecorder, NoopRecorder};
+use crate::eviction;
 use crate::metrics::KubeletMetrics;
 use crate::objects::ObjectSource;
 use crate::pleg;
@@ -74,6 +75,7 @@ pub struct KubeletBuilder {
     events: Arc<dyn EventRecorder>,
     metrics: KubeletMetrics,
     objects: Option<Arc<dyn ObjectSource>>,
+    eviction: Option<eviction::Options>,
 }
 
 impl std::fmt::Debug for KubeletBuilder {
@@ -119,7 +121,17 @@ impl KubeletBuilder {
             events: Arc::new(NoopRecorder),
             metrics: KubeletMetrics::default(),
             objects: None,
+            eviction: None,
         }
+    }
+
+    /// Runs an eviction manager with `options` (upstream `evictionManager`): pods are
+    /// evicted under resource pressure and past their local storage limits, and its admit
+    /// handler (first in the chain after the sysctl check) refuses pods under pressure.
+    /// Default: none.
+    pub fn eviction(mut self, options: eviction::Options) -> Self {
+        self.eviction = Some(options);
+        self
     }
 
     /// The object source the volumes and env read: each synced pod is registered with it
@@ -234,6 +246,11 @@ impl KubeletBuilder {
                 node::default_labels(&self.node_name),
             )))
         });
+        let pressure = self.eviction.as_ref().map(|_| {
+            let pressure = eviction::Pressure::default();
+            self.admit.push(Arc::new(pressure.clone()));
+            pressure
+        });
         if self.predicates {
             self.admit
                 .push(Arc::new(PredicateAdmitHandler::new(nodes.clone())));
@@ -291,8 +308,24 @@ impl KubeletBuilder {
         )
         .with_admit_chain(self.admit)
         .with_mirror_client(self.mirror)
-        .with_event_recorder(self.events);
+        .with_event_recorder(self.events.clone());
+        let eviction_manager = self
+            .eviction
+            .zip(pressure.clone())
+            .map(|(options, pressure)| {
+                let active = kubelet.clone();
+                eviction::Manager::new(
+                    options.config,
+                    options.summary,
+                    Arc::new(kubelet.clone()),
+                    Arc::new(move || active.active_pods()),
+                )
+                .with_reclaim(options.image_gc, options.container_gc)
+                .with_event_recorder(self.events, self.node_name.clone())
+                .with_pressure(pressure)
+            });
         KubeletService {
+            pressure,
             health: sync_loop::Health::new(self.sync_loop.resync_interval),
             kubelet,
             managers: self.managers,
@@ -309,6 +342,7 @@ impl KubeletBuilder {
                 },
                 sync_loop: self.sync_loop,
                 runtime_status_period: self.runtime_status_period,
+                eviction_manager,
             }),
         }
     }
@@ -321,6 +355,7 @@ struct Pending {
     channels: sync_loop::Channels,
     sync_loop: sync_loop::Config,
     runtime_status_period: Duration,
+    eviction_manager: Option<eviction::Manager>,
 }
 
 /// An assembled kubelet: spawn it, read its state, stop it.
@@ -332,6 +367,7 @@ pub struct KubeletService {
     tracker: TaskTracker,
     token: CancellationToken,
     pending: Option<Pending>,
+    pressure: Option<eviction::Pressure>,
 }
 
 impl std::fmt::Debug for KubeletService {
@@ -362,6 +398,9 @@ impl KubeletService {
         }
         self.tracker
             .spawn(pending.pod_config.run(self.token.child_token()));
+        if let Some(manager) = pending.eviction_manager {
+            self.tracker.spawn(manager.run(self.token.child_token()));
+        }
         self.tracker.spawn(sync_loop::run(
             Arc::new(self.kubelet.clone()),
             pending.channels,
@@ -410,6 +449,12 @@ impl KubeletService {
     /// The tracker every task runs on.
     pub fn tracker(&self) -> &TaskTracker {
         &self.tracker
+    }
+
+    /// The node's pressure conditions, when an [eviction manager](KubeletBuilder::eviction)
+    /// runs (for the node status).
+    pub fn pressure(&self) -> Option<&eviction::Pressure> {
+        self.pressure.as_ref()
     }
 
     /// The token that stops every task.

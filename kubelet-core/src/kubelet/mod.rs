@@ -19,6 +19,7 @@ mod reason_cache;
 pub mod runtime_state;
 pub mod sync_loop;
 mod syncer;
+mod terminate;
 
 use std::collections::HashSet;
 use std::sync::Arc;

@@ -714,3 +714,4 @@ async fn synced_pods_are_registered_with_the_object_source_until_terminated() {
     assert_eq!(calls.last().map(|(w, _)| *w), Some("unregister"));
     n.token.cancel();
 }
+mod eviction;
