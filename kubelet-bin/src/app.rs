@@ -29,7 +29,8 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     .crash_loop_backoff(settings.crash_loop_backoff.0, settings.crash_loop_backoff.1)
     .sync_frequency(settings.sync_frequency)
     .evented_pleg(settings.pleg_choice())
-    .stats_provider(stats_provider(&settings)?);
+    .stats_provider(stats_provider(&settings)?)
+    .eviction(settings.eviction.clone());
     match &settings.pod_manifest_path {
         Some(path) => {
             builder = builder

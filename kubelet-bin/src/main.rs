@@ -8,6 +8,7 @@ mod app;
 mod cluster_settings;
 mod configz;
 mod container_log_settings;
+mod eviction_settings;
 mod heap_trim;
 mod log_writer;
 mod node_status_flags;

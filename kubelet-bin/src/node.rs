@@ -21,6 +21,7 @@
 //! | metrics | a new `KubeletMetrics`, served on the secure port's `/metrics` | [`metrics`](NodeBuilder::metrics) |
 //! | stall watchdog | on, 5 s ([`kubelet_core::watchdog`]; `/healthz` fails while a worker is stuck) | [`stall_watchdog`](NodeBuilder::stall_watchdog), [`no_stall_watchdog`](NodeBuilder::no_stall_watchdog) |
 //! | stats (`/stats/summary`, `/metrics/resource`, `/metrics/cadvisor`) | none | [`stats_provider`](NodeBuilder::stats_provider) |
+//! | eviction manager (pressure conditions, eviction, local storage limits) | none | [`eviction`](NodeBuilder::eviction), [`eviction_reclaim`](NodeBuilder::eviction_reclaim) |
 //! | endpoints | none | [`healthz_addr`](NodeBuilder::healthz_addr), [`read_only_addr`](NodeBuilder::read_only_addr), [`secure_server`](NodeBuilder::secure_server) |
 //!
 //! The core wiring (pod config, pod workers, sync loop…) is
@@ -39,6 +40,7 @@ use kubelet_core::cm::PodContainerManager;
 use kubelet_core::config::{FileSource, PodSource};
 use kubelet_core::envvars::ServiceLister;
 use kubelet_core::events::{self, EventRecorder, EventType};
+use kubelet_core::eviction::{ContainerGC, ImageGC};
 use kubelet_core::kubelet::env::EnvSource;
 use kubelet_core::kubelet::{
     KubeletBuilder, KubeletRuntimeHelper, Managers, MirrorClient, NodeProvider, PodAdmitHandler,
@@ -157,6 +159,8 @@ pub struct NodeBuilder {
     secure: Option<server::SecureOptions>,
     container_logs: Option<(kubelet_core::logs::rotation::Policy, Duration)>,
     stats: Option<Arc<dyn SummaryProvider>>,
+    eviction: Option<kubelet_core::eviction::Config>,
+    eviction_reclaim: Option<(Arc<dyn ImageGC>, Arc<dyn ContainerGC>)>,
     drain_timeout: Duration,
     stall_watchdog: Option<kubelet_core::watchdog::Config>,
     cluster: Option<ClusterOptions>,
@@ -238,6 +242,8 @@ impl NodeBuilder {
             secure: None,
             container_logs: None,
             stats: None,
+            eviction: None,
+            eviction_reclaim: None,
             drain_timeout: Duration::from_secs(10),
             stall_watchdog: Some(kubelet_core::watchdog::Config::default()),
             cluster: None,
@@ -430,6 +436,27 @@ impl NodeBuilder {
     /// [`kubelet_core::stats::cri::CriStatsProvider`]; default none: those paths are 404).
     pub fn stats_provider(mut self, stats: Arc<dyn SummaryProvider>) -> Self {
         self.stats = Some(stats);
+        self
+    }
+
+    /// Runs the eviction manager with `config` over the [stats
+    /// provider](Self::stats_provider) (without one there is nothing to watch and no manager
+    /// runs): pods are evicted under memory, disk or PID pressure and past their local
+    /// storage limits, new pods refused under pressure, and in cluster mode the Node's
+    /// `MemoryPressure`, `DiskPressure` and `PIDPressure` conditions follow it.
+    pub fn eviction(mut self, config: kubelet_core::eviction::Config) -> Self {
+        self.eviction = Some(config);
+        self
+    }
+
+    /// What the eviction manager deletes under disk pressure before it evicts pods (default:
+    /// nothing): unused images and dead containers.
+    pub fn eviction_reclaim(
+        mut self,
+        images: Arc<dyn ImageGC>,
+        containers: Arc<dyn ContainerGC>,
+    ) -> Self {
+        self.eviction_reclaim = Some((images, containers));
         self
     }
 
@@ -675,6 +702,19 @@ impl NodeBuilder {
         }
         for handler in self.admit {
             kubelet = kubelet.admit_handler(handler);
+        }
+        match (self.eviction, &self.stats) {
+            (Some(config), Some(stats)) => {
+                let mut options = kubelet_core::eviction::Options::new(config, stats.clone());
+                if let Some((images, containers)) = self.eviction_reclaim {
+                    options = options.with_reclaim(images, containers);
+                }
+                kubelet = kubelet.eviction(options);
+            }
+            (Some(_), None) => {
+                tracing::warn!("eviction configured without a stats provider: no eviction manager");
+            }
+            (None, _) => {}
         }
         let service = kubelet.build(&tracker, &token);
         if let Some(source) = api_objects {

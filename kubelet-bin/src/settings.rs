@@ -101,6 +101,9 @@ pub struct Flags {
     /// Container log rotation flags.
     #[command(flatten)]
     pub container_logs: crate::container_log_settings::Flags,
+    /// Eviction manager flags (soft thresholds, grace periods, minimum reclaims, …).
+    #[command(flatten)]
+    pub eviction: crate::eviction_settings::Flags,
 }
 
 /// The subset of `KubeletConfiguration` this kubelet reads (same field names).
@@ -129,6 +132,8 @@ struct ConfigFile {
     server: crate::server_settings::ConfigFile,
     #[serde(flatten)]
     container_logs: crate::container_log_settings::ConfigFile,
+    #[serde(flatten)]
+    eviction: crate::eviction_settings::ConfigFile,
     #[serde(flatten)]
     other: std::collections::BTreeMap<String, serde_json::Value>,
 }
@@ -194,6 +199,8 @@ pub struct Settings {
     pub node_status: kubelet::cluster::node_status::NodeStatusOptions,
     /// Container log rotation.
     pub container_logs: crate::container_log_settings::Settings,
+    /// The eviction manager's thresholds and timings.
+    pub eviction: kubelet_core::eviction::Config,
 }
 
 /// A bad flag or config value; the binary exits with [`EXIT_USAGE`].
@@ -393,7 +400,13 @@ impl Settings {
                 "--port must be between 1 and 65535, inclusive".into(),
             ));
         }
+        let eviction = crate::eviction_settings::merge(
+            flags.eviction,
+            file.eviction,
+            &node_status.eviction_hard,
+        )?;
         Ok(Self {
+            eviction,
             secure: (secure_address, node_status.port).into(),
             server: crate::server_settings::Settings::merge(
                 flags.server,

@@ -98,10 +98,13 @@ impl Node {
                 ),
                 _ => {}
             }
-            let inputs = crate::cluster::node_status::NodeStatusInputs::new(
+            let mut inputs = crate::cluster::node_status::NodeStatusInputs::new(
                 self.runtime.clone(),
                 self.service.runtime_state().clone(),
             );
+            if let Some(pressure) = self.service.pressure() {
+                inputs = inputs.pressure(Arc::new(pressure.clone()));
+            }
             cluster.spawn_with(&tracker, &token, inputs);
         }
         for server in &mut self.servers {

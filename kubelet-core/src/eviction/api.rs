@@ -207,6 +207,26 @@ pub fn default_eviction_hard() -> BTreeMap<String, String> {
         .collect()
 }
 
+/// A flag's `key<sep>value,…` list as a map (upstream's `LangleSeparatedMapStringString`
+/// for `--eviction-hard` and `--eviction-soft` with `<`, `MapStringString` for the grace
+/// periods and minimum reclaims with `=`). A later key wins.
+pub fn parse_flag_map(s: &str, separator: char) -> Result<BTreeMap<String, String>, Error> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(|statement| {
+            let (k, v) =
+                statement
+                    .split_once(separator)
+                    .ok_or_else(|| Error::InvalidStatement {
+                        statement: statement.to_owned(),
+                        separator,
+                    })?;
+            Ok((k.trim().to_owned(), v.trim().to_owned()))
+        })
+        .collect()
+}
+
 /// The thresholds of the eviction settings (upstream `ParseThresholdConfig`): `hard` and
 /// `soft` map signals to values (`100Mi`, `10%`), `soft_grace_periods` gives every soft
 /// signal its grace period, `min_reclaims` signals to reclaim amounts. Errors name the
@@ -221,14 +241,6 @@ pub fn parse_threshold_config(
         if !Signal::is_ignored(signal) {
             signal.parse::<Signal>()?;
         }
-    }
-    let mut reclaims = BTreeMap::new();
-    for (signal, value) in min_reclaims {
-        if Signal::is_ignored(signal) {
-            continue;
-        }
-        let signal: Signal = signal.parse()?;
-        reclaims.insert(signal, parse_min_reclaim(signal, value)?);
     }
     let mut out = Vec::new();
     for (statements, soft) in [(hard, false), (soft, true)] {
@@ -252,11 +264,31 @@ pub fn parse_threshold_config(
                 signal,
                 value,
                 grace_period,
-                min_reclaim: reclaims.get(&signal).copied(),
+                min_reclaim: None,
             });
         }
     }
+    apply_min_reclaims(&mut out, min_reclaims)?;
     Ok(out)
+}
+
+/// Sets the minimum reclaim of each of `thresholds` whose signal `min_reclaims` names
+/// (upstream `parseMinimumReclaims`, then applied to hard and soft thresholds alike).
+pub fn apply_min_reclaims(
+    thresholds: &mut [Threshold],
+    min_reclaims: &BTreeMap<String, String>,
+) -> Result<(), Error> {
+    for (signal, value) in min_reclaims {
+        if Signal::is_ignored(signal) {
+            continue;
+        }
+        let signal: Signal = signal.parse()?;
+        let reclaim = parse_min_reclaim(signal, value)?;
+        for t in thresholds.iter_mut().filter(|t| t.signal == signal) {
+            t.min_reclaim = Some(reclaim);
+        }
+    }
+    Ok(())
 }
 
 /// A threshold value; `None` for the ignored `0%` and `100%` (upstream
@@ -354,6 +386,20 @@ mod tests {
         assert!(t[0].is_hard() && !t[1].is_hard());
         assert_eq!(t[1].grace_period, Duration::from_secs(90));
         assert!(t.iter().all(|t| t.min_reclaim.is_some()));
+    }
+
+    #[test]
+    fn flag_lists_split_on_their_separator() {
+        let m = parse_flag_map("memory.available<100Mi, nodefs.available<10%", '<').expect("valid");
+        assert_eq!(m["memory.available"], "100Mi");
+        assert_eq!(m["nodefs.available"], "10%");
+        let e = parse_flag_map("memory.available>1Gi", '<')
+            .map(|_| ())
+            .expect_err("bad");
+        assert_eq!(
+            e.to_string(),
+            "invalid statement \"memory.available>1Gi\": want <key><<value>"
+        );
     }
 
     #[test]

@@ -63,6 +63,14 @@ const TAINT_NODE_MEMORY_PRESSURE: &str = "node.kubernetes.io/memory-pressure";
 /// Why eviction settings are invalid; each names the statement at fault.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// A list entry without its separator.
+    #[error("invalid statement {statement:?}: want <key>{separator}<value>")]
+    InvalidStatement {
+        /// The entry.
+        statement: String,
+        /// `<` or `=`.
+        separator: char,
+    },
     /// Not an eviction signal.
     #[error("unsupported eviction signal {0}")]
     UnsupportedSignal(String),
@@ -91,7 +99,7 @@ pub enum Error {
 }
 
 /// How the manager works (upstream `eviction.Config`).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Config {
     /// The hard and soft thresholds (see [`api::parse_threshold_config`]).
     pub thresholds: Vec<Threshold>,

@@ -1,8 +1,8 @@
 //! Node allocatable: capacity − kube-reserved − system-reserved − hard eviction thresholds,
 //! never below zero, and memory minus the hugepage pools (upstream
 //! `pkg/kubelet/cm/node_container_manager_linux.go` `GetNodeAllocatableReservation` and
-//! `hardEvictionReservation`, the allocatable part of `nodestatus.MachineInfo`, and the
-//! threshold syntax of `pkg/kubelet/eviction/helpers.go` `ParseThresholdConfig`).
+//! `hardEvictionReservation`, and the allocatable part of `nodestatus.MachineInfo`); the
+//! threshold syntax is `kubelet_core::eviction::api`'s.
 
 use std::collections::BTreeMap;
 use std::str::FromStr;
@@ -33,46 +33,18 @@ impl FromStr for Reserved {
     }
 }
 
-/// A threshold's value: an absolute quantity or a fraction of capacity.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum ThresholdValue {
-    /// An absolute amount in nano-units (`100Mi`).
-    Quantity(i128),
-    /// A percentage as upstream stores it: `float32(p) / 100` (`10%` → 0.1).
-    Percentage(f32),
-}
+pub use kubelet_core::eviction::{Signal, Threshold, ThresholdValue};
 
-/// One hard eviction threshold `<signal><<value>`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Threshold {
-    /// The signal, e.g. `memory.available`.
-    pub signal: String,
-    /// The value.
-    pub value: ThresholdValue,
-}
-
-/// `--eviction-hard` / `evictionHard`. The default is upstream's:
-/// `memory.available<100Mi,nodefs.available<10%,imagefs.available<15%,nodefs.inodesFree<5%`.
+/// `--eviction-hard` / `evictionHard`: the hard thresholds, parsed by
+/// [`kubelet_core::eviction::api`] (their one home). The default is upstream's
+/// (`kubelet_core::eviction::api::DEFAULT_EVICTION_HARD`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct EvictionHard(pub Vec<Threshold>);
 
-/// Upstream's `DefaultEvictionHard`.
-pub const DEFAULT_EVICTION_HARD: &str =
-    "memory.available<100Mi,nodefs.available<10%,imagefs.available<15%,nodefs.inodesFree<5%";
-
-const SIGNALS: [&str; 7] = [
-    "memory.available",
-    "nodefs.available",
-    "nodefs.inodesFree",
-    "imagefs.available",
-    "imagefs.inodesFree",
-    "containerfs.available",
-    "pid.available",
-];
-
 impl Default for EvictionHard {
     fn default() -> Self {
-        DEFAULT_EVICTION_HARD.parse().unwrap_or(Self(Vec::new()))
+        Self::from_map(&kubelet_core::eviction::api::default_eviction_hard())
+            .unwrap_or(Self(Vec::new()))
     }
 }
 
@@ -80,10 +52,11 @@ impl EvictionHard {
     /// Thresholds from `evictionHard` of the config file (signal → value, e.g.
     /// `"memory.available": "100Mi"`).
     pub fn from_map(map: &BTreeMap<String, String>) -> Result<Self, Error> {
-        map.iter()
-            .map(|(signal, value)| threshold(signal, value))
-            .collect::<Result<_, _>>()
+        use kubelet_core::eviction::api::parse_threshold_config;
+        let none = BTreeMap::new();
+        parse_threshold_config(map, &none, &BTreeMap::new(), &none)
             .map(Self)
+            .map_err(|e| Error::InvalidEvictionThreshold(e.to_string()))
     }
 }
 
@@ -91,45 +64,10 @@ impl FromStr for EvictionHard {
     type Err = Error;
 
     fn from_str(s: &str) -> Result<Self, Error> {
-        s.split(',')
-            .map(str::trim)
-            .filter(|p| !p.is_empty())
-            .map(|statement| {
-                let (signal, value) = statement
-                    .split_once('<')
-                    .ok_or_else(|| Error::InvalidEvictionThreshold(statement.to_owned()))?;
-                threshold(signal.trim(), value.trim())
-            })
-            .collect::<Result<_, _>>()
-            .map(Self)
+        let map = kubelet_core::eviction::api::parse_flag_map(s, '<')
+            .map_err(|e| Error::InvalidEvictionThreshold(e.to_string()))?;
+        Self::from_map(&map)
     }
-}
-
-fn threshold(signal: &str, value: &str) -> Result<Threshold, Error> {
-    let invalid = || Error::InvalidEvictionThreshold(format!("{signal}<{value}"));
-    if !SIGNALS.contains(&signal) {
-        return Err(invalid());
-    }
-    let value = match value.strip_suffix('%') {
-        Some(p) => {
-            let p: f32 = p.parse().map_err(|_| invalid())?;
-            if !(0.0..=100.0).contains(&p) {
-                return Err(invalid());
-            }
-            ThresholdValue::Percentage(p / 100.0)
-        }
-        None => {
-            let amount = Amount::parse(value).ok_or_else(invalid)?;
-            if amount.nanos < 0 {
-                return Err(invalid());
-            }
-            ThresholdValue::Quantity(amount.nanos)
-        }
-    };
-    Ok(Threshold {
-        signal: signal.to_owned(),
-        value,
-    })
 }
 
 /// What is held back from capacity, per resource (upstream
@@ -162,23 +100,14 @@ fn hard_eviction_reservation(
 ) -> BTreeMap<String, i128> {
     let mut out = BTreeMap::new();
     for t in &eviction_hard.0 {
-        let resource = match t.signal.as_str() {
-            "memory.available" => "memory",
-            "nodefs.available" => "ephemeral-storage",
+        let resource = match t.signal {
+            Signal::MemoryAvailable => "memory",
+            Signal::NodeFsAvailable => "ephemeral-storage",
             _ => continue,
         };
         let capacity_nanos = capacity.get(resource).map_or(0, |a| a.nanos);
-        let nanos = match t.value {
-            ThresholdValue::Quantity(n) => n,
-            ThresholdValue::Percentage(p) => {
-                let value = capacity_nanos.div_euclid(1_000_000_000)
-                    + i128::from(capacity_nanos.rem_euclid(1_000_000_000) != 0);
-                #[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)]
-                let reserved = (value as f64 * f64::from(p)) as i64;
-                i128::from(reserved) * 1_000_000_000
-            }
-        };
-        out.insert(resource.to_owned(), nanos);
+        let capacity = kubelet_core::pod_resources::value(capacity_nanos);
+        out.insert(resource.to_owned(), t.value.quantity(capacity).nanos);
     }
     out
 }
@@ -274,13 +203,9 @@ mod tests {
         assert!("memory.available>1Gi".parse::<EvictionHard>().is_err());
         assert!("foo.available<1Gi".parse::<EvictionHard>().is_err());
         assert!("nodefs.available<120%".parse::<EvictionHard>().is_err());
-        assert_eq!(EvictionHard::default().0.len(), 4);
+        assert_eq!(EvictionHard::default().0.len(), 5);
         let from_map =
             EvictionHard::from_map(&[("memory.available".to_owned(), "200Mi".to_owned())].into());
-        assert!(
-            from_map.is_ok_and(
-                |e| e.0[0].value == ThresholdValue::Quantity((200 << 20) * 1_000_000_000)
-            )
-        );
+        assert!(from_map.is_ok_and(|e| e.0[0].value.quantity(0).canonical() == "200Mi"));
     }
 }

@@ -28,6 +28,18 @@ pub trait PressureSource: Send + Sync {
     fn pid_pressure(&self) -> bool;
 }
 
+impl PressureSource for kubelet_core::eviction::Pressure {
+    fn memory_pressure(&self) -> bool {
+        self.is_under_memory_pressure()
+    }
+    fn disk_pressure(&self) -> bool {
+        self.is_under_disk_pressure()
+    }
+    fn pid_pressure(&self) -> bool {
+        self.is_under_pid_pressure()
+    }
+}
+
 /// An image on the node (upstream `kubecontainer.Image`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Image {
