@@ -559,6 +559,11 @@ impl NodeBuilder {
         })
         .map_err(Error::Runtime)?;
         self.metrics.set_node_name(&self.node_name);
+        // Upstream `NewMainKubelet`: `kubelet_cgroup_version` of the host (a one-time read
+        // of /proc/self/mountinfo).
+        if let Ok(layout) = kubelet_core::cm::cgroupfs::Layout::detect() {
+            self.metrics.set_cgroup_version(layout.version());
+        }
         if let Some((policy, interval)) = self.container_logs {
             let manager =
                 kubelet_core::logs::rotation::ContainerLogManager::new(runtime.clone(), policy)?

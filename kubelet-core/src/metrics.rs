@@ -3,12 +3,14 @@
 //! upstream's names, help texts, labels and buckets.
 //!
 //! [`KubeletMetrics`] is a set of metric families that every part of the kubelet records
-//! into: the PLEG (relist duration and interval, running pods and containers), the pod
-//! workers (sync durations, pod start duration), the CRI client (runtime operations), the
-//! probe workers (`prober_probe_total`) and the API client (`rest_client_requests_total`).
-//! It is cheap to clone (clones share the values) and lives nowhere global: the binary makes
-//! one, hands clones to the parts through the node builder, and registers it with
-//! [`KubeletMetrics::register`] (served on `/metrics`) and
+//! into: the PLEG (relist duration and interval, last seen, running pods and containers),
+//! the pod workers (sync durations, containers per new pod, pods restarted under the same
+//! UID), the syncer (pod start duration), the pod engine (pods and containers started and
+//! their errors), the CRI client (runtime operations, `RunPodSandbox` by handler), the
+//! probe workers (`prober_probe_total`, `prober_probe_duration_seconds`) and the API client
+//! (`rest_client_requests_total`). It is cheap to clone (clones share the values) and lives
+//! nowhere global: the binary makes one, hands clones to the parts through the node builder,
+//! and registers it with [`KubeletMetrics::register`] (served on `/metrics`) and
 //! [`KubeletMetrics::register_probes`] (served on `/metrics/probes`). A part built without
 //! one records into a default set nobody serves; tests build their own and read values.
 //!
@@ -34,7 +36,6 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::Registry;
 
 use crate::runtime::{ContainerState, RunningPod, SandboxState};
 
@@ -98,6 +99,39 @@ pub struct ProbeLabels {
     pub pod_uid: String,
 }
 
+/// The labels of `prober_probe_duration_seconds` (upstream `proberDuration*MetricLabels`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ProbeDurationLabels {
+    /// `Liveness`, `Readiness` or `Startup`.
+    pub probe_type: &'static str,
+    /// The container's name.
+    pub container: String,
+    /// The pod's name.
+    pub pod: String,
+    /// The pod's namespace.
+    pub namespace: String,
+}
+
+impl From<&ProbeLabels> for ProbeDurationLabels {
+    fn from(l: &ProbeLabels) -> Self {
+        Self {
+            probe_type: l.probe_type,
+            container: l.container.clone(),
+            pod: l.pod.clone(),
+            namespace: l.namespace.clone(),
+        }
+    }
+}
+
+/// The labels of `kubelet_started_containers_errors_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ContainerErrorLabels {
+    /// `container`, `init_container` or `ephemeral_container`.
+    pub container_type: &'static str,
+    /// The error's reason (`CreateContainerError`, `ErrImagePull`, …).
+    pub code: String,
+}
+
 /// The kubelet's metric families (see the [module docs](self)). Cheap to clone; clones
 /// share the values.
 #[derive(Clone, Debug)]
@@ -128,6 +162,30 @@ pub struct KubeletMetrics {
     /// `prober_probe_total{probe_type, result, container, pod, namespace, pod_uid}`
     /// (served on `/metrics/probes`).
     pub prober_probe: Family<ProbeLabels, Counter>,
+    /// `prober_probe_duration_seconds{probe_type, container, pod, namespace}`: successful
+    /// probes (served on `/metrics/probes`).
+    pub prober_probe_duration: Family<ProbeDurationLabels, Histogram, HistogramFn>,
+    /// `kubelet_containers_per_pod_count`: observed for each new pod.
+    pub containers_per_pod: Histogram,
+    /// `kubelet_started_pods_total`: sandboxes the kubelet asked for.
+    pub started_pods: Counter,
+    /// `kubelet_started_pods_errors_total`.
+    pub started_pods_errors: Counter,
+    /// `kubelet_started_containers_total{container_type}`.
+    pub started_containers: Family<OneLabel, Counter>,
+    /// `kubelet_started_containers_errors_total{container_type, code}`.
+    pub started_containers_errors: Family<ContainerErrorLabels, Counter>,
+    /// `kubelet_run_podsandbox_duration_seconds{runtime_handler}`.
+    pub run_podsandbox_duration: Family<[(&'static str, String); 1], Histogram, HistogramFn>,
+    /// `kubelet_run_podsandbox_errors_total{runtime_handler}`.
+    pub run_podsandbox_errors: Family<[(&'static str, String); 1], Counter>,
+    /// `kubelet_pleg_last_seen_seconds`: when the PLEG last listed the runtime (Unix seconds).
+    pub pleg_last_seen: Gauge,
+    /// `kubelet_cgroup_version`: 1 or 2 (0 when unknown).
+    pub cgroup_version: Gauge,
+    /// `kubelet_restarted_pods_total{static}`: pods desired again under the same UID after
+    /// their termination.
+    pub restarted_pods: Family<OneLabel, Counter>,
 }
 
 impl Default for KubeletMetrics {
@@ -147,82 +205,23 @@ impl Default for KubeletMetrics {
             ),
             rest_client_requests: Family::default(),
             prober_probe: Family::default(),
+            prober_probe_duration: Family::new_with_constructor(def_histogram as HistogramFn),
+            // Upstream `ExponentialBuckets(1, 2, 5)`.
+            containers_per_pod: Histogram::new(exponential_buckets(1.0, 2.0, 5)),
+            started_pods: Counter::default(),
+            started_pods_errors: Counter::default(),
+            started_containers: Family::default(),
+            started_containers_errors: Family::default(),
+            run_podsandbox_duration: Family::new_with_constructor(def_histogram as HistogramFn),
+            run_podsandbox_errors: Family::default(),
+            pleg_last_seen: Gauge::default(),
+            cgroup_version: Gauge::default(),
+            restarted_pods: Family::default(),
         }
     }
 }
 
 impl KubeletMetrics {
-    /// Registers the families of `/metrics` (everything but `prober_probe_total`) on
-    /// `registry`, with upstream's names and help texts.
-    pub fn register(&self, registry: &mut Registry) {
-        let kubelet = registry.sub_registry_with_prefix("kubelet");
-        kubelet.register(
-            "node_name",
-            help("The node's name. The count is always 1."),
-            self.node_name.clone(),
-        );
-        kubelet.register(
-            "pod_start_duration_seconds",
-            help("Duration in seconds from kubelet seeing a pod for the first time to the pod starting to run"),
-            self.pod_start_duration.clone(),
-        );
-        kubelet.register(
-            "pod_worker_duration_seconds",
-            help("Duration in seconds to sync a single pod. Broken down by operation type: create, update, or sync"),
-            self.pod_worker_duration.clone(),
-        );
-        kubelet.register(
-            "pleg_relist_duration_seconds",
-            help("Duration in seconds for relisting pods in PLEG."),
-            self.pleg_relist_duration.clone(),
-        );
-        kubelet.register(
-            "pleg_relist_interval_seconds",
-            help("Interval in seconds between relisting in PLEG."),
-            self.pleg_relist_interval.clone(),
-        );
-        kubelet.register(
-            "running_pods",
-            help("Number of pods that have a running pod sandbox"),
-            self.running_pods.clone(),
-        );
-        kubelet.register(
-            "running_containers",
-            help("Number of containers currently running"),
-            self.running_containers.clone(),
-        );
-        kubelet.register(
-            "runtime_operations",
-            help("Cumulative number of runtime operations by operation type."),
-            self.runtime_operations.clone(),
-        );
-        kubelet.register(
-            "runtime_operations_errors",
-            help("Cumulative number of runtime operation errors by operation type."),
-            self.runtime_operations_errors.clone(),
-        );
-        kubelet.register(
-            "runtime_operations_duration_seconds",
-            help("Duration in seconds of runtime operations. Broken down by operation type."),
-            self.runtime_operations_duration.clone(),
-        );
-        registry.register(
-            "rest_client_requests",
-            help("Number of HTTP requests, partitioned by status code, method, and host."),
-            self.rest_client_requests.clone(),
-        );
-    }
-
-    /// Registers `prober_probe_total` on `registry` (upstream serves it alone on
-    /// `/metrics/probes`).
-    pub fn register_probes(&self, registry: &mut Registry) {
-        registry.register(
-            "prober_probe",
-            help("Cumulative number of a liveness, readiness or startup probe for a container by result."),
-            self.prober_probe.clone(),
-        );
-    }
-
     /// Sets `kubelet_node_name{node="<name>"}` to 1.
     pub fn set_node_name(&self, name: &str) {
         self.node_name
@@ -311,9 +310,15 @@ impl KubeletMetrics {
             .observe(since_first_seen.as_secs_f64());
     }
 
-    /// Counts one probe result.
-    pub fn record_probe(&self, labels: &ProbeLabels) {
+    /// Counts one probe result; `took` (successful probes) goes to
+    /// `prober_probe_duration_seconds` as upstream, which times only those.
+    pub fn record_probe(&self, labels: &ProbeLabels, took: Option<Duration>) {
         self.prober_probe.get_or_create(labels).inc();
+        if let Some(took) = took {
+            self.prober_probe_duration
+                .get_or_create(&labels.into())
+                .observe(took.as_secs_f64());
+        }
     }
 
     /// `prober_probe_total` of `labels`.
@@ -321,9 +326,108 @@ impl KubeletMetrics {
         self.prober_probe.get(labels).map_or(0, |c| c.get())
     }
 
-    /// Removes the series of `labels` (a probe worker that stopped, as upstream deletes them).
+    /// Removes the series of `labels` (a probe worker that stopped, as upstream deletes them),
+    /// its duration series included.
     pub fn remove_probe(&self, labels: &ProbeLabels) {
         self.prober_probe.remove(labels);
+        self.prober_probe_duration.remove(&labels.into());
+    }
+
+    /// The number of successful probes timed in `prober_probe_duration_seconds` for `labels`.
+    pub fn probe_duration_count(&self, labels: &ProbeDurationLabels) -> u64 {
+        self.prober_probe_duration
+            .get(labels)
+            .map_or(0, |h| h.count())
+    }
+
+    /// Observes a new pod's number of (app) containers (upstream `dispatchWork` on
+    /// `SyncPodCreate`).
+    pub fn record_new_pod(&self, containers: usize) {
+        self.containers_per_pod.observe(containers as f64);
+    }
+
+    /// Counts one sandbox creation (upstream `SyncPod` step 4) and, with `failed`, its
+    /// error.
+    pub fn record_pod_started(&self, failed: bool) {
+        self.started_pods.inc();
+        if failed {
+            self.started_pods_errors.inc();
+        }
+    }
+
+    /// Counts one container start past the restart backoff (`container_type`: `container`,
+    /// `init_container` or `ephemeral_container`) and, with `error`, its reason.
+    pub fn record_container_started(&self, container_type: &'static str, error: Option<&str>) {
+        self.started_containers
+            .get_or_create(&[("container_type", container_type)])
+            .inc();
+        if let Some(code) = error {
+            self.started_containers_errors
+                .get_or_create(&ContainerErrorLabels {
+                    container_type,
+                    code: code.to_owned(),
+                })
+                .inc();
+        }
+    }
+
+    /// `kubelet_started_containers_total{container_type}`.
+    pub fn started_containers_total(&self, container_type: &'static str) -> u64 {
+        counter_value(
+            &self.started_containers,
+            &[("container_type", container_type)],
+        )
+    }
+
+    /// `kubelet_started_containers_errors_total{container_type, code}`.
+    pub fn started_containers_errors_total(&self, container_type: &'static str, code: &str) -> u64 {
+        self.started_containers_errors
+            .get(&ContainerErrorLabels {
+                container_type,
+                code: code.to_owned(),
+            })
+            .map_or(0, |c| c.get())
+    }
+
+    /// Records one `RunPodSandbox` call for `runtime_handler` (upstream
+    /// `instrumented_services.go`).
+    pub fn record_run_podsandbox(&self, runtime_handler: &str, took: Duration, failed: bool) {
+        let labels = [("runtime_handler", runtime_handler.to_owned())];
+        self.run_podsandbox_duration
+            .get_or_create(&labels)
+            .observe(took.as_secs_f64());
+        if failed {
+            self.run_podsandbox_errors.get_or_create(&labels).inc();
+        }
+    }
+
+    /// Sets `kubelet_pleg_last_seen_seconds` to `at` (a relist that listed the runtime).
+    pub fn set_pleg_last_seen(&self, at: std::time::SystemTime) {
+        let secs = at
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        self.pleg_last_seen
+            .set(i64::try_from(secs).unwrap_or(i64::MAX));
+    }
+
+    /// Counts a pod deleted and recreated with the same UID (upstream
+    /// `RestartedPodTotal`, labelled by whether it is a static pod).
+    pub fn record_pod_restarted(&self, is_static: bool) {
+        let label = if is_static { "true" } else { "false" };
+        self.restarted_pods
+            .get_or_create(&[("static", label)])
+            .inc();
+    }
+
+    /// `kubelet_restarted_pods_total{static}`.
+    pub fn restarted_pods_total(&self, is_static: bool) -> u64 {
+        let label = if is_static { "true" } else { "false" };
+        counter_value(&self.restarted_pods, &[("static", label)])
+    }
+
+    /// Sets `kubelet_cgroup_version`.
+    pub fn set_cgroup_version(&self, version: u8) {
+        self.cgroup_version.set(i64::from(version));
     }
 
     /// Counts one API request.
@@ -346,5 +450,6 @@ fn gauge(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
+mod register;
 #[cfg(test)]
 mod tests;

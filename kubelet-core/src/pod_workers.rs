@@ -41,7 +41,7 @@ use tracing::{debug, info, warn};
 use crate::cache::PodCache;
 use crate::metrics::KubeletMetrics;
 use crate::pleg::Pleg;
-use crate::pod::{PodExt, PodUid, kill_grace_period_seconds};
+use crate::pod::{PodExt, PodUid, is_static_pod, kill_grace_period_seconds};
 use crate::runtime::{PodStatus, RunningPod};
 use crate::sync::{PodSyncer, SyncPodType};
 
@@ -276,12 +276,17 @@ impl PodWorkers {
             (None, Some(r)) => r.uid.clone(),
             (None, None) => return,
         };
+        if let (SyncPodType::Create, Some(pod)) = (opts.kind, &opts.pod) {
+            // Upstream `dispatchWork` notes the number of containers of each new pod.
+            self.inner.metrics.record_new_pod(pod.containers().len());
+        }
         let mut pods = self.pods();
         let state = pods.entry(uid.clone()).or_insert_with(PodState::new);
 
         if state.phase == WorkerPhase::Finished {
-            if opts.kind == SyncPodType::Create && opts.pod.is_some() {
+            if let (SyncPodType::Create, Some(pod)) = (opts.kind, &opts.pod) {
                 info!(pod = %uid, "pod is desired again after it terminated; restarting it");
+                self.inner.metrics.record_pod_restarted(is_static_pod(pod));
                 state.start_new_run(None);
             } else {
                 return;
@@ -641,6 +646,9 @@ impl PodWorkers {
                     Some(WorkerPhase::Finished) if state.restart_requested => {
                         info!(pod = %uid, "pod terminated and is desired again; restarting it");
                         let pod = state.pod.take();
+                        self.inner
+                            .metrics
+                            .record_pod_restarted(pod.as_ref().is_some_and(is_static_pod));
                         state.start_new_run(pod);
                         false
                     }

@@ -312,12 +312,18 @@ impl CriClient {
             config: Some(config),
             runtime_handler: String::new(),
         };
+        let handler = msg.runtime_handler.clone();
         let mut c = self.runtime.clone();
         // Upstream doubles the deadline: sandbox creation includes CNI setup.
         let t = Some(self.timeout * 2);
+        let started = Instant::now();
         let resp = self
             .unary("RunPodSandbox", t, c.run_pod_sandbox(request(msg, t)))
-            .await?;
+            .await;
+        // Upstream `instrumentedRuntimeService.RunPodSandbox`: by RuntimeClass handler.
+        self.metrics
+            .record_run_podsandbox(&handler, started.elapsed(), resp.is_err());
+        let resp = resp?;
         if resp.pod_sandbox_id.is_empty() {
             return Err(Error::Runtime {
                 op: "RunPodSandbox",

@@ -111,14 +111,15 @@ pub fn connect(endpoint: &str, opts: Options) -> Result<RemoteRuntime, ConnectEr
 }
 
 /// As [`connect`], recording every CRI call in `metrics` (`kubelet_runtime_operations_*`,
-/// see [`CriRuntimeService::with_metrics`]).
+/// see [`CriRuntimeService::with_metrics`]) and the engine's pod and container starts
+/// (`kubelet_started_*`, see `KubeRuntimeManager::with_metrics`).
 pub fn connect_with_metrics(
     endpoint: &str,
     opts: Options,
     metrics: KubeletMetrics,
 ) -> Result<RemoteRuntime, ConnectError> {
-    let service = CriRuntimeService::connect(endpoint, opts.cri)?.with_metrics(metrics);
-    Ok(KubeRuntimeManager::new(service, opts.engine))
+    let service = CriRuntimeService::connect(endpoint, opts.cri)?.with_metrics(metrics.clone());
+    Ok(KubeRuntimeManager::new(service, opts.engine).with_metrics(metrics))
 }
 
 #[cfg(test)]

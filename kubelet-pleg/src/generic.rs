@@ -345,6 +345,10 @@ impl GenericPleg {
             }
         };
         *shared.lock_last_relist() = Some(timestamp);
+        // Upstream sets `kubelet_pleg_last_seen_seconds` to the relist's start.
+        shared
+            .metrics
+            .set_pleg_last_seen(std::time::SystemTime::now() - timestamp.elapsed());
         shared.metrics.set_running(&pods);
         state.set_current(pods);
 

@@ -180,6 +180,8 @@ impl Worker {
 
     /// One probe (upstream `doProbe`); `false` stops the worker.
     async fn do_probe(&mut self) -> bool {
+        // Upstream times the whole `doProbe`, from before the status lookup.
+        let probe_start = Instant::now();
         let Some((status, _)) = self.env.cache.get(&self.pod_uid) else {
             return true; // no status yet
         };
@@ -266,12 +268,15 @@ impl Worker {
         self.last_error = None;
         // Upstream counts every probe that ran, before the thresholds apply; errored probes
         // (above) are not counted.
-        let counted = if outcome.success {
-            PROBE_RESULT_SUCCESSFUL
+        // `prober_probe_duration_seconds` times successful probes only, as upstream.
+        let (counted, took) = if outcome.success {
+            (PROBE_RESULT_SUCCESSFUL, Some(probe_start.elapsed()))
         } else {
-            PROBE_RESULT_FAILED
+            (PROBE_RESULT_FAILED, None)
         };
-        self.env.metrics.record_probe(&self.probe_labels(counted));
+        self.env
+            .metrics
+            .record_probe(&self.probe_labels(counted), took);
         let result = if outcome.success {
             ProbeResult::Success
         } else {

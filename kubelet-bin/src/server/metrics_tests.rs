@@ -41,14 +41,24 @@ async fn serves_the_format_the_scraper_asks_for() {
     let metrics = KubeletMetrics::default();
     metrics.set_node_name("node-1");
     metrics.record_runtime_operation("version", std::time::Duration::from_millis(1), false);
-    metrics.record_probe(&kubelet_core::metrics::ProbeLabels {
-        probe_type: "Liveness",
-        result: "successful",
-        container: "c".into(),
-        pod: "p".into(),
-        namespace: "default".into(),
-        pod_uid: "u".into(),
-    });
+    metrics.record_probe(
+        &kubelet_core::metrics::ProbeLabels {
+            probe_type: "Liveness",
+            result: "successful",
+            container: "c".into(),
+            pod: "p".into(),
+            namespace: "default".into(),
+            pod_uid: "u".into(),
+        },
+        Some(std::time::Duration::from_millis(20)),
+    );
+    metrics.record_new_pod(2);
+    metrics.record_pod_started(false);
+    metrics.record_container_started("container", Some("ErrImagePull"));
+    metrics.record_run_podsandbox("", std::time::Duration::from_millis(5), false);
+    metrics.record_pod_restarted(true);
+    metrics.set_pleg_last_seen(std::time::SystemTime::now());
+    metrics.set_cgroup_version(1);
     let registries = Registries::new(&metrics);
 
     let (content_type, text) = body(render(&registries.metrics, &HeaderMap::new())).await;
@@ -72,6 +82,15 @@ async fn serves_the_format_the_scraper_asks_for() {
         "kubelet_runtime_operations_total",
         "process_cpu_seconds_total",
         "process_start_time_seconds",
+        "kubelet_containers_per_pod_count_count",
+        "kubelet_started_pods_total",
+        "kubelet_started_pods_errors_total",
+        "kubelet_started_containers_total",
+        "kubelet_started_containers_errors_total",
+        "kubelet_run_podsandbox_duration_seconds_count",
+        "kubelet_restarted_pods_total",
+        "kubelet_pleg_last_seen_seconds",
+        "kubelet_cgroup_version",
     ] {
         assert!(names.contains(name), "{name} missing from {names:?}");
     }
@@ -90,6 +109,14 @@ async fn serves_the_format_the_scraper_asks_for() {
     let (_, probes) = body(render(&registries.probes, &HeaderMap::new())).await;
     assert!(
         probes.contains("# TYPE prober_probe_total counter"),
+        "{probes}"
+    );
+    assert!(
+        probes.contains("# TYPE prober_probe_duration_seconds histogram"),
+        "{probes}"
+    );
+    assert!(
+        probes.contains(r#"prober_probe_duration_seconds_bucket{le="0.025",probe_type="Liveness",container="c",pod="p",namespace="default"} 1"#),
         "{probes}"
     );
     assert!(!probes.contains("kubelet_"), "{probes}");

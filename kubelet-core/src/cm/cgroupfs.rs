@@ -54,6 +54,14 @@ impl Layout {
         Layout::from_mountinfo(&text)
     }
 
+    /// The cgroup version: 1 or 2.
+    pub fn version(&self) -> u8 {
+        match self {
+            Layout::V1(_) => 1,
+            Layout::V2(_) => 2,
+        }
+    }
+
     /// Parses mountinfo text (see [`Layout::detect`]).
     pub fn from_mountinfo(text: &str) -> Result<Layout> {
         let mut v1 = Vec::new();

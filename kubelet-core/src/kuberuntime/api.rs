@@ -179,6 +179,17 @@ pub enum ContainerType {
     Regular,
 }
 
+impl ContainerType {
+    /// The `container_type` label of upstream's container metrics (`init_container`,
+    /// `container`).
+    pub fn metric_label(self) -> &'static str {
+        match self {
+            ContainerType::Init => "init_container",
+            ContainerType::Regular => "container",
+        }
+    }
+}
+
 /// What a backend needs to create one container (CRI `ContainerConfig`): the spec, and what
 /// the engine resolved for it. A backend derives resources and security settings from
 /// `pod` and `container` itself.

@@ -23,6 +23,7 @@ use super::service::RuntimeService;
 use crate::backoff::Backoff;
 use crate::events::{EventRecorder, NoopRecorder};
 use crate::lifecycle::{CommandRunner, ExecSleepHandlerRunner, HandlerRunner};
+use crate::metrics::KubeletMetrics;
 use crate::pod::{PodExt, PodUid};
 use crate::runtime::{
     ContainerLog, ContainerState, Error, ExecResult, PodStatus, PodSyncResult, Result, RunningPod,
@@ -124,6 +125,8 @@ pub struct KubeRuntimeManager<S> {
     pub(super) hooks: Arc<dyn HandlerRunner>,
     /// Where pull, create, start, kill, back-off and hook events go.
     pub(super) events: Arc<dyn EventRecorder>,
+    /// Where pod and container starts are counted (`kubelet_started_*`).
+    pub(super) metrics: KubeletMetrics,
 }
 
 impl<S> Clone for KubeRuntimeManager<S> {
@@ -136,6 +139,7 @@ impl<S> Clone for KubeRuntimeManager<S> {
             pre_stop_started: self.pre_stop_started.clone(),
             hooks: self.hooks.clone(),
             events: self.events.clone(),
+            metrics: self.metrics.clone(),
         }
     }
 }
@@ -162,6 +166,7 @@ impl<S: RuntimeService> KubeRuntimeManager<S> {
             pre_stop_started: Arc::default(),
             hooks: Arc::new(ExecSleepHandlerRunner),
             events: Arc::new(NoopRecorder),
+            metrics: KubeletMetrics::default(),
         }
     }
 
@@ -170,6 +175,15 @@ impl<S: RuntimeService> KubeRuntimeManager<S> {
     #[must_use]
     pub fn with_event_recorder(mut self, recorder: Arc<dyn EventRecorder>) -> Self {
         self.events = recorder;
+        self
+    }
+
+    /// Counts pod and container starts in `metrics` (`kubelet_started_pods_total`,
+    /// `kubelet_started_containers_total` and their `_errors_total`), as upstream's
+    /// `SyncPod` does.
+    #[must_use]
+    pub fn with_metrics(mut self, metrics: KubeletMetrics) -> Self {
+        self.metrics = metrics;
         self
     }
 

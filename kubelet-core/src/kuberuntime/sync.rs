@@ -201,7 +201,9 @@ impl<S: RuntimeService> KubeRuntimeManager<S> {
             );
         }
         let sandbox_id = if actions.create_sandbox {
-            match self.create_sandbox(&sandbox_config).await {
+            let created = self.create_sandbox(&sandbox_config).await;
+            self.metrics.record_pod_started(created.is_err());
+            match created {
                 Ok((id, ips)) => {
                     result.changed = true;
                     if !pod.host_network() {
@@ -355,6 +357,29 @@ impl<S: RuntimeService> KubeRuntimeManager<S> {
             );
             return Err(StartError::Backoff(refused.error, refused.retry_after));
         }
+        // Upstream counts every start past the restart backoff, and each failure by its
+        // reason; a runtime that is down aborts the sync uncounted as an error.
+        let result = self
+            .pull_create_start(ctx, container, container_type, reference)
+            .await;
+        let code = match &result {
+            Err(StartError::Container(e) | StartError::Backoff(e, _)) => Some(e.reason.as_str()),
+            _ => None,
+        };
+        self.metrics
+            .record_container_started(container_type.metric_label(), code);
+        result
+    }
+
+    /// Pulls the image, creates and starts the container and runs its postStart hook.
+    async fn pull_create_start(
+        &self,
+        ctx: &StartContext<'_>,
+        container: &Container,
+        container_type: ContainerType,
+        reference: &k8s_openapi::api::core::v1::ObjectReference,
+    ) -> Result<(), StartError> {
+        let pod = ctx.pod;
         let image_events = ImageEvents {
             recorder: self.events.as_ref(),
             object: reference,

@@ -1,5 +1,6 @@
 use super::*;
 use prometheus_client::encoding::text::encode;
+use prometheus_client::registry::Registry;
 
 fn render(metrics: &KubeletMetrics) -> String {
     let mut registry = Registry::default();
@@ -115,9 +116,11 @@ fn probes_are_counted_and_removed() {
         namespace: "default".into(),
         pod_uid: "u".into(),
     };
-    metrics.record_probe(&labels);
-    metrics.record_probe(&labels);
+    metrics.record_probe(&labels, Some(Duration::from_millis(30)));
+    metrics.record_probe(&labels, None);
     assert_eq!(metrics.probe_total(&labels), 2);
+    let timed = ProbeDurationLabels::from(&labels);
+    assert_eq!(metrics.probe_duration_count(&timed), 1);
     let mut registry = Registry::default();
     metrics.register_probes(&mut registry);
     let mut text = String::new();
@@ -126,6 +129,11 @@ fn probes_are_counted_and_removed() {
         text.contains(r#"prober_probe_total{probe_type="Readiness",result="successful",container="c",pod="p",namespace="default",pod_uid="u"} 2"#),
         "{text}"
     );
+    assert!(
+        text.contains(r#"prober_probe_duration_seconds_bucket{le="0.05",probe_type="Readiness",container="c",pod="p",namespace="default"} 1"#),
+        "{text}"
+    );
     metrics.remove_probe(&labels);
     assert_eq!(metrics.probe_total(&labels), 0);
+    assert_eq!(metrics.probe_duration_count(&timed), 0);
 }

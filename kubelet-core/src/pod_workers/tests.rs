@@ -404,7 +404,8 @@ async fn second_run_is_a_whole_run(w: &PodWorkers, rx: &mut mpsc::UnboundedRecei
 #[tokio::test(start_paused = true)]
 async fn pod_desired_again_after_termination_restarts() {
     let (syncer, mut rx) = RecordingSyncer::new();
-    let w = workers(syncer);
+    let metrics = KubeletMetrics::default();
+    let w = workers(syncer).with_metrics(metrics.clone());
     let p = pod("again");
     w.update_pod(create(p.clone()));
     assert!(matches!(
@@ -415,7 +416,12 @@ async fn pod_desired_again_after_termination_restarts() {
     assert_eq!(next(&mut rx).await, Seen::Terminating(Some(30)));
     assert_eq!(next(&mut rx).await, Seen::Terminated);
     until_phase(&w, &p.uid(), Some(WorkerPhase::Finished)).await;
+    assert_eq!(metrics.restarted_pods_total(false), 0);
     w.update_pod(create(p.clone()));
+    // Upstream `kubelet_restarted_pods_total{static="false"}`, and
+    // `kubelet_containers_per_pod_count` once per create.
+    assert_eq!(metrics.restarted_pods_total(false), 1);
+    assert_eq!(metrics.containers_per_pod.count(), 2);
     second_run_is_a_whole_run(&w, &mut rx, p).await;
 }
 

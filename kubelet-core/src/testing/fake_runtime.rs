@@ -137,6 +137,13 @@ impl FakeRuntime {
         self
     }
 
+    /// Counts the engine's pod and container starts in `metrics`.
+    #[must_use]
+    pub fn with_metrics(mut self, metrics: crate::metrics::KubeletMetrics) -> Self {
+        self.engine = self.engine.with_metrics(metrics);
+        self
+    }
+
     /// The backend under the engine, to script what [`FakeRuntime`] has no shortcut for.
     pub fn service(&self) -> &FakeRuntimeService {
         &self.service
@@ -403,6 +410,76 @@ mod tests {
         );
         rt.remove_pod(&running).await.expect("removed");
         assert!(rt.running_pods().is_empty());
+    }
+
+    /// Upstream's `kubelet_started_pods_total`, `kubelet_started_containers_total` and their
+    /// errors: every sandbox creation, every container start past the restart backoff.
+    #[tokio::test(start_paused = true)]
+    async fn the_engine_counts_pod_and_container_starts_and_their_errors() {
+        use crate::testing::ServiceOp;
+        let metrics = crate::metrics::KubeletMetrics::default();
+        let rt = FakeRuntime::new().with_metrics(metrics.clone());
+        let p = pod("web");
+        sync(&rt, &p).await;
+        assert_eq!(metrics.started_pods.get(), 1);
+        assert_eq!(metrics.started_pods_errors.get(), 0);
+        assert_eq!(metrics.started_containers_total("container"), 1);
+        // The first restart is immediate, the next one is refused by the back-off: not a start.
+        let backoff = Backoff::new(Duration::from_secs(10), Duration::from_secs(300));
+        for _ in 0..2 {
+            assert!(rt.exit_container(&p.uid(), "app", 1));
+            let status = rt
+                .get_pod_status(&p.uid(), "web", "default")
+                .await
+                .expect("status");
+            rt.sync_pod(&p, &status, Arc::new(FakeRuntimeHelper), &backoff)
+                .await
+                .expect("sync");
+        }
+        assert_eq!(metrics.started_containers_total("container"), 2);
+        assert_eq!(metrics.started_containers_total("init_container"), 0);
+
+        let db = pod("db");
+        rt.service().fail_next(
+            ServiceOp::CreateContainer,
+            1,
+            Error::Runtime {
+                op: "CreateContainer",
+                message: "no space left".into(),
+            },
+        );
+        let status = rt
+            .get_pod_status(&db.uid(), "db", "default")
+            .await
+            .expect("status");
+        rt.sync_pod(&db, &status, Arc::new(FakeRuntimeHelper), &backoff)
+            .await
+            .expect("sync");
+        assert_eq!(metrics.started_pods.get(), 2);
+        assert_eq!(metrics.started_containers_total("container"), 3);
+        assert_eq!(
+            metrics.started_containers_errors_total("container", "CreateContainerError"),
+            1
+        );
+
+        let broken = pod("broken");
+        rt.service().fail_next(
+            ServiceOp::RunPodSandbox,
+            1,
+            Error::Runtime {
+                op: "RunPodSandbox",
+                message: "cni failed".into(),
+            },
+        );
+        let status = rt
+            .get_pod_status(&broken.uid(), "broken", "default")
+            .await
+            .expect("status");
+        let _ = rt
+            .sync_pod(&broken, &status, Arc::new(FakeRuntimeHelper), &backoff)
+            .await;
+        assert_eq!(metrics.started_pods.get(), 3);
+        assert_eq!(metrics.started_pods_errors.get(), 1);
     }
 
     #[tokio::test(start_paused = true)]

@@ -474,13 +474,25 @@ async fn probe_results_are_counted() {
     kubelet_core::metrics::prometheus_client::encoding::text::encode(&mut text, &registry)
         .expect("encode");
     assert_eq!(metrics.probe_total(&labels("successful")), 1, "{text}");
+    // Upstream's `prober_probe_duration_seconds`: successful probes, no result or UID label.
+    let duration_labels = kubelet_core::metrics::ProbeDurationLabels::from(&labels("successful"));
+    assert_eq!(metrics.probe_duration_count(&duration_labels), 1);
+    text.clear();
+    kubelet_core::metrics::prometheus_client::encoding::text::encode(&mut text, &registry)
+        .expect("encode");
+    assert!(
+        text.contains(r#"prober_probe_duration_seconds_count{probe_type="Readiness",container="app",pod="web",namespace="default"} 1"#),
+        "{text}"
+    );
     runtime.set_exec_result(CID, exit(1));
     sleep_until(t0 + secs(5.5)).await;
-    // Counted although one failure is below the failure threshold.
+    // Counted although one failure is below the failure threshold; failures are not timed.
     assert_eq!(metrics.probe_total(&labels("failed")), 1);
     assert_eq!(metrics.probe_total(&labels("successful")), 1);
+    assert_eq!(metrics.probe_duration_count(&duration_labels), 1);
     manager.remove_pod(&p);
     sleep_until(t0 + secs(6.0)).await;
     assert_eq!(metrics.probe_total(&labels("successful")), 0);
     assert_eq!(metrics.probe_total(&labels("failed")), 0);
+    assert_eq!(metrics.probe_duration_count(&duration_labels), 0);
 }
