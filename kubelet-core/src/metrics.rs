@@ -337,7 +337,7 @@ impl KubeletMetrics {
     pub fn probe_duration_count(&self, labels: &ProbeDurationLabels) -> u64 {
         self.prober_probe_duration
             .get(labels)
-            .map_or(0, |h| h.count())
+            .map_or(0, |h| histogram_count(&h))
     }
 
     /// Observes a new pod's number of (app) containers (upstream `dispatchWork` on
@@ -440,6 +440,21 @@ impl KubeletMetrics {
 /// one the text ends with goes.
 fn help(text: &str) -> &str {
     text.strip_suffix('.').unwrap_or(text)
+}
+
+/// The number of observations of `h` (prometheus-client has a getter only under its
+/// `test-util` feature): read from its encoding.
+pub(crate) fn histogram_count(h: &Histogram) -> u64 {
+    let mut registry = prometheus_client::registry::Registry::default();
+    registry.register("h", "", h.clone());
+    let mut text = String::new();
+    if prometheus_client::encoding::text::encode(&mut text, &registry).is_err() {
+        return 0;
+    }
+    text.lines()
+        .find_map(|l| l.strip_prefix("h_count "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
 }
 
 fn counter_value(family: &Family<OneLabel, Counter>, labels: &OneLabel) -> u64 {

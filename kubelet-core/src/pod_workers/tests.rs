@@ -421,7 +421,10 @@ async fn pod_desired_again_after_termination_restarts() {
     // Upstream `kubelet_restarted_pods_total{static="false"}`, and
     // `kubelet_containers_per_pod_count` once per create.
     assert_eq!(metrics.restarted_pods_total(false), 1);
-    assert_eq!(metrics.containers_per_pod.count(), 2);
+    assert_eq!(
+        crate::metrics::histogram_count(&metrics.containers_per_pod),
+        2
+    );
     second_run_is_a_whole_run(&w, &mut rx, p).await;
 }
 
