@@ -30,11 +30,20 @@ fn runtime() -> tokio::runtime::Runtime {
 
 /// Ready sandboxes in containerd by pod UID.
 fn ready_sandboxes(rt: &tokio::runtime::Runtime, node: &Node) -> HashMap<String, Vec<String>> {
+    sandboxes(rt, node, Some(SandboxState::Ready))
+}
+
+/// Sandboxes in containerd (in `state`, or all) by pod UID.
+fn sandboxes(
+    rt: &tokio::runtime::Runtime,
+    node: &Node,
+    state: Option<SandboxState>,
+) -> HashMap<String, Vec<String>> {
     rt.block_on(async {
         let cri = CriRuntimeService::connect(&node.testbed.endpoint(), CriOptions::default())
             .expect("CRI client");
         let filter = PodSandboxFilter {
-            state: Some(SandboxState::Ready),
+            state,
             ..Default::default()
         };
         let mut by_uid: HashMap<String, Vec<String>> = HashMap::new();
@@ -101,6 +110,8 @@ fn kill_test_pods() -> usize {
 #[test]
 fn containerd_sigkilled_six_times_loses_no_pod() {
     const KILLS: u32 = 6;
+    /// Pods added just before each kill.
+    const LATE: usize = 2;
     const APART: Duration = Duration::from_secs(20);
     let n = kill_test_pods();
     let rt = runtime();
@@ -122,6 +133,21 @@ fn containerd_sigkilled_six_times_loses_no_pod() {
 
     let mut healthz_answered = 0;
     for k in 0..KILLS {
+        // Pods the kubelet is starting when containerd dies: their sandbox calls break
+        // mid-way, and a retry must not leave two sandboxes.
+        write_pods(&node, &format!("late{k}"), LATE);
+        node.wait_for(Duration::from_secs(60), "the late pods seen", |node| {
+            let pods = node.pods()?;
+            let seen = pods
+                .iter()
+                .filter(|p| {
+                    p["metadata"]["name"]
+                        .as_str()
+                        .is_some_and(|name| name.starts_with(&format!("late{k}-")))
+                })
+                .count();
+            (seen == LATE).then_some(())
+        });
         let kill_at = Instant::now();
         let pid = node.testbed.pid();
         node.testbed.kill().expect("SIGKILL containerd");
@@ -155,6 +181,27 @@ fn containerd_sigkilled_six_times_loses_no_pod() {
         },
     );
     let converged = restarted.elapsed();
+    let late: Vec<Value> = (0..KILLS)
+        .flat_map(|k| {
+            node.wait_for(
+                Duration::from_secs(300),
+                "the pods added before the kills running",
+                |node| all_running(node, &format!("late{k}"), LATE),
+            )
+        })
+        .collect();
+    let late_running = restarted.elapsed();
+    let sandboxes = ready_sandboxes(&rt, &node);
+    let late_duplicates = late
+        .iter()
+        .filter(|p| sandboxes.get(&uid(p)).map_or(0, Vec::len) != 1)
+        .count();
+    // Sandboxes in any state: more than one per pod means an attempt broke and was retried.
+    let every_sandbox = self::sandboxes(&rt, &node, None);
+    let late_sandboxes: usize = late
+        .iter()
+        .map(|p| every_sandbox.get(&uid(p)).map_or(0, Vec::len))
+        .sum();
     let after = ready_sandboxes(&rt, &node);
     let recreated = pods
         .iter()
@@ -165,8 +212,17 @@ fn containerd_sigkilled_six_times_loses_no_pod() {
         "FAULT-REPORT kill: pods={n} startup={startup:.1?} kills={KILLS} apart={APART:?} \
          pods_lost={lost} sandboxes_recreated={recreated} container_restarts={restarts} \
          converged_after_last_restart={converged:.1?} new_pod_running_after={new_pod_running:.1?} \
+         late_pods={late_n} late_running_after={late_running:.1?} \
+         late_pods_without_one_sandbox={late_duplicates} late_sandboxes_any_state={late_sandboxes} \
+         late_restarts={late_restarts} \
          healthz_answered={healthz_answered}/{KILLS}",
         lost = n - pods.len(),
+        late_n = late.len(),
+        late_restarts = restart_count(&late),
+    );
+    assert_eq!(
+        late_duplicates, 0,
+        "one ready sandbox per pod started during a kill"
     );
     assert_eq!(pods.len(), n, "no pod lost");
     assert_eq!(recreated, 0, "no sandbox recreated");
