@@ -23,8 +23,12 @@
 //!   `operation_type` (`create`, `update`, `sync`, `kill`, `terminated`), see
 //!   [`PodWorkers::with_metrics`]. Upstream times from the dispatch of the update; here it is
 //!   the time from the worker taking the work to its completion.
-//! * Before each sync the worker asks the PLEG for an on-demand relist of its pod, so it never
-//!   acts on runtime state older than its own last actions and never waits for a relist tick.
+//! * Before each sync the worker needs the pod's runtime status observed after its last unit
+//!   of work ended (upstream `podCache.GetNewerThan(uid, lastSyncTime)`). When the cache holds
+//!   one (the PLEG inspected the pod for an event since, as on a container exit), it is used
+//!   as is; otherwise the worker asks the PLEG for an on-demand relist of its pod instead of
+//!   waiting for a relist tick. Either way it never acts on runtime state older than its own
+//!   last actions.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -112,6 +116,9 @@ struct PodState {
     /// The termination in progress and the grace period it was started with: cancelled
     /// when a shorter grace period arrives, so that it restarts with that one.
     in_flight: Option<(CancellationToken, Option<i64>)>,
+    /// When the last unit of work of this run ended (upstream `lastSyncTime`): a cached
+    /// status observed after it may be used without an on-demand relist.
+    last_synced: Option<Instant>,
 }
 
 impl PodState {
@@ -129,6 +136,7 @@ impl PodState {
             notify: Arc::new(Notify::new()),
             retry_at: None,
             in_flight: None,
+            last_synced: None,
         }
     }
 
@@ -221,6 +229,8 @@ struct Work {
     pod: Option<Pod>,
     running_pod: Option<RunningPod>,
     grace: Option<i64>,
+    /// [`PodState::last_synced`] when the work was taken.
+    last_synced: Option<Instant>,
 }
 
 impl PodWorkers {
@@ -432,10 +442,24 @@ impl PodWorkers {
             pod: state.pod.clone(),
             running_pod: state.running_pod.clone(),
             grace: state.grace,
+            last_synced: state.last_synced,
         })
     }
 
-    async fn fresh_status(&self, uid: &PodUid, work: &Work) -> Result<Arc<PodStatus>, String> {
+    /// The pod's runtime status observed after `newer_than`: from the cache when it holds
+    /// one, else from an on-demand relist (`None`: always relist).
+    async fn fresh_status(
+        &self,
+        uid: &PodUid,
+        work: &Work,
+        newer_than: Option<Instant>,
+    ) -> Result<Arc<PodStatus>, String> {
+        if let Some(t) = newer_than
+            && let Some((status, at)) = self.inner.cache.get(uid)
+            && at > t
+        {
+            return Ok(status);
+        }
         let (name, namespace) = match (&work.pod, &work.running_pod) {
             (Some(p), _) => (
                 p.name_or_empty().to_owned(),
@@ -493,7 +517,11 @@ impl PodWorkers {
                     match outcome {
                         Some(outcome) => outcome,
                         None => {
-                            // Preempted by a shorter grace period (or shutdown): run again.
+                            // Preempted by a shorter grace period (or shutdown): run again,
+                            // on a status newer than what the preempted work did.
+                            if let Some(state) = self.pods().get_mut(&uid) {
+                                state.last_synced = Some(Instant::now());
+                            }
                             self.retry_now(&uid);
                             continue;
                         }
@@ -541,7 +569,7 @@ impl PodWorkers {
     }
 
     async fn process(&self, uid: &PodUid, work: &Work) -> Result<Option<WorkerPhase>, Failure> {
-        let mut status = self.fresh_status(uid, work).await?;
+        let mut status = self.fresh_status(uid, work, work.last_synced).await?;
         let syncer = &self.inner.syncer;
         match (work.phase, &work.pod) {
             (WorkerPhase::Syncing, Some(pod)) => {
@@ -601,7 +629,8 @@ impl PodWorkers {
         if let Some(state) = self.pods().get_mut(uid) {
             state.clean_start = false;
         }
-        Ok(self.fresh_status(uid, work).await?)
+        // What the kill just did may be newer than any cached status.
+        Ok(self.fresh_status(uid, work, None).await?)
     }
 
     /// Records the outcome of one unit of work. Returns `true` when the worker should exit.
@@ -615,6 +644,8 @@ impl PodWorkers {
         let Some(state) = pods.get_mut(uid) else {
             return true;
         };
+        // Upstream sets `lastSyncTime` after every sync, failed or not.
+        state.last_synced = Some(Instant::now());
         match outcome {
             Err(Failure {
                 message,

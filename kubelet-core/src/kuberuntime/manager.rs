@@ -271,32 +271,41 @@ impl<S: RuntimeService> KubeRuntimeManager<S> {
             status.ips = sandbox.ips.clone();
             status.sandboxes.push(sandbox);
         }
-        for (idx, s) in sandboxes.iter().enumerate() {
-            if idx > 0 {
-                // Older sandboxes only matter for their state and attempt, which the list has.
-                status.sandboxes.push(convert::sandbox_status_from_list(s));
-                continue;
-            }
-            match self.service.pod_sandbox_status(&s.id).await {
-                Ok(st) => {
-                    let st = convert::sandbox_status(st);
-                    if st.state == SandboxState::Ready {
-                        status.ips = st.ips.clone();
-                    }
-                    status.sandboxes.push(st);
+        // The newest sandbox's status and every container's are independent: one round
+        // trip for all of them.
+        let (newest, statuses) = tokio::join!(
+            async {
+                match sandboxes.first() {
+                    Some(s) => Some(self.service.pod_sandbox_status(&s.id).await),
+                    None => None,
                 }
-                // Removed between the list and the status call: as if never listed.
-                Err(Error::NotFound(_)) => {}
-                Err(e) => return Err(e),
+            },
+            join_all(
+                containers
+                    .iter()
+                    .map(|c| self.service.container_status(&c.id)),
+            ),
+        );
+        match newest {
+            Some(Ok(st)) => {
+                let st = convert::sandbox_status(st);
+                if st.state == SandboxState::Ready {
+                    status.ips = st.ips.clone();
+                }
+                status.sandboxes.push(st);
             }
+            // Removed between the list and the status call: as if never listed.
+            Some(Err(Error::NotFound(_))) | None => {}
+            Some(Err(e)) => return Err(e),
         }
-
-        let statuses = join_all(
-            containers
+        // Older sandboxes only matter for their state and attempt, which the list has.
+        status.sandboxes.extend(
+            sandboxes
                 .iter()
-                .map(|c| self.service.container_status(&c.id)),
-        )
-        .await;
+                .skip(1)
+                .map(convert::sandbox_status_from_list),
+        );
+
         for st in statuses {
             match st {
                 Ok(st) => {

@@ -598,3 +598,57 @@ async fn each_unit_of_work_is_timed_by_its_operation() {
         .sum();
     assert_eq!(all, 3, "create, terminating, terminated");
 }
+
+/// How many times the runtime was asked for the pod's status.
+fn status_reads(runtime: &FakeRuntime) -> usize {
+    runtime
+        .calls()
+        .iter()
+        .filter(|c| matches!(c, crate::testing::Call::GetPodStatus(_)))
+        .count()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_status_cached_after_the_last_sync_is_used_without_a_relist() {
+    let (syncer, mut rx) = RecordingSyncer::new();
+    let runtime = FakeRuntime::new();
+    let cache = PodCache::new();
+    let pleg = Arc::new(FakePleg::new(Arc::new(runtime.clone()), cache.clone()));
+    let w = PodWorkers::new(
+        syncer,
+        pleg,
+        cache.clone(),
+        Config::default(),
+        TaskTracker::new(),
+        CancellationToken::new(),
+    );
+    let p = pod("cached");
+    let sync = || UpdatePodOptions {
+        kind: SyncPodType::Sync,
+        ..create(p.clone())
+    };
+    w.update_pod(create(p.clone()));
+    assert!(matches!(
+        next(&mut rx).await,
+        Seen::Sync(SyncPodType::Create, _)
+    ));
+    assert_eq!(status_reads(&runtime), 1, "the first sync relists");
+    // Let the worker record the end of its work, then the PLEG inspects the pod (an event).
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    cache.set(
+        &p.uid(),
+        PodStatus {
+            uid: p.uid(),
+            ..Default::default()
+        },
+        Instant::now(),
+    );
+    w.update_pod(sync());
+    assert!(matches!(next(&mut rx).await, Seen::Sync(SyncPodType::Sync, _)));
+    assert_eq!(status_reads(&runtime), 1, "the PLEG's status is newer than the last sync");
+    // Nothing observed since that sync: an on-demand relist again.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    w.update_pod(sync());
+    assert!(matches!(next(&mut rx).await, Seen::Sync(SyncPodType::Sync, _)));
+    assert_eq!(status_reads(&runtime), 2);
+}
