@@ -644,11 +644,21 @@ async fn a_status_cached_after_the_last_sync_is_used_without_a_relist() {
         Instant::now(),
     );
     w.update_pod(sync());
-    assert!(matches!(next(&mut rx).await, Seen::Sync(SyncPodType::Sync, _)));
-    assert_eq!(status_reads(&runtime), 1, "the PLEG's status is newer than the last sync");
+    assert!(matches!(
+        next(&mut rx).await,
+        Seen::Sync(SyncPodType::Sync, _)
+    ));
+    assert_eq!(
+        status_reads(&runtime),
+        1,
+        "the PLEG's status is newer than the last sync"
+    );
     // Nothing observed since that sync: an on-demand relist again.
     tokio::time::sleep(Duration::from_millis(20)).await;
     w.update_pod(sync());
-    assert!(matches!(next(&mut rx).await, Seen::Sync(SyncPodType::Sync, _)));
+    assert!(matches!(
+        next(&mut rx).await,
+        Seen::Sync(SyncPodType::Sync, _)
+    ));
     assert_eq!(status_reads(&runtime), 2);
 }

@@ -102,6 +102,10 @@ pub(crate) struct Args {
     /// print the memory rows with the kubelet's CPU per pod; a short run for memory work.
     #[arg(long)]
     memory: bool,
+    /// Run only G3 (exit detection, 3 blocks of 10 pods) and print its rows; a short run for
+    /// work on the exit path.
+    #[arg(long)]
+    exit: bool,
 }
 
 /// Runs the benchmark and writes the report.
@@ -120,13 +124,13 @@ pub(crate) fn run(args: Args) -> Result<()> {
 
     // protoc before cargo builds k8s-cri; containerd and friends for the testbed.
     testbed::ensure_packages()?;
-    let offline = !(args.memory || args.cluster);
+    let offline = !(args.memory || args.cluster || args.exit);
     let (kubelet_bin, agent_bin) = build(args.kubelet, args.prebuilt, offline)?;
     if args.cluster {
         return cluster::run(&kubelet_bin, &agent_bin, rounds, &out, &interrupted);
     }
 
-    let (g6, g8) = if args.memory {
+    let (g6, g8) = if args.memory || args.exit {
         (Value::Null, Value::Null)
     } else {
         offline_runs(args.quick, batch)?
@@ -153,6 +157,15 @@ pub(crate) fn run(args: Args) -> Result<()> {
         agent.runtime,
         kubelet.log().display()
     );
+
+    if args.exit {
+        println!("==> G3: containers exiting on their own, 3 blocks of 10 pods");
+        let g3 = exit::run(&kubelet, testbed.socket(), &dirs.manifests, 3, &interrupted)?;
+        println!("\n{}\n", report::text(&exit::rows(&g3)));
+        drop(agent);
+        kubelet.stop();
+        return testbed.shutdown();
+    }
 
     let mut mem = Memory::default();
     thread::sleep(SETTLE);

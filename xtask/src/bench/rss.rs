@@ -1,5 +1,5 @@
-//! Memory of a process: `VmRSS` from `/proc/PID/status` and `Pss` from
-//! `/proc/PID/smaps_rollup`.
+//! Memory of a process: `VmRSS` and its anonymous and file-backed parts (`RssAnon`,
+//! `RssFile`) from `/proc/PID/status`, and `Pss` from `/proc/PID/smaps_rollup`.
 
 use std::fs;
 
@@ -13,12 +13,22 @@ pub(crate) struct Mem {
     pub(crate) rss_kib: u64,
     /// Proportional set size (`Pss` of `smaps_rollup`): shared pages divided among sharers.
     pub(crate) pss_kib: u64,
+    /// Resident anonymous memory (`RssAnon`): the heap, stacks; what an allocator can return.
+    pub(crate) anon_kib: u64,
+    /// Resident file-backed memory (`RssFile`): the pages of the binary and the libraries
+    /// that were touched.
+    pub(crate) file_kib: u64,
 }
 
 impl Mem {
     /// As JSON, in KiB.
     pub(crate) fn to_json(self) -> Value {
-        json!({ "rss_kib": self.rss_kib, "pss_kib": self.pss_kib })
+        json!({
+            "rss_kib": self.rss_kib,
+            "pss_kib": self.pss_kib,
+            "anon_kib": self.anon_kib,
+            "file_kib": self.file_kib,
+        })
     }
 }
 
@@ -38,6 +48,8 @@ pub(crate) fn sample(pid: u32) -> Result<Mem> {
     Ok(Mem {
         rss_kib: field_kib(&status, "VmRSS").context("no VmRSS")?,
         pss_kib: field_kib(&rollup, "Pss").context("no Pss")?,
+        anon_kib: field_kib(&status, "RssAnon").context("no RssAnon")?,
+        file_kib: field_kib(&status, "RssFile").context("no RssFile")?,
     })
 }
 
@@ -57,5 +69,7 @@ mod tests {
     fn samples_this_process() {
         let mem = sample(std::process::id()).expect("own memory");
         assert!(mem.rss_kib > 0 && mem.pss_kib > 0);
+        assert!(mem.anon_kib > 0 && mem.file_kib > 0);
+        assert!(mem.anon_kib + mem.file_kib <= mem.rss_kib);
     }
 }
