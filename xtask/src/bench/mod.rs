@@ -271,6 +271,7 @@ pub(crate) fn run(args: Args) -> Result<()> {
         "g1": runs_json(&g1),
         "g2": runs_json(&g2),
         "g3_exit_detect_ms": g3.detect_ms,
+        "g3_after_task_delete_ms": g3.after_delete_ms,
         "memory_kib": {
             "kubelet_idle": mem.kubelet_idle.to_json(),
             "containerd_idle": mem.containerd_idle.to_json(),
