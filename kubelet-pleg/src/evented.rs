@@ -117,6 +117,14 @@ pub struct Config {
     pub settle_max: Duration,
     /// How long to keep re-inspecting before leaving the change to the relist. Default 10 s.
     pub settle_timeout: Duration,
+    /// Wait between re-inspections after a [`Kind::TaskDeleted`] event, during
+    /// [`Config::settle_after_delete_window`]: containerd's CRI plugin reports a container
+    /// exited only once it has deleted the task, right after that event (containerd 1.6
+    /// `handleContainerExit`), so the change is due any moment. Default 2 ms.
+    pub settle_after_delete: Duration,
+    /// How long re-inspections stay that frequent after a task delete; then they back off as
+    /// for any event. Default 100 ms.
+    pub settle_after_delete_window: Duration,
 }
 
 impl Default for Config {
@@ -131,6 +139,8 @@ impl Default for Config {
             settle_fast_window: Duration::from_secs(1),
             settle_max: Duration::from_millis(500),
             settle_timeout: Duration::from_secs(10),
+            settle_after_delete: Duration::from_millis(2),
+            settle_after_delete_window: Duration::from_millis(100),
         }
     }
 }
@@ -304,15 +314,24 @@ impl EventedPleg {
 }
 
 /// Re-inspects the pod of `event`'s container until the runtime shows the event, with backoff
-/// (a full relist first when no listing knows the container).
+/// (a full relist first when no listing knows the container); after a task delete, every
+/// [`Config::settle_after_delete`] at first.
 async fn settle(generic: GenericPleg, event: Event, config: Config) {
     let start = Instant::now();
     let deadline = start + config.settle_timeout;
-    let mut delay = config.settle_initial;
+    let after_delete = event.kind == Kind::TaskDeleted;
+    let mut delay = if after_delete {
+        config.settle_after_delete
+    } else {
+        config.settle_initial
+    };
     let mut relisted_all = false;
     loop {
         match generic.relist_container(&event.container_id).await {
-            Ok(ContainerRelist::Relisted(state)) if event.kind.shown_by(state) => return,
+            Ok(ContainerRelist::Relisted(state)) if event.kind.shown_by(state) => {
+                trace!(?event, waited = ?start.elapsed(), "pleg: the runtime shows the event");
+                return;
+            }
             Ok(ContainerRelist::Relisted(state)) => {
                 trace!(
                     ?event,
@@ -339,12 +358,14 @@ async fn settle(generic: GenericPleg, event: Event, config: Config) {
             return;
         }
         tokio::time::sleep(delay).await;
-        let max = if start.elapsed() < config.settle_fast_window {
-            config.settle_fast_max
+        let elapsed = start.elapsed();
+        delay = if after_delete && elapsed < config.settle_after_delete_window {
+            config.settle_after_delete
+        } else if elapsed < config.settle_fast_window {
+            (delay * 2).min(config.settle_fast_max)
         } else {
-            config.settle_max
+            (delay * 2).min(config.settle_max)
         };
-        delay = (delay * 2).min(max);
     }
 }
 

@@ -385,3 +385,53 @@ async fn no_stream_at_start_means_relisting_every_second() {
     token.cancel();
     task.await.expect("run returns on cancel");
 }
+
+#[tokio::test(start_paused = true)]
+async fn after_a_task_delete_the_pod_is_reinspected_every_2_ms_for_100_ms() {
+    let mut h = Harness::start(&["a"], evented::Config::default()).await;
+    let id = h.app_id("a");
+    // containerd deleted the task; its CRI plugin shows the exit a moment later.
+    h.source.send(Event::new(Kind::TaskDeleted, &id));
+    settle().await;
+    assert_eq!(h.status_calls("a"), 1);
+    for _ in 0..10 {
+        tokio::time::advance(Duration::from_millis(1)).await;
+        settle().await;
+    }
+    // Inspections at 0, 2, 4, 6, 8 and 10 ms.
+    assert_eq!(h.status_calls("a"), 6);
+    assert!(h.runtime.exit_container(&uid("a"), "app", 0));
+    tokio::time::advance(Duration::from_millis(2)).await;
+    settle().await;
+    assert_eq!(h.events(), vec![died("a", &id)]);
+    assert_eq!(h.status_calls("a"), 7);
+    // Settled: no more inspections.
+    tokio::time::advance(Duration::from_secs(5)).await;
+    settle().await;
+    assert_eq!(h.status_calls("a"), 7);
+}
+
+#[tokio::test(start_paused = true)]
+async fn after_a_task_delete_the_frequent_reinspections_end_after_100_ms() {
+    let mut h = Harness::start(&["a"], evented::Config::default()).await;
+    let id = h.app_id("a");
+    h.source.send(Event::new(Kind::TaskDeleted, &id));
+    settle().await;
+    for _ in 0..100 {
+        tokio::time::advance(Duration::from_millis(1)).await;
+        settle().await;
+    }
+    // Every 2 ms: 0, 2, …, 100 ms.
+    assert_eq!(h.status_calls("a"), 51);
+    // Then the usual doubling, capped at 20 ms within the first second.
+    for _ in 0..100 {
+        tokio::time::advance(Duration::from_millis(1)).await;
+        settle().await;
+    }
+    let next = h.status_calls("a") - 51;
+    assert!(
+        (4..=7).contains(&next),
+        "{next} inspections in the next 100 ms"
+    );
+    assert_eq!(h.events(), vec![], "the runtime never showed the exit");
+}
