@@ -70,8 +70,9 @@ pub trait VolumeManager: Send + Sync + 'static {
     /// Makes `sub_path` of the pod's set-up volume `volume` safe to mount into `container`
     /// (the `index`-th volumeMount) and returns the host path to mount (upstream
     /// `subpath.PrepareSafeSubpath`). The path must stay inside the volume even through
-    /// symlinks. The default refuses subPaths.
-    fn prepare_sub_path(
+    /// symlinks. The default refuses subPaths. Implementations make their bind mount off
+    /// the async workers (issue 16).
+    async fn prepare_sub_path(
         &self,
         pod: &Pod,
         container: &str,

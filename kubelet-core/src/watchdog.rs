@@ -217,6 +217,8 @@ impl Watch {
         let mut detector = Detector::new(self.config.threshold);
         let mut current: Option<Stall> = None;
         while self.alive.strong_count() > 0 {
+            // Reviewed (issue 16): the watchdog's own OS thread, never an async worker.
+            #[allow(clippy::disallowed_methods)]
             std::thread::sleep(self.config.check_every);
             let stall = detector.observe(Instant::now(), &samples(&self.handle));
             match (current, stall) {

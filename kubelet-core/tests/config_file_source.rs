@@ -5,6 +5,9 @@
 //! Files are written atomically (a dotfile renamed into place), as operators should, so each
 //! step is one change. Waits use a generous timeout on the channel, never a fixed sleep.
 
+// Test code, on the test's own runtime: blocking file calls are fine here.
+#![allow(clippy::disallowed_methods)]
+
 use std::fs;
 use std::path::Path;
 use std::time::Duration;

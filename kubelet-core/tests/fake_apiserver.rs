@@ -2,6 +2,9 @@
 //! one test per semantic a kubelet relies on (see `/work/shared/APISERVER.md`). Waits are
 //! event-driven (the journal, the watch stream) under a generous timeout, never a fixed sleep.
 
+// Test code, on the test's own runtime: blocking file calls are fine here.
+#![allow(clippy::disallowed_methods)]
+
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};

@@ -11,6 +11,10 @@
 //! `rename(2)` of a temporary symlink, so a reader that opens `<target>/<key>` sees either the
 //! whole old set or the whole new set, never a mix.
 
+// Reviewed (issue 16): blocking by contract (file writes, renames and symlinks);
+// DefaultVolumeManager calls this module on the blocking pool only.
+#![allow(clippy::disallowed_methods)]
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};

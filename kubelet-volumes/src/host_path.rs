@@ -1,5 +1,9 @@
 //! hostPath type checks (upstream `pkg/volume/hostpath/host_path.go`, `checkType`).
 
+// Reviewed (issue 16): blocking by contract (stats and creation of hostPaths);
+// DefaultVolumeManager calls this module on the blocking pool only.
+#![allow(clippy::disallowed_methods)]
+
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, OpenOptionsExt};
 use std::path::Path;
 

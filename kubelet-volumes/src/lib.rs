@@ -34,6 +34,9 @@
 //! let vm: Arc<dyn VolumeManager> = Arc::new(DefaultVolumeManager::new("/var/lib/kubelet".into()));
 //! ```
 
+// Blocking calls are banned on async workers (clippy.toml, issue 16); unit tests may block.
+#![cfg_attr(test, allow(clippy::disallowed_methods))]
+
 pub mod atomic_writer;
 mod error;
 mod host_path;
@@ -43,6 +46,7 @@ pub mod ownership;
 pub mod projection;
 pub mod subpath;
 pub mod token;
+mod volume_dirs;
 
 pub use error::{Error, ObjectKind, Result};
 pub use host_path::check_host_path;

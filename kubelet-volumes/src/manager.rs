@@ -19,14 +19,18 @@ use kubelet_core::objects::{InMemoryObjectSource, ObjectSource};
 use kubelet_core::pod::PodUid;
 use kubelet_core::resources::{NodeAllocatable, quantity_value};
 use kubelet_core::volume::{Error, MountedVolume, Result, VolumeManager};
-use tracing::{debug, info, warn};
+use tracing::info;
 
 use crate::atomic_writer::{AtomicWriter, Payload};
 use crate::host_path::check_host_path;
 use crate::ownership::fs_group;
 use crate::projection::{self, ObjectRef};
+use crate::subpath;
 use crate::token::TokenCache;
-use crate::{mount, subpath};
+use crate::volume_dirs::{
+    Backing, make_dir, private_dir, reconstruct, remove_orphaned_pod_dirs, set_dir_group,
+    set_tree_group, tear_down,
+};
 
 /// Plugin directory name of emptyDir volumes.
 pub const EMPTY_DIR_PLUGIN: &str = "kubernetes.io~empty-dir";
@@ -60,15 +64,6 @@ impl std::fmt::Debug for DefaultVolumeManager {
             .field("node_allocatable", &self.node_allocatable)
             .finish_non_exhaustive()
     }
-}
-
-/// How a volume type is stored.
-enum Backing {
-    Disk,
-    Tmpfs {
-        size: Option<u64>,
-        mode: &'static str,
-    },
 }
 
 impl DefaultVolumeManager {
@@ -115,28 +110,6 @@ impl DefaultVolumeManager {
         self.mounted.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Creates (or adopts) the volume directory, mounting a tmpfs when asked.
-    fn make_dir(&self, path: &Path, backing: &Backing) -> Result<()> {
-        if mount::is_mount_point(path) {
-            debug!(path = %path.display(), "volume already mounted; keeping it");
-            return Ok(());
-        }
-        match backing {
-            Backing::Disk => create_dir(path, 0o777),
-            Backing::Tmpfs { size, mode } => {
-                create_dir(path, 0o750)?;
-                let mut options = format!("mode={mode}");
-                if let Some(size) = size {
-                    options.push_str(&format!(",size={size}"));
-                }
-                mount::mount_tmpfs(path, &options).map_err(|e| Error::Io {
-                    path: path.to_path_buf(),
-                    source: std::io::Error::other(e),
-                })
-            }
-        }
-    }
-
     async fn set_up(&self, pod: &Pod, volume: &Volume) -> Result<MountedVolume> {
         let uid = pod.uid();
         let mount_err = |reason: String| Error::Mount {
@@ -156,8 +129,8 @@ impl DefaultVolumeManager {
                         .ok_or_else(|| mount_err(format!("invalid sizeLimit {:?}", q.0)))
                 })
                 .transpose()?;
-            match empty_dir.medium.as_deref().unwrap_or("") {
-                "" => self.make_dir(&path, &Backing::Disk)?,
+            let backing = match empty_dir.medium.as_deref().unwrap_or("") {
+                "" => Backing::Disk,
                 "Memory" => {
                     // Upstream (SizeMemoryBackedVolumes): sizeLimit, else node allocatable.
                     let size = size_limit.filter(|s| *s > 0).or_else(|| {
@@ -165,17 +138,23 @@ impl DefaultVolumeManager {
                             .ok()
                             .filter(|m| *m > 0)
                     });
-                    self.make_dir(&path, &Backing::Tmpfs { size, mode: "1777" })?;
+                    Backing::Tmpfs { size, mode: "1777" }
                 }
                 other => {
                     return Err(mount_err(format!(
                         "emptyDir medium {other:?} is not supported by this kubelet"
                     )));
                 }
-            }
-            if let Some(gid) = fs_group(pod) {
-                set_dir_group(&path, gid, 0o770)?;
-            }
+            };
+            let (dir, group) = (path.clone(), fs_group(pod));
+            unblock(&path, move || {
+                make_dir(&dir, &backing)?;
+                match group {
+                    Some(gid) => set_dir_group(&dir, gid, 0o770),
+                    None => Ok(()),
+                }
+            })
+            .await?;
             return Ok(MountedVolume {
                 host_path: path,
                 read_only: false,
@@ -190,8 +169,15 @@ impl DefaultVolumeManager {
                     host_path.path
                 )));
             }
-            check_host_path(&path, host_path.type_.as_deref().unwrap_or(""))
-                .map_err(|e| mount_err(e.to_string()))?;
+            let (checked, kind) = (path.clone(), host_path.type_.clone().unwrap_or_default());
+            let volume_name = volume.name.clone();
+            unblock(&path, move || {
+                check_host_path(&checked, &kind).map_err(|e| Error::Mount {
+                    volume: volume_name,
+                    reason: e.to_string(),
+                })
+            })
+            .await?;
             return Ok(MountedVolume {
                 host_path: path,
                 read_only: false,
@@ -273,17 +259,26 @@ impl DefaultVolumeManager {
                 file.mode |= 0o440;
             }
         }
-        self.make_dir(&path, &backing)?;
-        let changed = AtomicWriter::new(path.clone())
-            .write(&payload)
-            .map_err(|e| mount_err(e.to_string()))?;
-        if let Some(gid) = group
-            && changed
-        {
-            set_tree_group(&path, gid)?;
-        }
+        let files = payload.len();
+        let (dir, volume_name) = (path.clone(), volume.name.clone());
+        let changed = unblock(&path, move || {
+            make_dir(&dir, &backing)?;
+            let changed = AtomicWriter::new(dir.clone())
+                .write(&payload)
+                .map_err(|e| Error::Mount {
+                    volume: volume_name,
+                    reason: e.to_string(),
+                })?;
+            if let Some(gid) = group
+                && changed
+            {
+                set_tree_group(&dir, gid)?;
+            }
+            Ok(changed)
+        })
+        .await?;
         if changed {
-            info!(pod = %pod.full_name(), volume = %volume.name, files = payload.len(), "volume contents updated");
+            info!(pod = %pod.full_name(), volume = %volume.name, files, "volume contents updated");
         }
         Ok(MountedVolume {
             host_path: path,
@@ -355,15 +350,16 @@ impl DefaultVolumeManager {
 
     /// `<root>/pods`, `<root>/pods/<uid>` and its `volumes` directory, each `0750` as
     /// upstream's `makePodDataDirs`, so no other host user can reach a pod's secrets.
-    fn make_pod_dirs(&self, uid: &PodUid) -> Result<()> {
-        for dir in [self.pods_dir(), self.pod_dir(uid), self.volumes_dir(uid)] {
-            private_dir(&dir)?;
-        }
-        Ok(())
+    async fn make_pod_dirs(&self, uid: &PodUid) -> Result<()> {
+        let dirs = [self.pods_dir(), self.pod_dir(uid), self.volumes_dir(uid)];
+        unblock(&self.pod_dir(uid), move || {
+            dirs.iter().try_for_each(|d| private_dir(d))
+        })
+        .await
     }
 
     async fn set_up_all(&self, pod: &Pod) -> Result<()> {
-        self.make_pod_dirs(&pod.uid())?;
+        self.make_pod_dirs(&pod.uid()).await?;
         let volumes = pod
             .spec
             .as_ref()
@@ -376,152 +372,21 @@ impl DefaultVolumeManager {
         self.lock().insert(pod.uid(), set_up);
         Ok(())
     }
+}
 
-    fn tear_down(&self, uid: &PodUid) -> Result<()> {
-        let pod_dir = self.pod_dir(uid);
-        let io = |path: &Path, e: crate::Error| Error::Io {
+/// Runs `f` (mounts, directory and file writes) on the blocking pool, off the async workers
+/// (issue 16); `path` names what it works on should the runtime be shutting down.
+async fn unblock<T, F>(path: &Path, f: F) -> Result<T>
+where
+    F: FnOnce() -> Result<T> + Send + 'static,
+    T: Send + 'static,
+{
+    kubelet_core::blocking::unblock(f)
+        .await
+        .map_err(|source| Error::Io {
             path: path.to_path_buf(),
-            source: std::io::Error::other(e),
-        };
-        mount::unmount_all_under(&pod_dir).map_err(|r| io(&pod_dir, r))?;
-        for sub in ["volume-subpaths", "volumes"] {
-            let dir = pod_dir.join(sub);
-            mount::remove_all_one_fs(&dir).map_err(|r| io(&dir, r))?;
-        }
-        Ok(())
-    }
-}
-
-/// The actual state of world rebuilt from disk after a restart (upstream
-/// `reconciler/reconstruct.go`): every `<pods>/<uid>/volumes/<plugin>/<name>` the kubelet set
-/// up, so running pods keep their volumes without a remount. hostPath volumes leave nothing on
-/// disk; they are re-checked on the pod's next sync.
-fn reconstruct(pods_dir: &Path) -> HashMap<PodUid, HashMap<String, MountedVolume>> {
-    let mut out: HashMap<PodUid, HashMap<String, MountedVolume>> = HashMap::new();
-    let dirs = |p: &Path| -> Vec<std::fs::DirEntry> {
-        std::fs::read_dir(p)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-            .collect()
-    };
-    for pod in dirs(pods_dir) {
-        let uid = PodUid(pod.file_name().to_string_lossy().into_owned());
-        for plugin in dirs(&pod.path().join("volumes")) {
-            let plugin_name = plugin.file_name().to_string_lossy().into_owned();
-            let read_only = match plugin_name.as_str() {
-                EMPTY_DIR_PLUGIN => false,
-                CONFIG_MAP_PLUGIN | SECRET_PLUGIN | DOWNWARD_API_PLUGIN | PROJECTED_PLUGIN => true,
-                _ => continue,
-            };
-            for volume in dirs(&plugin.path()) {
-                out.entry(uid.clone()).or_default().insert(
-                    volume.file_name().to_string_lossy().into_owned(),
-                    MountedVolume {
-                        host_path: volume.path(),
-                        read_only,
-                        size_limit_bytes: None,
-                    },
-                );
-            }
-        }
-    }
-    if !out.is_empty() {
-        info!(
-            pods = out.len(),
-            volumes = out.values().map(HashMap::len).sum::<usize>(),
-            "reconstructed volumes from disk"
-        );
-    }
-    out
-}
-
-fn io_error(path: &Path, source: std::io::Error) -> Error {
-    Error::Io {
-        path: path.to_path_buf(),
-        source,
-    }
-}
-
-/// Gives a directory to `gid` with setgid and `mask` added (upstream `SetVolumeOwnership`).
-fn set_dir_group(path: &Path, gid: u32, mask: u32) -> Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    std::os::unix::fs::lchown(path, None, Some(gid)).map_err(|e| io_error(path, e))?;
-    let mode = std::fs::symlink_metadata(path)
-        .map_err(|e| io_error(path, e))?
-        .permissions()
-        .mode();
-    std::fs::set_permissions(
-        path,
-        std::fs::Permissions::from_mode((mode & 0o7777) | mask | 0o2000),
-    )
-    .map_err(|e| io_error(path, e))
-}
-
-/// Gives every entry under `dir` to `gid` without following symlinks; directories get
-/// setgid and group read/exec (upstream `SetVolumeOwnership` for read-only volumes).
-fn set_tree_group(dir: &Path, gid: u32) -> Result<()> {
-    set_dir_group(dir, gid, 0o550)?;
-    let entries = std::fs::read_dir(dir).map_err(|e| io_error(dir, e))?;
-    for entry in entries {
-        let entry = entry.map_err(|e| io_error(dir, e))?;
-        let path = entry.path();
-        let kind = entry.file_type().map_err(|e| io_error(&path, e))?;
-        if kind.is_dir() {
-            set_tree_group(&path, gid)?;
-        } else {
-            // Symlinks are lchowned; their targets are handled where they live.
-            std::os::unix::fs::lchown(&path, None, Some(gid)).map_err(|e| io_error(&path, e))?;
-        }
-    }
-    Ok(())
-}
-
-/// Mode of the kubelet's own directories on the way to a volume (upstream `0750`).
-const POD_DIR_MODE: u32 = 0o750;
-
-/// Creates `path` (parents included) with [`POD_DIR_MODE`], or takes access for other users
-/// away from an existing one.
-fn private_dir(path: &Path) -> Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-    let io = |source| io_error(path, source);
-    match std::fs::symlink_metadata(path) {
-        Ok(meta) if meta.is_dir() => {
-            let mode = meta.permissions().mode() & 0o7777;
-            if mode & 0o007 != 0 {
-                std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode & !0o007))
-                    .map_err(io)?;
-            }
-            Ok(())
-        }
-        Ok(_) => Err(io(std::io::Error::other("exists and is not a directory"))),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(POD_DIR_MODE)
-                .create(path)
-                .map_err(io)?;
-            std::fs::set_permissions(path, std::fs::Permissions::from_mode(POD_DIR_MODE))
-                .map_err(io)
-        }
-        Err(e) => Err(io(e)),
-    }
-}
-
-fn create_dir(path: &Path, mode: u32) -> Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-    let io = |source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(mode)
-        .create(path)
-        .map_err(io)?;
-    // emptyDir is world-writable as upstream (0777), regardless of the umask.
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(io)
+            source,
+        })?
 }
 
 #[async_trait]
@@ -543,7 +408,7 @@ impl VolumeManager for DefaultVolumeManager {
         self.lock().get(uid).cloned().unwrap_or_default()
     }
 
-    fn prepare_sub_path(
+    async fn prepare_sub_path(
         &self,
         pod: &Pod,
         container: &str,
@@ -567,14 +432,22 @@ impl VolumeManager for DefaultVolumeManager {
             .join(volume)
             .join(container)
             .join(index.to_string());
-        subpath::prepare(&mounted.host_path, sub_path, &target)
-            .map_err(|e| mount_err(format!("subPath {sub_path:?}: {e}")))
+        let (volume_root, sub, volume_name) =
+            (mounted.host_path, sub_path.to_owned(), volume.to_owned());
+        unblock(&target.clone(), move || {
+            subpath::prepare(&volume_root, &sub, &target).map_err(|e| Error::Mount {
+                volume: volume_name,
+                reason: format!("subPath {sub:?}: {e}"),
+            })
+        })
+        .await
     }
 
     async fn unmount_pod(&self, uid: &PodUid) -> Result<()> {
         self.lock().remove(uid);
         self.tokens.forget_pod(uid.as_str());
-        self.tear_down(uid)
+        let pod_dir = self.pod_dir(uid);
+        unblock(&pod_dir.clone(), move || tear_down(&pod_dir)).await
     }
 
     async fn cleanup_orphaned(&self, active: &HashSet<PodUid>) -> Result<()> {
@@ -591,34 +464,11 @@ impl VolumeManager for DefaultVolumeManager {
         for uid in gone {
             self.tokens.forget_pod(&uid);
         }
-        let entries = match std::fs::read_dir(self.pods_dir()) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(source) => {
-                return Err(Error::Io {
-                    path: self.pods_dir(),
-                    source,
-                });
-            }
-        };
-        for entry in entries.flatten() {
-            let uid = PodUid(entry.file_name().to_string_lossy().into_owned());
-            if active.contains(&uid) {
-                continue;
-            }
-            // Only directories we created; never follow a symlink out of the pods dir.
-            if !entry.file_type().is_ok_and(|t| t.is_dir()) {
-                continue;
-            }
-            info!(pod = %uid, "removing orphaned pod directory");
-            let path = entry.path();
-            let result =
-                mount::unmount_all_under(&path).and_then(|()| mount::remove_all_one_fs(&path));
-            if let Err(e) = result {
-                warn!(path = %path.display(), error = %e, "removing orphaned pod directory");
-            }
-        }
-        Ok(())
+        let (pods_dir, active) = (self.pods_dir(), active.clone());
+        unblock(&pods_dir.clone(), move || {
+            remove_orphaned_pod_dirs(&pods_dir, &active)
+        })
+        .await
     }
 }
 #[cfg(test)]

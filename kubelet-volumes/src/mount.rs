@@ -1,6 +1,10 @@
 //! Mount helpers: tmpfs, bind mounts, the mount table, and removal that never crosses into
 //! another filesystem (upstream `k8s.io/mount-utils` and `pkg/volume/util/subpath`).
 
+// Reviewed (issue 16): blocking by contract (mount(2), umount(2) and directory walks);
+// DefaultVolumeManager calls this module on the blocking pool only.
+#![allow(clippy::disallowed_methods)]
+
 use nix::mount::{MntFlags, MsFlags};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};

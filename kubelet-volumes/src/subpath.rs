@@ -7,6 +7,10 @@
 //! `<pod-dir>/volume-subpaths/<volume>/<container>/<index>`; the runtime mounts that. A symlink
 //! swapped in after the check cannot redirect the mount out of the volume.
 
+// Reviewed (issue 16): blocking by contract (openat(2) walks and bind mounts);
+// DefaultVolumeManager calls this module on the blocking pool only.
+#![allow(clippy::disallowed_methods)]
+
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::DirBuilderExt;
 

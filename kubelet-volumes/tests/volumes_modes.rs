@@ -2,6 +2,9 @@
 //! (upstream `pkg/volume/secret`, `pkg/volume/projected`, `makePodDataDirs`). Needs root for
 //! tmpfs mounts and chown.
 
+// Test code, on the test's own runtime: blocking file calls are fine here.
+#![allow(clippy::disallowed_methods)]
+
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;

@@ -2,6 +2,9 @@
 //! configMap, secret, projected and downwardAPI volumes from an in-memory object source,
 //! Memory emptyDirs, updates, teardown and reconstruction after a restart.
 
+// Test code, on the test's own runtime: blocking file calls are fine here.
+#![allow(clippy::disallowed_methods)]
+
 use std::collections::{BTreeMap, HashSet};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -635,17 +638,20 @@ async fn sub_paths_stay_inside_the_volume_and_teardown_spares_host_data() {
     for bad in ["to-root", "to-outside", "to-outside/secret", "../", "/etc"] {
         let err =
             s.vm.prepare_sub_path(&p, "c", 0, "host", bad)
+                .await
                 .expect_err(bad);
         assert!(err.to_string().contains("\"host\""), "{bad}: {err}");
     }
     let target =
         s.vm.prepare_sub_path(&p, "c", 1, "host", "data")
+            .await
             .expect("ok");
     assert_eq!(target, s.root.join("pods/uid-sub/volume-subpaths/host/c/1"));
     assert_eq!(std::fs::read_to_string(target.join("f")).expect("f"), "ok");
     // Reused on the next container start.
     assert_eq!(
         s.vm.prepare_sub_path(&p, "c", 1, "host", "data")
+            .await
             .expect("again"),
         target
     );

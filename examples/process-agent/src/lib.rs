@@ -56,7 +56,7 @@ impl RuntimeService for ProcessRuntimeService {
     }
 
     async fn start_container(&self, id: &str) -> Result<()> {
-        self.store.start_process(id)
+        self.store.start_process(id).await
     }
 
     /// SIGTERM to the process group, SIGKILL to what is left of it after `timeout_seconds`.

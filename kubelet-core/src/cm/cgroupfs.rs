@@ -5,6 +5,13 @@
 //! `Exists`, the v1/v2 resource writers), `qos_container_manager_linux.go` (the `kubepods`,
 //! `burstable` and `besteffort` cgroups; BestEffort gets the minimum shares) and
 //! `pod_container_manager_linux.go` (`EnsureExists`, `Destroy`, `GetAllPodsFromCgroups`).
+//!
+//! Every function here blocks on the cgroup filesystem: async code calls them through
+//! [`crate::blocking::unblock`] (see [`PodContainerManager`]).
+
+// Reviewed (issue 16): this module is the blocking implementation of PodContainerManager;
+// the kubelet calls it on the blocking pool, and the binary at startup before any pod.
+#![allow(clippy::disallowed_methods)]
 
 use std::path::{Path, PathBuf};
 

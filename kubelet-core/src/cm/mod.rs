@@ -80,8 +80,9 @@ pub fn cgroupfs_name(root: &str, segments: &[&str]) -> String {
 
 /// Manages the per-pod cgroups (upstream `PodContainerManager` plus the QoS containers).
 ///
-/// Methods touch the cgroup filesystem synchronously; each is a handful of small file
-/// operations.
+/// Methods other than [`pod_cgroup_parent`](Self::pod_cgroup_parent) touch the cgroup
+/// filesystem synchronously (a handful of small file operations each): async code calls
+/// them through [`crate::blocking::unblock`], never on an async worker (issue 16).
 #[cfg_attr(any(test, feature = "test-util"), mockall::automock)]
 pub trait PodContainerManager: Send + Sync {
     /// The cgroup parent to pass to the runtime for `pod`'s sandbox (upstream

@@ -210,7 +210,9 @@ impl Default for Fnv128a {
 /// [`MAX_MANIFEST_BYTES`] + 1 bytes are read, then [`decode`] runs.
 ///
 /// The caller should have checked that `path` is a regular file (opening a FIFO blocks); this
-/// function checks again on the opened file and rejects anything else.
+/// function checks again on the opened file and rejects anything else. Blocking.
+// Reviewed (issue 16): blocking by contract; `file::scan` calls it, in spawn_blocking.
+#[allow(clippy::disallowed_methods)]
 pub fn read_manifest(path: &Path, node_name: &str) -> Result<Pod> {
     let read_err = |source| Error::Read {
         path: path.to_owned(),

@@ -132,6 +132,7 @@ impl RuntimeHelper for KubeletRuntimeHelper {
                 Some(sub) => self
                     .volumes
                     .prepare_sub_path(pod, &container.name, index, &vm.name, &sub)
+                    .await
                     .map_err(|e| mount_error(e.to_string()))?,
             };
             mounts.push(Mount {
@@ -158,12 +159,12 @@ impl RuntimeHelper for KubeletRuntimeHelper {
                 hostname: &hostname,
                 domain: &domain,
             };
-            let mount = hosts::ensure_hosts_mount(pod, &file).map_err(|source| {
-                RunContainerOptionsError::HostsFile {
+            let mount = hosts::ensure_hosts_mount(pod, &file)
+                .await
+                .map_err(|source| RunContainerOptionsError::HostsFile {
                     dir: pod_dir.clone(),
                     source,
-                }
-            })?;
+                })?;
             mounts.push(mount);
         }
         let set_fqdn = pod

@@ -176,23 +176,23 @@ pub struct HostsFile<'a> {
 }
 
 /// Writes the pod's hosts file (mode 0644) and returns its mount (upstream
-/// `makeHostsMount`/`ensureHostsFile`).
-pub fn ensure_hosts_mount(pod: &Pod, f: &HostsFile<'_>) -> std::io::Result<Mount> {
+/// `makeHostsMount`/`ensureHostsFile`). The file system calls run on the blocking pool.
+pub async fn ensure_hosts_mount(pod: &Pod, f: &HostsFile<'_>) -> std::io::Result<Mount> {
     let aliases = pod
         .spec
         .as_ref()
         .and_then(|s| s.host_aliases.as_deref())
         .unwrap_or_default();
     let content = if pod.host_network() {
-        node_hosts_content(&std::fs::read_to_string(f.node_hosts)?, aliases)
+        node_hosts_content(&tokio::fs::read_to_string(f.node_hosts).await?, aliases)
     } else {
         managed_hosts_content(f.pod_ips, f.hostname, f.domain, aliases)
     };
-    std::fs::create_dir_all(f.pod_dir)?;
+    tokio::fs::create_dir_all(f.pod_dir).await?;
     let path: PathBuf = f.pod_dir.join("etc-hosts");
-    std::fs::write(&path, content)?;
+    tokio::fs::write(&path, content).await?;
     use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644))?;
+    tokio::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).await?;
     Ok(Mount {
         host_path: path,
         container_path: ETC_HOSTS_PATH.into(),
@@ -275,8 +275,8 @@ mod tests {
         );
     }
 
-    #[test]
-    fn mount_rules_and_file() {
+    #[tokio::test]
+    async fn mount_rules_and_file() {
         let mut p = pod("web");
         let c = p.spec.as_ref().expect("spec").containers[0].clone();
         assert!(!should_mount_hosts_file(&p, &c, &[]));
@@ -299,7 +299,7 @@ mod tests {
             hostname: "web",
             domain: "",
         };
-        let m = ensure_hosts_mount(&p, &f).expect("mount");
+        let m = ensure_hosts_mount(&p, &f).await.expect("mount");
         assert_eq!(m.container_path, "/etc/hosts");
         let text = std::fs::read_to_string(&m.host_path).expect("read");
         assert!(
@@ -308,7 +308,7 @@ mod tests {
         );
         p.spec.as_mut().expect("spec").host_network = Some(true);
         assert!(should_mount_hosts_file(&p, &c, &[]));
-        let m = ensure_hosts_mount(&p, &f).expect("mount");
+        let m = ensure_hosts_mount(&p, &f).await.expect("mount");
         let text = std::fs::read_to_string(&m.host_path).expect("read");
         assert!(
             text.starts_with("# Kubernetes-managed hosts file (host network).\n10.0.0.1\tnode\n"),

@@ -194,20 +194,38 @@ impl Kubelet {
     }
 
     /// Removes the cgroups of pods that are neither desired, nor known to a pod worker, nor
-    /// running in the runtime (upstream `cleanupOrphanedPodCgroups`).
-    fn cleanup_orphaned_pod_cgroups(&self, keep: &HashSet<PodUid>) {
-        let cgroups = match self.cgroups.pod_cgroups() {
-            Ok(c) => c,
-            Err(e) => {
-                warn!(error = %e, "listing pod cgroups");
-                return;
+    /// running in the runtime (upstream `cleanupOrphanedPodCgroups`), then sizes the QoS
+    /// cgroups for the pods of the pod manager (upstream `UpdateQOSCgroups`), on the
+    /// blocking pool.
+    async fn cleanup_pod_cgroups(&self, keep: HashSet<PodUid>) {
+        let cgroups = Arc::clone(&self.cgroups);
+        let pods = self.pod_manager.pods();
+        let cleanup = move || {
+            cleanup_orphaned_pod_cgroups(cgroups.as_ref(), &keep);
+            if let Err(e) = cgroups.update_qos_cgroups(&pods) {
+                warn!(error = %e, "updating the QoS cgroups");
             }
         };
-        for uid in cgroups.into_iter().filter(|u| !keep.contains(u)) {
-            info!(pod = %uid, "removing orphaned pod cgroup");
-            if let Err(e) = self.cgroups.destroy(&uid) {
-                warn!(pod = %uid, error = %e, "removing orphaned pod cgroup");
-            }
+        if let Err(e) = crate::blocking::unblock(cleanup).await {
+            warn!(error = %e, "cleaning up pod cgroups");
+        }
+    }
+}
+
+/// Removes the pod cgroups not in `keep` (upstream `cleanupOrphanedPodCgroups`). Blocks on
+/// the cgroup filesystem.
+fn cleanup_orphaned_pod_cgroups(cgroups: &dyn PodContainerManager, keep: &HashSet<PodUid>) {
+    let found = match cgroups.pod_cgroups() {
+        Ok(c) => c,
+        Err(e) => {
+            warn!(error = %e, "listing pod cgroups");
+            return;
+        }
+    };
+    for uid in found.into_iter().filter(|u| !keep.contains(u)) {
+        info!(pod = %uid, "removing orphaned pod cgroup");
+        if let Err(e) = cgroups.destroy(&uid) {
+            warn!(pod = %uid, error = %e, "removing orphaned pod cgroup");
         }
     }
 }
@@ -339,10 +357,7 @@ impl SyncHandler for Kubelet {
             .cleanup_orphaned(&keep)
             .await
             .map_err(CleanupError::OrphanedVolumes)?;
-        self.cleanup_orphaned_pod_cgroups(&keep);
-        if let Err(e) = self.cgroups.update_qos_cgroups(&self.pod_manager.pods()) {
-            warn!(error = %e, "updating the QoS cgroups");
-        }
+        self.cleanup_pod_cgroups(keep).await;
         Ok(())
     }
 

@@ -217,19 +217,38 @@ impl KubeletPodSyncer {
         }
     }
 
-    fn make_pod_dirs(&self, uid: &PodUid) -> Result<()> {
+    async fn make_pod_dirs(&self, uid: &PodUid) -> Result<()> {
         let dir = self.root_dir.join("pods").join(uid.as_str());
         for sub in ["volumes", "plugins", "containers"] {
             // Upstream `makePodDataDirs`: 0750, so other host users cannot reach secrets.
-            std::os::unix::fs::DirBuilderExt::mode(
-                std::fs::DirBuilder::new().recursive(true),
-                0o750,
-            )
-            .create(dir.join(sub))
-            .map_err(|e| Error::Other(format!("creating {}: {e}", dir.join(sub).display())))?;
+            tokio::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o750)
+                .create(dir.join(sub))
+                .await
+                .map_err(|e| Error::Other(format!("creating {}: {e}", dir.join(sub).display())))?;
         }
         Ok(())
     }
+}
+
+/// Creates the pod's cgroup, first sizing the QoS cgroups for it when it is new (upstream
+/// `SyncPod`). Blocks on the cgroup filesystem.
+fn ensure_pod_cgroup(
+    cgroups: &dyn PodContainerManager,
+    pod_manager: &PodManager,
+    pod: &Pod,
+) -> crate::cm::Result<()> {
+    if !cgroups.pod_cgroup_exists(pod) {
+        let mut active = pod_manager.pods();
+        if !pod_manager.contains(&pod.uid()) {
+            active.push(pod.clone());
+        }
+        if let Err(e) = cgroups.update_qos_cgroups(&active) {
+            tracing::warn!(error = %e, "updating the QoS cgroups");
+        }
+    }
+    cgroups.ensure_exists(pod)
 }
 
 /// Logs how each container that was running before a kill ended (exit code and the
@@ -272,16 +291,19 @@ impl PodSyncer for KubeletPodSyncer {
         self.objects.register_pod(pod);
         // Upstream creates the pod cgroup before anything else of the pod, after sizing the
         // QoS cgroups for it.
-        if !self.managers.cgroups.pod_cgroup_exists(pod) {
-            let mut active = self.pod_manager.pods();
-            if !self.pod_manager.contains(&uid) {
-                active.push(pod.clone());
-            }
-            if let Err(e) = self.managers.cgroups.update_qos_cgroups(&active) {
-                tracing::warn!(error = %e, "updating the QoS cgroups");
-            }
-        }
-        self.managers.cgroups.ensure_exists(pod).map_err(|e| {
+        let ensured = {
+            let (cgroups, pod_manager, pod) = (
+                Arc::clone(&self.managers.cgroups),
+                self.pod_manager.clone(),
+                pod.clone(),
+            );
+            crate::blocking::unblock(move || {
+                ensure_pod_cgroup(cgroups.as_ref(), &pod_manager, &pod).map_err(|e| e.to_string())
+            })
+            .await
+            .unwrap_or_else(|e| Err(e.to_string()))
+        };
+        ensured.map_err(|e| {
             self.events.event(
                 &pod_ref(pod),
                 EventType::Warning,
@@ -294,7 +316,7 @@ impl PodSyncer for KubeletPodSyncer {
         })?;
         // Upstream `tryReconcileMirrorPods`, between the pod cgroup and the pod directories.
         self.reconcile_mirror_pod(pod).await;
-        if let Err(e) = self.make_pod_dirs(&uid) {
+        if let Err(e) = self.make_pod_dirs(&uid).await {
             self.events.event(
                 &pod_ref(pod),
                 EventType::Warning,
@@ -435,7 +457,7 @@ impl PodSyncer for KubeletPodSyncer {
                 .await?;
             self.managers.cache.delete(&uid);
             let dir = self.root_dir.join("pods").join(uid.as_str());
-            if let Err(e) = std::fs::remove_dir_all(&dir)
+            if let Err(e) = tokio::fs::remove_dir_all(&dir).await
                 && e.kind() != std::io::ErrorKind::NotFound
             {
                 return Err(Error::Other(format!("removing {}: {e}", dir.display())));
@@ -443,9 +465,11 @@ impl PodSyncer for KubeletPodSyncer {
         }
         // No container of the pod runs any more: its cgroup goes (upstream
         // SyncTerminatedPod).
-        self.managers
-            .cgroups
-            .destroy(&uid)
+        let cgroups = Arc::clone(&self.managers.cgroups);
+        let destroy_uid = uid.clone();
+        crate::blocking::unblock(move || cgroups.destroy(&destroy_uid).map_err(|e| e.to_string()))
+            .await
+            .unwrap_or_else(|e| Err(e.to_string()))
             .map_err(|e| Error::Other(format!("removing the pod cgroup: {e}")))?;
         // Everything of the pod is released: its API object may go.
         self.managers.status.pod_resources_reclaimed(pod);

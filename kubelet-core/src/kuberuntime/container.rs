@@ -37,7 +37,9 @@ pub fn container_logs_dir(pod_logs_dir: &Path, name: &str) -> PathBuf {
 
 /// The restart count to use when the runtime has no previous instance of the container
 /// (e.g. after a node reboot cleared the runtime): one more than the highest `<N>.log` in the
-/// container's log directory, or 0 (upstream `calcRestartCountByLogDir`).
+/// container's log directory, or 0 (upstream `calcRestartCountByLogDir`). Blocking.
+// Reviewed (issue 16): blocking by contract; the pod sync calls it in spawn_blocking.
+#[allow(clippy::disallowed_methods)]
 pub fn restart_count_from_log_dir(dir: &Path) -> u32 {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return 0;

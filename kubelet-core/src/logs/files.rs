@@ -3,6 +3,12 @@
 //! `0.log`, `0.log.<YYYYMMDD-hhmmss>` (the newest rotated one, uncompressed) and
 //! `0.log.<YYYYMMDD-hhmmss>.gz`; `.tmp` files and uncompressed copies of a compressed one
 //! are leftovers of an interrupted rotation, not logs.
+//!
+//! Every function here that touches a file blocks: callers run it on the blocking pool.
+
+// Reviewed (issue 16): blocking helpers by contract; the log reader and the rotation call
+// them in spawn_blocking.
+#![allow(clippy::disallowed_methods)]
 
 use std::io::Read;
 use std::path::{Path, PathBuf};

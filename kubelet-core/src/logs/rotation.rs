@@ -236,6 +236,8 @@ fn clean_and_compress(log: &Path, keep: usize) -> Result<Vec<PathBuf>, Error> {
     Ok(kept)
 }
 
+// Reviewed (issue 16): only called under clean_and_compress, in spawn_blocking.
+#[allow(clippy::disallowed_methods)]
 fn remove(path: &Path) -> Result<(), Error> {
     match std::fs::remove_file(path) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io("remove", path)(e)),
@@ -251,6 +253,8 @@ fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
 
 /// Gzips `log` to `log.gz` through `log.tmp`, keeping its mode, then removes `log`
 /// (upstream `compressLog`).
+// Reviewed (issue 16): only called under clean_and_compress, in spawn_blocking.
+#[allow(clippy::disallowed_methods)]
 fn compress(log: &Path) -> Result<PathBuf, Error> {
     use std::io::Write;
     let tmp = with_suffix(log, TMP_SUFFIX);

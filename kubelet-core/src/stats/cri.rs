@@ -19,6 +19,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -32,7 +33,7 @@ use super::v1alpha1::{
     ContainerStats, CpuStats, FsStats, InterfaceStats, MemoryStats, NetworkStats, PodReference,
     PodStats, ProcessStats,
 };
-use super::{PodStatsProvider, Result, volumes};
+use super::{Error, PodStatsProvider, Result, volumes};
 use crate::kuberuntime::RuntimeService;
 use crate::kuberuntime::api::{
     self, ContainerFilter, InterfaceUsage, NetworkUsage, PodSandboxFilter, PodSandboxStats,
@@ -89,6 +90,13 @@ impl Options {
 #[derive(Debug)]
 pub struct CriStatsProvider<S> {
     service: S,
+    host: Arc<HostReader>,
+}
+
+/// The node-side half of a pass (cgroups, `/proc`, `du` of logs and volumes, statfs): plain
+/// blocking code, run on the blocking pool (issue 16).
+#[derive(Debug)]
+struct HostReader {
     opts: Options,
     cpu: UsageNanoCoresCache,
 }
@@ -113,8 +121,10 @@ impl<S: RuntimeService> CriStatsProvider<S> {
     pub fn new(service: S, opts: Options) -> Self {
         Self {
             service,
-            opts,
-            cpu: UsageNanoCoresCache::new(),
+            host: Arc::new(HostReader {
+                opts,
+                cpu: UsageNanoCoresCache::new(),
+            }),
         }
     }
 
@@ -156,7 +166,12 @@ impl<S: RuntimeService> CriStatsProvider<S> {
             }
         };
         let first = usage.first()?;
-        let info = host::fs_info(std::path::Path::new(&first.mountpoint)).unwrap_or_default();
+        let mountpoint = PathBuf::from(&first.mountpoint);
+        let info = crate::blocking::unblock(move || host::fs_info(&mountpoint))
+            .await
+            .ok()
+            .flatten()
+            .unwrap_or_default();
         let used: u64 = usage.iter().map(|u| u.used_bytes).sum();
         let inodes_used: u64 = usage.iter().map(|u| u.inodes_used).sum();
         Some(ImageFs {
@@ -174,6 +189,20 @@ impl<S: RuntimeService> CriStatsProvider<S> {
         })
     }
 
+    async fn list(&self, full: bool) -> Result<Vec<PodStats>> {
+        let listing = self.listing().await?;
+        let image_fs = if full { self.image_fs().await } else { None };
+        let host = Arc::clone(&self.host);
+        crate::blocking::unblock(move || host.pod_stats(&listing, image_fs.map(|i| i.info), full))
+            .await
+            .map_err(|e| Error::Task(e.to_string()))
+    }
+}
+
+// Reviewed (issue 16): cgroupfs, procfs and `du` reads; CriStatsProvider runs them in
+// spawn_blocking.
+#[allow(clippy::disallowed_methods)]
+impl HostReader {
     fn usage_nano_cores(&self, key: &str, sample: Option<CpuSample>, update: bool) -> Option<u64> {
         if update {
             self.cpu.update(key, sample?)
@@ -313,9 +342,8 @@ impl<S: RuntimeService> CriStatsProvider<S> {
         pod.memory = sum_memory(&pod.containers);
     }
 
-    async fn list(&self, full: bool) -> Result<Vec<PodStats>> {
-        let listing = self.listing().await?;
-        let image_fs = if full { self.image_fs().await } else { None };
+    /// The pods' stats from `listing`, with the image filesystem's statfs `image_fs`.
+    fn pod_stats(&self, listing: &Listing, image_fs: Option<FsInfo>, full: bool) -> Vec<PodStats> {
         let root_fs = if full {
             host::fs_info(&self.opts.root_dir)
         } else {
@@ -329,7 +357,7 @@ impl<S: RuntimeService> CriStatsProvider<S> {
                 "{}_{}_{}",
                 pod_ref.namespace, pod_ref.name, pod_ref.uid
             ));
-            let fs = image_fs.as_ref().map(|i| i.info).unwrap_or_default();
+            let fs = image_fs.unwrap_or_default();
             let mut pod = PodStats {
                 start_time: sandbox.created_at.map(Time),
                 containers: listing
@@ -378,7 +406,7 @@ impl<S: RuntimeService> CriStatsProvider<S> {
         if full {
             self.cpu.cleanup(now);
         }
-        Ok(pods)
+        pods
     }
 
     /// The cgroup of pod `uid`, when pod cgroups are read and it has one.
@@ -405,25 +433,9 @@ impl<S: RuntimeService> CriStatsProvider<S> {
             interfaces,
         })
     }
-}
 
-#[async_trait]
-impl<S: RuntimeService> PodStatsProvider for CriStatsProvider<S> {
-    async fn list_pod_stats(&self) -> Result<Vec<PodStats>> {
-        self.list(true).await
-    }
-
-    async fn list_pod_cpu_and_memory_stats(&self) -> Result<Vec<PodStats>> {
-        self.list(false).await
-    }
-
-    async fn image_fs_stats(&self) -> Result<Option<FsStats>> {
-        Ok(self.image_fs().await.map(|i| i.stats))
-    }
-
-    async fn container_infos(&self) -> Result<Vec<ContainerInfo>> {
-        let listing = self.listing().await?;
-        let image_fs = self.image_fs().await;
+    /// Every container's and sandbox's cgroup with its readings (for `/metrics/cadvisor`).
+    fn container_infos(&self, listing: &Listing, image_fs: Option<&ImageFs>) -> Vec<ContainerInfo> {
         let fs = image_fs.as_ref().map(|i| i.info).unwrap_or_default();
         let device = image_fs
             .as_ref()
@@ -473,7 +485,31 @@ impl<S: RuntimeService> PodStatsProvider for CriStatsProvider<S> {
                 ..Default::default()
             });
         }
-        Ok(infos)
+        infos
+    }
+}
+
+#[async_trait]
+impl<S: RuntimeService> PodStatsProvider for CriStatsProvider<S> {
+    async fn list_pod_stats(&self) -> Result<Vec<PodStats>> {
+        self.list(true).await
+    }
+
+    async fn list_pod_cpu_and_memory_stats(&self) -> Result<Vec<PodStats>> {
+        self.list(false).await
+    }
+
+    async fn image_fs_stats(&self) -> Result<Option<FsStats>> {
+        Ok(self.image_fs().await.map(|i| i.stats))
+    }
+
+    async fn container_infos(&self) -> Result<Vec<ContainerInfo>> {
+        let listing = self.listing().await?;
+        let image_fs = self.image_fs().await;
+        let host = Arc::clone(&self.host);
+        crate::blocking::unblock(move || host.container_infos(&listing, image_fs.as_ref()))
+            .await
+            .map_err(|e| Error::Task(e.to_string()))
     }
 }
 

@@ -24,7 +24,7 @@ use super::v1alpha1::{
     ContainerStats, CpuStats, FsStats, InterfaceStats, MemoryStats, NetworkStats, NodeStats,
     RlimitStats, RuntimeStats, SYSTEM_CONTAINER_PODS, Summary,
 };
-use super::{PodStatsProvider, Result, SummaryProvider};
+use super::{Error, PodStatsProvider, Result, SummaryProvider};
 use crate::cm::cgroupfs_name;
 
 /// Linux's `USER_HZ`: the unit of `/proc/stat`.
@@ -32,19 +32,26 @@ const USER_HZ: u64 = 100;
 
 /// [`SummaryProvider`] for one node over a [`PodStatsProvider`].
 pub struct Summarizer {
+    node: NodeReader,
+    pods: Arc<dyn PodStatsProvider>,
+}
+
+/// The node's half of a summary (root cgroup, `/proc`, statfs): plain blocking code, run on
+/// the blocking pool (issue 16); cheap to clone into it.
+#[derive(Clone)]
+struct NodeReader {
     node_name: String,
     root_dir: PathBuf,
     cgroup_root: String,
     cgroups: Option<cgroup::Reader>,
-    pods: Arc<dyn PodStatsProvider>,
-    cpu: UsageNanoCoresCache,
+    cpu: Arc<UsageNanoCoresCache>,
 }
 
 impl std::fmt::Debug for Summarizer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Summarizer")
-            .field("node_name", &self.node_name)
-            .field("root_dir", &self.root_dir)
+            .field("node_name", &self.node.node_name)
+            .field("root_dir", &self.node.root_dir)
             .finish_non_exhaustive()
     }
 }
@@ -58,23 +65,45 @@ impl Summarizer {
         pods: Arc<dyn PodStatsProvider>,
     ) -> Self {
         Self {
-            node_name: node_name.into(),
-            root_dir: root_dir.into(),
-            cgroup_root: "/".into(),
-            cgroups: cgroup::Reader::detect(),
+            node: NodeReader {
+                node_name: node_name.into(),
+                root_dir: root_dir.into(),
+                cgroup_root: "/".into(),
+                cgroups: cgroup::Reader::detect(),
+                cpu: Arc::new(UsageNanoCoresCache::new()),
+            },
             pods,
-            cpu: UsageNanoCoresCache::new(),
         }
     }
 
     /// Sets the cgroup root (`--cgroup-root`) and reader (`None`: `/proc` only).
     #[must_use]
     pub fn with_cgroups(mut self, root: impl Into<String>, reader: Option<cgroup::Reader>) -> Self {
-        self.cgroup_root = root.into();
-        self.cgroups = reader;
+        self.node.cgroup_root = root.into();
+        self.node.cgroups = reader;
         self
     }
 
+    /// The node's stats, read on the blocking pool: CPU and memory (`update`: a new
+    /// `usageNanoCores` sample), with `fs`, network and rlimit too when `full`.
+    async fn node_stats(&self, update: bool, full: bool) -> Result<NodeStats> {
+        let node = self.node.clone();
+        crate::blocking::unblock(move || {
+            let mut stats = node.node_cpu_memory(update);
+            if full {
+                node.node_fs_network_rlimit(&mut stats);
+            }
+            stats
+        })
+        .await
+        .map_err(|e| Error::Task(e.to_string()))
+    }
+}
+
+// Reviewed (issue 16): procfs and cgroupfs reads; Summarizer::node_stats runs them in
+// spawn_blocking.
+#[allow(clippy::disallowed_methods)]
+impl NodeReader {
     /// The node's CPU and memory (and the `pods` system container's).
     fn node_cpu_memory(&self, update: bool) -> NodeStats {
         let now = crate::time::now();
@@ -164,7 +193,9 @@ impl Summarizer {
 }
 
 /// The counters of the kubelet's network namespace (`/proc/net/dev`), `eth0` as the default
-/// interface.
+/// interface. Blocking.
+// Reviewed (issue 16): only called on the blocking pool (NodeReader, container_infos).
+#[allow(clippy::disallowed_methods)]
 fn node_network(now: &Time) -> Option<NetworkStats> {
     let text = std::fs::read_to_string("/proc/net/dev").ok()?;
     let interfaces: Vec<InterfaceStats> = host::net_dev(&text)
@@ -217,8 +248,7 @@ fn memory_stats(now: Timestamp, m: &Memory, capacity: Option<u64>) -> MemoryStat
 #[async_trait]
 impl SummaryProvider for Summarizer {
     async fn get(&self) -> Result<Summary> {
-        let mut node = self.node_cpu_memory(true);
-        self.node_fs_network_rlimit(&mut node);
+        let mut node = self.node_stats(true, true).await?;
         let image_fs = self.pods.image_fs_stats().await?;
         node.runtime = image_fs.map(|fs| RuntimeStats {
             image_fs: Some(fs.clone()),
@@ -229,18 +259,21 @@ impl SummaryProvider for Summarizer {
     }
 
     async fn get_cpu_and_memory_stats(&self) -> Result<Summary> {
-        let node = self.node_cpu_memory(false);
+        let node = self.node_stats(false, false).await?;
         let pods = self.pods.list_pod_cpu_and_memory_stats().await?;
         Ok(Summary { node, pods })
     }
 
     async fn container_infos(&self) -> Result<Vec<ContainerInfo>> {
-        let node = self.node_cpu_memory(false);
+        let node = self.node_stats(false, false).await?;
+        let network = crate::blocking::unblock(|| node_network(&Time(crate::time::now())))
+            .await
+            .map_err(|e| Error::Task(e.to_string()))?;
         let root = ContainerInfo {
             cgroup: "/".into(),
             cpu: node.cpu,
             memory: node.memory,
-            network: node_network(&Time(crate::time::now())),
+            network,
             ..Default::default()
         };
         let mut infos = vec![root];

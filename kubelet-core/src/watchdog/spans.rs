@@ -38,10 +38,10 @@ thread_local! {
     static MINE: RefCell<Option<Registered>> = const { RefCell::new(None) };
 }
 
-/// The kernel's ID of the calling thread (`/proc/thread-self` → `<pid>/task/<tid>`).
+/// The kernel's ID of the calling thread (`gettid(2)`: no file system call on the worker
+/// that enters a span).
 fn own_tid() -> Option<u32> {
-    let link = std::fs::read_link("/proc/thread-self").ok()?;
-    link.file_name()?.to_str()?.parse().ok()
+    u32::try_from(nix::unistd::gettid().as_raw()).ok()
 }
 
 fn with_stack(f: impl FnOnce(&mut Vec<&'static str>)) {

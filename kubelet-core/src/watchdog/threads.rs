@@ -7,6 +7,10 @@
 //! process) or state `R` with growing CPU time (a busy loop). Threads that look the same
 //! (idle blocking-pool threads) are folded into one line.
 
+// Reviewed (issue 16): procfs reads for a stall dump, made on the watchdog's own OS thread
+// (or by a test harness), never on an async worker.
+#![allow(clippy::disallowed_methods)]
+
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;

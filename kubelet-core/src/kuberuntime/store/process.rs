@@ -7,7 +7,6 @@
 //! Every process runs in its own process group, whose ID is the process's: a backend
 //! signals the group (`killpg`) so that a stop reaches what the process started.
 
-use std::fs::OpenOptions;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
@@ -63,13 +62,16 @@ impl<H> ContainerRecord<H> {
     }
 
     /// Spawns the container's own command ([`ContainerRecord::argv`]) with stdout and stderr
-    /// appended to its log file (whose directory must exist).
-    pub fn spawn(&self) -> Result<Child> {
-        let log = OpenOptions::new()
+    /// appended to its log file (whose directory must exist), opened on the blocking pool.
+    pub async fn spawn(&self) -> Result<Child> {
+        let log = tokio::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(&self.status.log_path)
-            .map_err(io_error("StartContainer"))?;
+            .await
+            .map_err(io_error("StartContainer"))?
+            .into_std()
+            .await;
         let stderr = log.try_clone().map_err(io_error("StartContainer"))?;
         self.command(&self.argv)?
             .stdout(log)
@@ -150,13 +152,13 @@ impl ContainerStore<u32> {
     /// CRI `StartContainer` of a host process: spawns the created container `id`
     /// ([`ContainerRecord::spawn`]), marks it running with its process ID as handle, and
     /// records its exit ([`exit_code`]) when it ends. Call within a tokio runtime.
-    pub fn start_process(&self, id: &str) -> Result<()> {
+    pub async fn start_process(&self, id: &str) -> Result<()> {
         let record = self.record(id)?;
         if record.status.state != ContainerState::Created {
             // Checked before spawning too, so a second start runs nothing.
             return self.start(id, 0);
         }
-        let mut child = record.spawn()?;
+        let mut child = record.spawn().await?;
         let started = child
             .id()
             .ok_or_else(|| Error::Runtime {
@@ -224,7 +226,7 @@ mod tests {
             dir.path(),
             "echo A=$A HOME=$HOME; pwd; echo oops >&2; exit 3",
         );
-        store.start_process(&id).expect("starts");
+        store.start_process(&id).await.expect("starts");
         assert!(
             store
                 .get(&id)
@@ -246,9 +248,9 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = ContainerStore::<u32>::new();
         let id = create_sh(&store, dir.path(), "exit 0");
-        store.start_process(&id).expect("starts");
+        store.start_process(&id).await.expect("starts");
         assert!(
-            store.start_process(&id).is_err(),
+            store.start_process(&id).await.is_err(),
             "a started container does not start again"
         );
         assert!(store.wait_exit(&id, None).await);
@@ -265,7 +267,7 @@ mod tests {
             Err(Error::InvalidSpec { .. })
         ));
         assert!(matches!(
-            store.start_process("nope"),
+            store.start_process("nope").await,
             Err(Error::NotFound(_))
         ));
     }
@@ -282,7 +284,7 @@ mod tests {
             "not running"
         );
 
-        store.start_process(&id).expect("starts");
+        store.start_process(&id).await.expect("starts");
         let running = store.record(&id).expect("known");
         let result = running
             .exec(&echo, Duration::ZERO, 100)
