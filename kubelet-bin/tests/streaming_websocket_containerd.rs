@@ -9,7 +9,8 @@
 //! - port-forward (`?port=8080`) carrying an HTTP request; `/run` (no streaming);
 //! - a container the pod does not have → 404 before any upgrade;
 //! - a client that disconnects mid-session: the kubelet closes the runtime's side, and the
-//!   exec (reading its stdin) ends (issue 14 acceptance 5).
+//!   exec (reading its stdin) ends, and an exec that ignores its stdin is killed while a
+//!   concurrent one of the same command is not (issue 14 acceptance 5).
 
 mod support;
 
@@ -296,8 +297,6 @@ fn exec_and_port_forward_over_websockets_straight_to_the_kubelet() {
 
     // A client gone mid-session: the kubelet closes the runtime's side at once (no
     // connection, so no splice task, is left), and the exec's stdin ends with the stream.
-    // (containerd 1.6 runs the exec under a context of its own, not the stream's: a process
-    // that does not read its stdin outlives the session; containerd 2 kills it.)
     let pid = kubelet_pid(&node);
     node.wait_for(
         Duration::from_secs(30),
@@ -321,5 +320,42 @@ fn exec_and_port_forward_over_websockets_straight_to_the_kubelet() {
     node.wait_for(Duration::from_secs(30), "the exec's process to end", |n| {
         let ps = exec(n, &["ps"]).0;
         (!ps.lines().any(|l| l.ends_with(" cat -"))).then_some(())
+    });
+
+    // A process that ignores its stdin: containerd 1.6 runs the exec under a context of its
+    // own, not the stream's, so the kubelet kills it when the session ends, and only it: a
+    // second session of the same command, still connected, keeps its process.
+    let sleeps = |n: &Node| -> Vec<String> {
+        exec(n, &["ps"])
+            .0
+            .lines()
+            .filter(|l| l.ends_with(" sleep 600"))
+            .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
+            .collect()
+    };
+    let sleep_path = exec_path(&["sleep", "600"], "input=1&output=1");
+    let (head, kept) = connect(&node, &sleep_path);
+    assert!(head.starts_with("HTTP/1.1 101 "), "{head}");
+    let kept_pid = node.wait_for(Duration::from_secs(30), "the first sleep", |n| {
+        match sleeps(n).as_slice() {
+            [pid] => Some(pid.clone()),
+            _ => None,
+        }
+    });
+    let (head, dropped) = connect(&node, &sleep_path);
+    assert!(head.starts_with("HTTP/1.1 101 "), "{head}");
+    node.wait_for(Duration::from_secs(30), "the second sleep", |n| {
+        (sleeps(n).len() == 2).then_some(())
+    });
+    drop(dropped);
+    node.wait_for(
+        Duration::from_secs(30),
+        "the dropped session's sleep to be killed",
+        |n| (sleeps(n).len() == 1).then_some(()),
+    );
+    assert_eq!(sleeps(&node), [kept_pid], "the connected session's sleep is kept");
+    drop(kept);
+    node.wait_for(Duration::from_secs(30), "the last sleep to be killed", |n| {
+        sleeps(n).is_empty().then_some(())
     });
 }

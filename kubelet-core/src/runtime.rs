@@ -15,6 +15,10 @@ use serde::{Deserialize, Serialize};
 use crate::backoff::Backoff;
 use crate::pod::PodUid;
 
+pub mod exec_session;
+
+pub use exec_session::{ClosedBy, ExecSession, NoopExecSession};
+
 /// Errors from a [`Runtime`].
 ///
 /// `Unavailable` is retryable (the runtime is down or restarting); the other variants are
@@ -537,6 +541,21 @@ pub trait Runtime: Send + Sync + 'static {
     ) -> Result<String> {
         let _ = (container_id, cmd, streams);
         Err(Error::Unsupported("GetExec"))
+    }
+
+    /// Begins an exec session of `cmd` in the running container `container_id`, before the
+    /// kubelet asks for its URL ([`Runtime::get_exec`]) and proxies the stream; the kubelet
+    /// ends it when the stream closes, and the runtime then makes sure the exec's process is
+    /// gone (see [`exec_session`]). Failures are the runtime's to log: they give a session
+    /// that does nothing. The default does nothing (a runtime whose streaming server ends
+    /// an exec with its stream, as upstream assumes).
+    async fn begin_exec_session(
+        &self,
+        container_id: &str,
+        cmd: &[String],
+    ) -> Box<dyn ExecSession> {
+        let _ = (container_id, cmd);
+        Box::new(NoopExecSession)
     }
 
     /// The URL on the runtime's streaming server that attaches to a running container's

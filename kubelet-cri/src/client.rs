@@ -46,6 +46,13 @@ pub(crate) fn socket_path(endpoint: &str) -> Result<PathBuf, ConnectError> {
     Ok(PathBuf::from(path))
 }
 
+/// The `pid` of a verbose `ContainerStatus`'s `info` JSON (0 or absent: none).
+fn verbose_info_pid(info: &str) -> Option<u32> {
+    let info: serde_json::Value = serde_json::from_str(info).ok()?;
+    let pid = u32::try_from(info.get("pid")?.as_u64()?).ok()?;
+    (pid > 0).then_some(pid)
+}
+
 /// Clients of both CRI services sharing one lazily connected channel. Cheap to clone.
 #[derive(Clone, Debug)]
 pub(crate) struct CriClient {
@@ -531,6 +538,25 @@ impl CriClient {
         })
     }
 
+    /// The process ID of a container's init process, from the verbose `ContainerStatus`'s
+    /// `info` (containerd and CRI-O put a JSON object with `pid` under the key `info`, as
+    /// `crictl inspect` shows it); `None` when the runtime does not say.
+    pub(crate) async fn container_pid(&self, id: &str) -> Result<Option<u32>> {
+        let msg = cri::ContainerStatusRequest {
+            container_id: id.into(),
+            verbose: true,
+        };
+        let mut c = self.runtime.clone();
+        let resp = self
+            .unary(
+                "ContainerStatus",
+                self.t(),
+                c.container_status(request(msg, self.t())),
+            )
+            .await?;
+        Ok(resp.info.get("info").and_then(|info| verbose_info_pid(info)))
+    }
+
     /// Every image the runtime has.
     pub(crate) async fn list_images(&self) -> Result<Vec<cri::Image>> {
         let msg = cri::ListImagesRequest { filter: None };
@@ -649,6 +675,17 @@ mod tests {
         assert!(socket_path("tcp://127.0.0.1:1234").is_err());
         assert!(socket_path("unix://").is_err());
         assert!(socket_path("").is_err());
+    }
+
+    #[test]
+    fn the_init_pid_is_the_verbose_infos_pid() {
+        assert_eq!(
+            verbose_info_pid(r#"{"sandboxID":"abc","pid":4242,"removing":false}"#),
+            Some(4242)
+        );
+        for none in [r#"{"pid":0}"#, r#"{"pid":-1}"#, r#"{"sandboxID":"abc"}"#, "not json"] {
+            assert_eq!(verbose_info_pid(none), None, "{none}");
+        }
     }
 
     #[test]

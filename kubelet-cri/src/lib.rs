@@ -45,6 +45,7 @@ mod client;
 pub mod container;
 pub mod convert;
 mod error;
+mod exec_reaper;
 mod options;
 pub mod resources;
 pub mod sandbox;

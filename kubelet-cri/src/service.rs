@@ -23,6 +23,7 @@ use crate::client::{CriClient, socket_path};
 use crate::container::generate_container_config;
 use crate::convert;
 use crate::error::ConnectError;
+use crate::exec_reaper::ExecReaper;
 use crate::resources::CfsQuota;
 use crate::sandbox::generate_pod_sandbox_config;
 
@@ -106,6 +107,7 @@ impl CriOptions {
 pub struct CriRuntimeService {
     client: CriClient,
     opts: Arc<CriOptions>,
+    exec_reaper: Arc<ExecReaper>,
 }
 
 impl CriRuntimeService {
@@ -122,6 +124,7 @@ impl CriRuntimeService {
         Ok(Self {
             client,
             opts: Arc::new(opts),
+            exec_reaper: Arc::default(),
         })
     }
 
@@ -318,6 +321,16 @@ impl RuntimeService for CriRuntimeService {
 
     async fn stream_url(&self, request: &api::StreamRequest) -> Result<String> {
         self.client.stream_url(request).await
+    }
+
+    /// The session notes the container's processes now and kills what is left of the exec
+    /// when it ends (`exec_reaper`: containerd 1.6 keeps an exec that ignores its stdin).
+    async fn begin_exec_session(
+        &self,
+        id: &str,
+        cmd: &[String],
+    ) -> Box<dyn kubelet_core::runtime::ExecSession> {
+        self.exec_reaper.begin(&self.client, id, cmd).await
     }
 
     async fn list_container_stats(&self, ids: &[String]) -> Result<Vec<api::ContainerStats>> {

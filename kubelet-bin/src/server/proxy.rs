@@ -27,6 +27,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use hyper::upgrade::{OnUpgrade, Upgraded};
 use hyper_util::rt::TokioIo;
+use kubelet_core::runtime::{ClosedBy, ExecSession};
 use tokio::net::TcpStream;
 
 use super::listener::Peer;
@@ -85,15 +86,25 @@ pub(crate) fn is_upgrade_request(headers: &HeaderMap) -> bool {
 }
 
 /// Proxies the upgrade request `request` to `location` (the runtime's streaming URL) and,
-/// once both sides switched protocols, splices the two connections in a task of its own.
-pub(crate) async fn proxy_stream(request: Request, location: &str) -> Response {
-    match try_proxy(request, location).await {
+/// once both sides switched protocols, splices the two connections in a task of its own,
+/// which drives `session` ([`ExecSession::watch`] while the stream is up,
+/// [`ExecSession::end`] when it closed; dropped unended when the upgrade fails).
+pub(crate) async fn proxy_stream(
+    request: Request,
+    location: &str,
+    session: Box<dyn ExecSession>,
+) -> Response {
+    match try_proxy(request, location, session).await {
         Ok(response) => response,
         Err(e) => e.into_response(),
     }
 }
 
-async fn try_proxy(mut request: Request, location: &str) -> Result<Response, Error> {
+async fn try_proxy(
+    mut request: Request,
+    location: &str,
+    mut session: Box<dyn ExecSession>,
+) -> Result<Response, Error> {
     if !is_upgrade_request(request.headers()) {
         return Err(Error::UpgradeRequired);
     }
@@ -137,7 +148,15 @@ async fn try_proxy(mut request: Request, location: &str) -> Result<Response, Err
     };
     tokio::spawn(async move {
         match tokio::try_join!(client_upgrade, backend_upgrade) {
-            Ok((client, backend)) => splice(client, backend).await,
+            Ok((client, backend)) => {
+                let splice = splice(client, backend);
+                tokio::pin!(splice);
+                let closed_by = tokio::select! {
+                    closed_by = &mut splice => closed_by,
+                    () = session.watch() => splice.await,
+                };
+                session.end(closed_by).await;
+            }
             Err(e) => tracing::warn!(error = %e, "streaming upgrade failed"),
         }
     });
@@ -213,15 +232,16 @@ async fn dial(authority: &str) -> Result<TcpStream, Error> {
 }
 
 /// Copies bytes both ways until either side closes or fails, then closes both (upstream
-/// returns once one copy exits and closes both connections).
-async fn splice(client: Upgraded, backend: Upgraded) {
+/// returns once one copy exits and closes both connections); which side went first.
+async fn splice(client: Upgraded, backend: Upgraded) -> ClosedBy {
     let (mut client_read, mut client_write) = tokio::io::split(TokioIo::new(client));
     let (mut backend_read, mut backend_write) = tokio::io::split(TokioIo::new(backend));
-    let ended = tokio::select! {
-        r = tokio::io::copy(&mut client_read, &mut backend_write) => ("client", r),
-        r = tokio::io::copy(&mut backend_read, &mut client_write) => ("runtime", r),
+    let (closed_by, result) = tokio::select! {
+        r = tokio::io::copy(&mut client_read, &mut backend_write) => (ClosedBy::Client, r),
+        r = tokio::io::copy(&mut backend_read, &mut client_write) => (ClosedBy::Runtime, r),
     };
-    tracing::debug!(closed = ended.0, result = ?ended.1, "streaming session ended");
+    tracing::debug!(?closed_by, ?result, "streaming session ended");
+    closed_by
 }
 
 #[cfg(test)]

@@ -13,7 +13,10 @@
 //! The runtime answers with a URL on its streaming server, and the client's upgrade request
 //! is proxied there ([`super::proxy`]), so SPDY/3.1 and the websocket protocols
 //! (`v4.channel.k8s.io`, …) work as the runtime speaks them; upstream's default
-//! (no `--redirect-container-streaming`).
+//! (no `--redirect-container-streaming`). An exec is an exec session of the runtime
+//! ([`Runtime::begin_exec_session`](kubelet_core::runtime::Runtime::begin_exec_session)),
+//! begun before its URL is asked for and ended when the stream closes: what the exec left
+//! running then is killed (containerd 1.6 keeps an exec that ignores its stdin).
 //!
 //! Answers before the upgrade, as upstream: `400` with `NewOptions`' / `NewV4Options`'
 //! message for bad stream options or ports; `404` `pod does not exist` for a pod the
@@ -32,7 +35,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use k8s_openapi::api::core::v1::Pod;
 use kubelet_core::pod::{PodExt, PodUid};
-use kubelet_core::runtime::{self, ContainerState, RunningPod, StreamOptions};
+use kubelet_core::runtime::{
+    self, ContainerState, ExecSession, NoopExecSession, RunningPod, StreamOptions,
+};
 use serde::Deserialize;
 
 use super::ServerState;
@@ -249,14 +254,17 @@ async fn exec_or_attach(
         Ok(id) => id,
         Err(response) => return response,
     };
-    let url = if exec {
+    let (url, session) = if exec {
         let cmd = query_values(query.as_deref(), "command");
-        state.runtime.get_exec(&id, &cmd, streams).await
+        // Begun first: it notes what the container runs before the exec starts.
+        let session = state.runtime.begin_exec_session(&id, &cmd).await;
+        (state.runtime.get_exec(&id, &cmd, streams).await, session)
     } else {
-        state.runtime.get_attach(&id, streams).await
+        let session: Box<dyn ExecSession> = Box::new(NoopExecSession);
+        (state.runtime.get_attach(&id, streams).await, session)
     };
     match url {
-        Ok(url) => proxy_stream(request, &url).await,
+        Ok(url) => proxy_stream(request, &url, session).await,
         Err(e) => runtime_error(&e),
     }
 }
@@ -309,7 +317,7 @@ async fn port_forward(
         );
     };
     match state.runtime.get_port_forward(&sandbox.id, &ports).await {
-        Ok(url) => proxy_stream(request, &url).await,
+        Ok(url) => proxy_stream(request, &url, Box::new(NoopExecSession)).await,
         Err(e) => runtime_error(&e),
     }
 }

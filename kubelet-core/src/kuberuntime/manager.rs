@@ -438,6 +438,14 @@ impl<S: RuntimeService> Runtime for KubeRuntimeManager<S> {
             .await
     }
 
+    async fn begin_exec_session(
+        &self,
+        container_id: &str,
+        cmd: &[String],
+    ) -> Box<dyn crate::runtime::ExecSession> {
+        self.service.begin_exec_session(container_id, cmd).await
+    }
+
     async fn get_attach(&self, container_id: &str, streams: StreamOptions) -> Result<String> {
         self.service
             .stream_url(&StreamRequest::Attach {

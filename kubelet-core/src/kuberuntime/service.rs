@@ -16,7 +16,9 @@ use super::api::{
     Image, PodSandbox, PodSandboxConfig, PodSandboxFilter, PodSandboxStats, PodSandboxStatus,
     PullImageRequest, StreamRequest,
 };
-use crate::runtime::{Error, ExecResult, Result, RuntimeStatus, Version};
+use crate::runtime::{
+    Error, ExecResult, ExecSession, NoopExecSession, Result, RuntimeStatus, Version,
+};
 
 /// A container runtime at CRI height (upstream `RuntimeService` + `ImageManagerService`).
 ///
@@ -118,6 +120,14 @@ pub trait RuntimeService: Send + Sync + 'static {
     async fn stream_url(&self, request: &StreamRequest) -> Result<String> {
         let _ = request;
         Err(Error::Unsupported("streaming"))
+    }
+
+    /// Begins an exec session of `cmd` in container `id` (see
+    /// [`Runtime::begin_exec_session`](crate::runtime::Runtime::begin_exec_session)); the
+    /// default does nothing.
+    async fn begin_exec_session(&self, id: &str, cmd: &[String]) -> Box<dyn ExecSession> {
+        let _ = (id, cmd);
+        Box::new(NoopExecSession)
     }
 
     /// Asks the runtime to reopen a container's log file after the kubelet rotated it.
