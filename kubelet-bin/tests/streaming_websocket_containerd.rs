@@ -336,12 +336,14 @@ fn exec_and_port_forward_over_websockets_straight_to_the_kubelet() {
     let sleep_path = exec_path(&["sleep", "600"], "input=1&output=1");
     let (head, kept) = connect(&node, &sleep_path);
     assert!(head.starts_with("HTTP/1.1 101 "), "{head}");
-    let kept_pid = node.wait_for(Duration::from_secs(30), "the first sleep", |n| {
-        match sleeps(n).as_slice() {
+    let kept_pid = node.wait_for(
+        Duration::from_secs(30),
+        "the first sleep",
+        |n| match sleeps(n).as_slice() {
             [pid] => Some(pid.clone()),
             _ => None,
-        }
-    });
+        },
+    );
     let (head, dropped) = connect(&node, &sleep_path);
     assert!(head.starts_with("HTTP/1.1 101 "), "{head}");
     node.wait_for(Duration::from_secs(30), "the second sleep", |n| {
@@ -353,9 +355,15 @@ fn exec_and_port_forward_over_websockets_straight_to_the_kubelet() {
         "the dropped session's sleep to be killed",
         |n| (sleeps(n).len() == 1).then_some(()),
     );
-    assert_eq!(sleeps(&node), [kept_pid], "the connected session's sleep is kept");
+    assert_eq!(
+        sleeps(&node),
+        [kept_pid],
+        "the connected session's sleep is kept"
+    );
     drop(kept);
-    node.wait_for(Duration::from_secs(30), "the last sleep to be killed", |n| {
-        sleeps(n).is_empty().then_some(())
-    });
+    node.wait_for(
+        Duration::from_secs(30),
+        "the last sleep to be killed",
+        |n| sleeps(n).is_empty().then_some(()),
+    );
 }

@@ -549,11 +549,7 @@ pub trait Runtime: Send + Sync + 'static {
     /// gone (see [`exec_session`]). Failures are the runtime's to log: they give a session
     /// that does nothing. The default does nothing (a runtime whose streaming server ends
     /// an exec with its stream, as upstream assumes).
-    async fn begin_exec_session(
-        &self,
-        container_id: &str,
-        cmd: &[String],
-    ) -> Box<dyn ExecSession> {
+    async fn begin_exec_session(&self, container_id: &str, cmd: &[String]) -> Box<dyn ExecSession> {
         let _ = (container_id, cmd);
         Box::new(NoopExecSession)
     }

@@ -554,7 +554,10 @@ impl CriClient {
                 c.container_status(request(msg, self.t())),
             )
             .await?;
-        Ok(resp.info.get("info").and_then(|info| verbose_info_pid(info)))
+        Ok(resp
+            .info
+            .get("info")
+            .and_then(|info| verbose_info_pid(info)))
     }
 
     /// Every image the runtime has.
@@ -683,7 +686,12 @@ mod tests {
             verbose_info_pid(r#"{"sandboxID":"abc","pid":4242,"removing":false}"#),
             Some(4242)
         );
-        for none in [r#"{"pid":0}"#, r#"{"pid":-1}"#, r#"{"sandboxID":"abc"}"#, "not json"] {
+        for none in [
+            r#"{"pid":0}"#,
+            r#"{"pid":-1}"#,
+            r#"{"sandboxID":"abc"}"#,
+            "not json",
+        ] {
             assert_eq!(verbose_info_pid(none), None, "{none}");
         }
     }

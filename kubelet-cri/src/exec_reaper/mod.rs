@@ -130,10 +130,7 @@ impl ExecReaper {
         cmd: &[String],
     ) -> Result<Session, Error> {
         let init = i32::try_from(init).map_err(|_| Error::NoPid(container_id.to_owned()))?;
-        let window = self
-            .window(container_id, cmd)
-            .lock_owned()
-            .await;
+        let window = self.window(container_id, cmd).lock_owned().await;
         let procfs = self.procfs.clone();
         let (container, before) = tokio::task::spawn_blocking(move || {
             let container = procfs.container(init)?;

@@ -139,7 +139,8 @@ impl Procfs {
             {
                 continue;
             }
-            let (Ok(stat), Ok(cmdline)) = (self.stat(pid), std::fs::read(self.path(pid, "cmdline")))
+            let (Ok(stat), Ok(cmdline)) =
+                (self.stat(pid), std::fs::read(self.path(pid, "cmdline")))
             else {
                 continue;
             };
@@ -238,7 +239,6 @@ pub(super) mod fake {
         std::fs::write(dir.join("cgroup"), p.cgroup).expect("cgroup");
         std::os::unix::fs::symlink(p.ns, dir.join("ns/pid")).expect("ns");
     }
-
 }
 
 #[cfg(test)]
@@ -258,15 +258,87 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let other_cg = "0::/kubepods/pod1/ctr-b\n";
         for p in [
-            Fake { pid: 90, ppid: 1, pgrp: 90, start: 10, ns: "pid:[1]", cgroup: "0::/system\n", cmdline: &["shim"] },
-            Fake { pid: 100, ppid: 90, pgrp: 100, start: 20, ns: NS, cgroup: CG, cmdline: &["sh", "-c", "sleep 600"] },
-            Fake { pid: 101, ppid: 100, pgrp: 100, start: 21, ns: NS, cgroup: CG, cmdline: &["sleep", "600"] },
-            Fake { pid: 200, ppid: 90, pgrp: 90, start: 30, ns: NS, cgroup: CG, cmdline: &["sleep", "600"] },
-            Fake { pid: 300, ppid: 90, pgrp: 300, start: 40, ns: NS, cgroup: CG, cmdline: &["sleep", "600"] },
-            Fake { pid: 301, ppid: 300, pgrp: 300, start: 41, ns: NS, cgroup: CG, cmdline: &["cat"] },
-            Fake { pid: 400, ppid: 90, pgrp: 90, start: 42, ns: NS, cgroup: CG, cmdline: &["ls"] },
-            Fake { pid: 500, ppid: 90, pgrp: 500, start: 43, ns: NS, cgroup: other_cg, cmdline: &["sleep", "600"] },
-            Fake { pid: 600, ppid: 1, pgrp: 600, start: 44, ns: "pid:[1]", cgroup: "0::/user\n", cmdline: &["sleep", "600"] },
+            Fake {
+                pid: 90,
+                ppid: 1,
+                pgrp: 90,
+                start: 10,
+                ns: "pid:[1]",
+                cgroup: "0::/system\n",
+                cmdline: &["shim"],
+            },
+            Fake {
+                pid: 100,
+                ppid: 90,
+                pgrp: 100,
+                start: 20,
+                ns: NS,
+                cgroup: CG,
+                cmdline: &["sh", "-c", "sleep 600"],
+            },
+            Fake {
+                pid: 101,
+                ppid: 100,
+                pgrp: 100,
+                start: 21,
+                ns: NS,
+                cgroup: CG,
+                cmdline: &["sleep", "600"],
+            },
+            Fake {
+                pid: 200,
+                ppid: 90,
+                pgrp: 90,
+                start: 30,
+                ns: NS,
+                cgroup: CG,
+                cmdline: &["sleep", "600"],
+            },
+            Fake {
+                pid: 300,
+                ppid: 90,
+                pgrp: 300,
+                start: 40,
+                ns: NS,
+                cgroup: CG,
+                cmdline: &["sleep", "600"],
+            },
+            Fake {
+                pid: 301,
+                ppid: 300,
+                pgrp: 300,
+                start: 41,
+                ns: NS,
+                cgroup: CG,
+                cmdline: &["cat"],
+            },
+            Fake {
+                pid: 400,
+                ppid: 90,
+                pgrp: 90,
+                start: 42,
+                ns: NS,
+                cgroup: CG,
+                cmdline: &["ls"],
+            },
+            Fake {
+                pid: 500,
+                ppid: 90,
+                pgrp: 500,
+                start: 43,
+                ns: NS,
+                cgroup: other_cg,
+                cmdline: &["sleep", "600"],
+            },
+            Fake {
+                pid: 600,
+                ppid: 1,
+                pgrp: 600,
+                start: 44,
+                ns: "pid:[1]",
+                cgroup: "0::/user\n",
+                cmdline: &["sleep", "600"],
+            },
         ] {
             write(dir.path(), &p);
         }
@@ -286,7 +358,14 @@ mod tests {
     fn stat_fields_follow_the_last_parenthesis() {
         let stat = parse_stat("7 (a) b) R 3 7 7 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 12345 0 0")
             .expect("parses");
-        assert_eq!(stat, Stat { ppid: 3, pgrp: 7, start: 12345 });
+        assert_eq!(
+            stat,
+            Stat {
+                ppid: 3,
+                pgrp: 7,
+                start: 12345
+            }
+        );
         assert_eq!(parse_stat("7 (a) R 3"), None);
     }
 
@@ -324,7 +403,10 @@ mod tests {
             "not the init's child (101), not the older exec (200), not the other container's \
              (500), not the host's (600)"
         );
-        assert_eq!(exec_processes(&processes, &before, &cmd(&["ls"])), [id(400, 42)]);
+        assert_eq!(
+            exec_processes(&processes, &before, &cmd(&["ls"])),
+            [id(400, 42)]
+        );
         assert!(exec_processes(&processes, &before, &cmd(&["sleep"])).is_empty());
     }
 
@@ -338,7 +420,10 @@ mod tests {
         assert_eq!(targets, [id(300, 40), id(301, 41)]);
         assert_eq!(groups, [300]);
         // An exec in the shim's group: the process, not the group.
-        assert_eq!(kill_targets(&processes, &[id(400, 42)]), (vec![id(400, 42)], vec![]));
+        assert_eq!(
+            kill_targets(&processes, &[id(400, 42)]),
+            (vec![id(400, 42)], vec![])
+        );
         // A pid that now names another process: nothing.
         assert_eq!(kill_targets(&processes, &[id(300, 39)]), (vec![], vec![]));
     }

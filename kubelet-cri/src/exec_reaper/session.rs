@@ -9,7 +9,7 @@ use kubelet_core::runtime::{ClosedBy, ExecSession};
 use tokio::sync::OwnedMutexGuard;
 use tokio::time::Instant;
 
-use super::procfs::{Container, Procfs, ProcessId, exec_processes, kill_targets};
+use super::procfs::{Container, ProcessId, Procfs, exec_processes, kill_targets};
 use super::{IDENTIFY_DEADLINE, POLL};
 
 /// What a session kills.

@@ -5,10 +5,10 @@ use std::sync::{Arc, Mutex};
 
 use kubelet_core::runtime::{ClosedBy, ExecSession};
 
-use super::procfs::fake::{Fake, write};
-use super::procfs::Procfs;
-use super::session::Target;
 use super::ExecReaper;
+use super::procfs::Procfs;
+use super::procfs::fake::{Fake, write};
+use super::session::Target;
 
 const NS: &str = "pid:[4026532281]";
 const CG: &str = "0::/kubepods/pod1/ctr\n";
@@ -87,7 +87,11 @@ async fn a_session_whose_client_left_kills_its_process_and_what_it_started() {
     killed.sort_by_key(|t| format!("{t:?}"));
     assert_eq!(
         killed,
-        [Target::Group(200), Target::Process(200), Target::Process(201)],
+        [
+            Target::Group(200),
+            Target::Process(200),
+            Target::Process(201)
+        ],
         "not the container's own sleep (101)"
     );
 }
@@ -96,12 +100,18 @@ async fn a_session_whose_client_left_kills_its_process_and_what_it_started() {
 async fn a_concurrent_session_of_the_same_command_keeps_its_process() {
     let (dir, reaper, killed) = fixture();
     let cmd = sleep_600();
-    let mut first = reaper.begin_with_init(100, "ctr", &cmd).await.expect("begins");
+    let mut first = reaper
+        .begin_with_init(100, "ctr", &cmd)
+        .await
+        .expect("begins");
     process(dir.path(), 200, SHIM, &["sleep", "600"]);
     first.watch().await;
     // The second session begins once the first one's process was seen, and its exec
     // starts.
-    let mut second = reaper.begin_with_init(100, "ctr", &cmd).await.expect("begins");
+    let mut second = reaper
+        .begin_with_init(100, "ctr", &cmd)
+        .await
+        .expect("begins");
     process(dir.path(), 300, SHIM, &["sleep", "600"]);
     second.watch().await;
 
@@ -116,7 +126,10 @@ async fn a_concurrent_session_of_the_same_command_keeps_its_process() {
 async fn the_next_session_of_the_same_command_waits_for_the_first_to_see_its_process() {
     let (dir, reaper, _) = fixture();
     let cmd = sleep_600();
-    let mut first = reaper.begin_with_init(100, "ctr", &cmd).await.expect("begins");
+    let mut first = reaper
+        .begin_with_init(100, "ctr", &cmd)
+        .await
+        .expect("begins");
     let second = reaper.begin_with_init(100, "ctr", &cmd);
     tokio::pin!(second);
     assert!(
@@ -174,5 +187,10 @@ async fn a_session_whose_runtime_closed_before_its_process_was_seen_kills_nothin
 #[tokio::test]
 async fn a_container_that_cannot_be_seen_gives_an_error() {
     let (_dir, reaper, _) = fixture();
-    assert!(reaper.begin_with_init(4242, "ctr", &sleep_600()).await.is_err());
+    assert!(
+        reaper
+            .begin_with_init(4242, "ctr", &sleep_600())
+            .await
+            .is_err()
+    );
 }
