@@ -5,11 +5,12 @@
 //! upgrade to containerd's streaming server.
 //!
 //! kubectl 1.32 tries websockets first and falls back to SPDY/3.1 when the upgrade fails:
-//! exec and attach ask for `v5.channel.k8s.io`, which containerd 1.6 does not speak (its
-//! refusal comes back through the kubelet); port-forward asks for a websocket tunnel
-//! (`SPDY/3.1+portforward.k8s.io`) without `?port=`, which the kubelet refuses with upstream's
-//! 400 `query parameter "port" is required` (upstream kubelets before
-//! `ExtendWebSocketsToKubelet` do the same). Every session here ends up on SPDY.
+//! exec and attach ask for `v5.channel.k8s.io`, which containerd 1.6 does not speak; the
+//! kubelet serves it over v4 to containerd for sessions without stdin (the non-interactive
+//! exec, attach), and passes containerd's refusal back for those with stdin (`exec -i`, on
+//! SPDY then); port-forward asks for a websocket tunnel (`SPDY/3.1+portforward.k8s.io`)
+//! without `?port=`, which the kubelet refuses with upstream's 400 `query parameter "port" is
+//! required` (upstream kubelets before `ExtendWebSocketsToKubelet` do the same).
 //!
 //! Skipped when kube-apiserver is not built, unless `KUBELET_REQUIRE_APISERVER` is set (CI).
 

@@ -10,7 +10,9 @@
 //! - a container the pod does not have → 404 before any upgrade;
 //! - a client that disconnects mid-session: the kubelet closes the runtime's side, and the
 //!   exec (reading its stdin) ends, and an exec that ignores its stdin is killed while a
-//!   concurrent one of the same command is not (issue 14 acceptance 5).
+//!   concurrent one of the same command is not (issue 14 acceptance 5);
+//! - `v5.channel.k8s.io` (which containerd 1.6 refuses), served by the kubelet over v4 for
+//!   a session without stdin (the exit code); with stdin, containerd's refusal.
 
 mod support;
 
@@ -71,6 +73,12 @@ fn tls_config(node: &Node) -> Arc<rustls::ClientConfig> {
 /// Sends a websocket upgrade for `path` offering `v4.channel.k8s.io`; the response head and
 /// the session.
 fn connect(node: &Node, path: &str) -> (String, Ws) {
+    connect_with(node, path, "v4.channel.k8s.io")
+}
+
+/// Sends a websocket upgrade for `path` offering `protocol`; the response head and the
+/// session.
+fn connect_with(node: &Node, path: &str, protocol: &str) -> (String, Ws) {
     let tcp = TcpStream::connect(("127.0.0.1", node.port)).expect("connect");
     tcp.set_read_timeout(Some(Duration::from_secs(60)))
         .expect("timeout");
@@ -81,7 +89,7 @@ fn connect(node: &Node, path: &str) -> (String, Ws) {
         tls,
         "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
          Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
-         Sec-WebSocket-Protocol: v4.channel.k8s.io\r\n\r\n"
+         Sec-WebSocket-Protocol: {protocol}\r\n\r\n"
     )
     .expect("request");
     let mut head = Vec::new();
@@ -366,4 +374,35 @@ fn exec_and_port_forward_over_websockets_straight_to_the_kubelet() {
         "the last sleep to be killed",
         |n| sleeps(n).is_empty().then_some(()),
     );
+
+    // v5.channel.k8s.io, which containerd 1.6 refuses: the kubelet serves it over v4.
+    let v5 = |cmd: &[&str], streams: &str| {
+        let (head, ws) = connect_with(&node, &exec_path(cmd, streams), "v5.channel.k8s.io");
+        assert!(head.starts_with("HTTP/1.1 101 "), "{head}");
+        assert!(
+            head.to_ascii_lowercase()
+                .contains("sec-websocket-protocol: v5.channel.k8s.io"),
+            "{head}"
+        );
+        ws
+    };
+    let [_, stdout, stderr, status] = v5(
+        &["sh", "-c", "echo out; echo err >&2; exit 7"],
+        "output=1&error=1",
+    )
+    .channels_until_close();
+    assert_eq!(
+        (stdout.as_slice(), stderr.as_slice()),
+        (&b"out\n"[..], &b"err\n"[..])
+    );
+    let status: serde_json::Value = serde_json::from_slice(&status).expect("a Status");
+    assert_eq!(status["details"]["causes"][0]["message"], "7", "{status}");
+    // With stdin, v5 goes to containerd as it is (v4 cannot close stdin alone), which
+    // refuses it: a client falls back to SPDY.
+    let (head, _) = connect_with(
+        &node,
+        &exec_path(&["cat"], "input=1&output=1"),
+        "v5.channel.k8s.io",
+    );
+    assert!(!head.starts_with("HTTP/1.1 101 "), "{head}");
 }

@@ -19,6 +19,7 @@
 
 pub mod authn;
 pub mod authz;
+mod backend;
 mod cache;
 mod cadvisor_metrics;
 pub mod cert;
@@ -39,6 +40,8 @@ mod streaming;
 mod streaming_tests;
 pub mod tls;
 pub mod webhook;
+mod ws_frame;
+mod ws_v5;
 mod x509;
 
 use std::net::{IpAddr, SocketAddr};

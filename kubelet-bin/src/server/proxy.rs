@@ -17,7 +17,13 @@
 //! A request that is not an upgrade (no `Connection: Upgrade`) gets upstream's `500`
 //! `Upgrade request required`, as do the other proxy errors (upstream's kubelet `responder`
 //! answers every proxy error with 500).
+//!
+//! The streaming server is dialled by [`super::backend`] (`http`, or `https` with the
+//! system's roots). A websocket client asking for `v5.channel.k8s.io` without stdin is
+//! served by [`super::ws_v5`] instead, which terminates its websocket and speaks v4 to the
+//! runtime.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -25,15 +31,13 @@ use axum::body::Body;
 use axum::extract::{ConnectInfo, Request};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
+use hyper::body::Incoming;
 use hyper::upgrade::{OnUpgrade, Upgraded};
 use hyper_util::rt::TokioIo;
 use kubelet_core::runtime::{ClosedBy, ExecSession};
-use tokio::net::TcpStream;
 
+use super::backend::{self, Location};
 use super::listener::Peer;
-
-/// How long dialling the runtime's streaming server may take.
-const DIAL_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Why a streaming request could not be proxied.
 #[derive(Debug, thiserror::Error)]
@@ -49,12 +53,15 @@ pub enum Error {
         /// What is wrong with it.
         reason: &'static str,
     },
-    /// The streaming server could not be reached or did not answer.
+    /// The streaming server could not be reached or did not answer (TCP or TLS).
     #[error("error dialing backend: {0}")]
     Dial(#[source] std::io::Error),
     /// The streaming server could not be dialled within 30 s.
     #[error("error dialing backend: timed out after {0:?}")]
     DialTimeout(Duration),
+    /// TLS to an `https` streaming server could not be set up (its roots, its name).
+    #[error("error dialing backend: TLS: {0}")]
+    Tls(String),
     /// The HTTP exchange with the streaming server failed.
     #[error("error proxying to the backend: {0}")]
     Http(#[source] hyper::Error),
@@ -94,6 +101,12 @@ pub(crate) async fn proxy_stream(
     location: &str,
     session: Box<dyn ExecSession>,
 ) -> Response {
+    if !is_upgrade_request(request.headers()) {
+        return Error::UpgradeRequired.into_response();
+    }
+    if super::ws_v5::serves(&request) {
+        return super::ws_v5::proxy_v5(request, location, session).await;
+    }
     match try_proxy(request, location, session).await {
         Ok(response) => response,
         Err(e) => e.into_response(),
@@ -103,27 +116,45 @@ pub(crate) async fn proxy_stream(
 async fn try_proxy(
     mut request: Request,
     location: &str,
-    mut session: Box<dyn ExecSession>,
+    session: Box<dyn ExecSession>,
 ) -> Result<Response, Error> {
-    if !is_upgrade_request(request.headers()) {
-        return Err(Error::UpgradeRequired);
-    }
-    let (authority, target) = parse_location(location)?;
+    let location = Location::parse(location)?;
     let client_upgrade = request.extensions_mut().remove::<OnUpgrade>();
-    // The secure port's connect info, or a plain listener's.
+    let backend = backend_request(&request, &location, peer(&request));
+    let mut response = send_to_backend(&location, backend).await?;
+    if response.status() != StatusCode::SWITCHING_PROTOCOLS {
+        return refusal(response);
+    }
+    let backend_upgrade = hyper::upgrade::on(&mut response);
+    // Only a connection served without upgrades (e.g. HTTP/2) lacks it.
+    let client_upgrade = client_upgrade.ok_or(Error::UpgradeRequired)?;
+    spawn_session(client_upgrade, backend_upgrade, session, splice);
+    let mut reply = Response::new(Body::empty());
+    *reply.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+    *reply.headers_mut() = response.headers().clone();
+    Ok(reply)
+}
+
+/// The client's address: the secure port's connect info, or a plain listener's.
+pub(crate) fn peer(request: &Request) -> Option<SocketAddr> {
     let extensions = request.extensions();
-    let peer = extensions
+    extensions
         .get::<ConnectInfo<Peer>>()
         .map(|ConnectInfo(peer)| peer.addr)
         .or_else(|| {
             extensions
                 .get::<ConnectInfo<SocketAddr>>()
                 .map(|ConnectInfo(addr)| *addr)
-        });
+        })
+}
 
-    let backend = backend_request(&request, &authority, target, peer);
-    let tcp = dial(&authority).await?;
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
+/// Dials the streaming server and sends it `backend`; its response head.
+pub(crate) async fn send_to_backend(
+    location: &Location,
+    backend: hyper::Request<Body>,
+) -> Result<hyper::Response<Incoming>, Error> {
+    let conn = backend::dial(location).await?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(conn))
         .await
         .map_err(Error::Http)?;
     tokio::spawn(async move {
@@ -131,80 +162,64 @@ async fn try_proxy(
             tracing::debug!(error = %e, "streaming backend connection");
         }
     });
-    let mut response = sender.send_request(backend).await.map_err(Error::Http)?;
+    sender.send_request(backend).await.map_err(Error::Http)
+}
+
+/// A streaming server's answer other than 101: its error (e.g. an unknown or expired
+/// token) as it is, anything else `invalid upgrade response`.
+pub(crate) fn refusal(response: hyper::Response<Incoming>) -> Result<Response, Error> {
     let status = response.status();
-    if status != StatusCode::SWITCHING_PROTOCOLS {
-        if status.as_u16() < 400 {
-            return Err(Error::InvalidUpgradeResponse(status.as_u16()));
-        }
-        // The streaming server's error (e.g. an unknown or expired token) as it is.
-        let (parts, body) = response.into_parts();
-        return Ok(Response::from_parts(parts, Body::new(body)));
+    if status.as_u16() < 400 {
+        return Err(Error::InvalidUpgradeResponse(status.as_u16()));
     }
-    let backend_upgrade = hyper::upgrade::on(&mut response);
-    let Some(client_upgrade) = client_upgrade else {
-        // Only a connection served without upgrades (e.g. HTTP/2) lacks it.
-        return Err(Error::UpgradeRequired);
-    };
+    let (parts, body) = response.into_parts();
+    Ok(Response::from_parts(parts, Body::new(body)))
+}
+
+/// Once both sides switched protocols, runs `relay` over the two connections in a task of
+/// its own, with `session` watched meanwhile and ended with the side that closed first.
+pub(crate) fn spawn_session<F, Fut>(
+    client: OnUpgrade,
+    backend: OnUpgrade,
+    mut session: Box<dyn ExecSession>,
+    relay: F,
+) where
+    F: FnOnce(Upgraded, Upgraded) -> Fut + Send + 'static,
+    Fut: Future<Output = ClosedBy> + Send,
+{
     tokio::spawn(async move {
-        match tokio::try_join!(client_upgrade, backend_upgrade) {
+        match tokio::try_join!(client, backend) {
             Ok((client, backend)) => {
-                let splice = splice(client, backend);
-                tokio::pin!(splice);
+                let relay = relay(client, backend);
+                tokio::pin!(relay);
                 let closed_by = tokio::select! {
-                    closed_by = &mut splice => closed_by,
-                    () = session.watch() => splice.await,
+                    closed_by = &mut relay => closed_by,
+                    () = session.watch() => relay.await,
                 };
                 session.end(closed_by).await;
             }
             Err(e) => tracing::warn!(error = %e, "streaming upgrade failed"),
         }
     });
-    let mut reply = Response::new(Body::empty());
-    *reply.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
-    *reply.headers_mut() = response.headers().clone();
-    Ok(reply)
-}
-
-/// The runtime's URL as the authority to dial and the request target (path and query);
-/// only `http` URLs (the streaming server without TLS, containerd's default).
-fn parse_location(location: &str) -> Result<(String, String), Error> {
-    let invalid = |reason| Error::Location {
-        url: location.to_owned(),
-        reason,
-    };
-    let uri: Uri = location.parse().map_err(|_| invalid("not a URL"))?;
-    if uri.scheme_str() != Some("http") {
-        return Err(invalid("only http streaming servers are supported"));
-    }
-    let authority = uri.authority().ok_or_else(|| invalid("no host"))?;
-    let authority = match authority.port_u16() {
-        Some(_) => authority.as_str().to_owned(),
-        None => format!("{}:80", authority.host()),
-    };
-    let target = uri
-        .path_and_query()
-        .map_or_else(|| "/".to_owned(), |pq| pq.as_str().to_owned());
-    Ok((authority, target))
 }
 
 /// The request to the streaming server: the client's method and headers (upstream
 /// `CloneRequest`), the runtime's path and query, `Host` of the streaming server, and the
 /// client's address appended to `X-Forwarded-For` (upstream `AppendForwardedForHeader`).
-fn backend_request(
+pub(crate) fn backend_request(
     request: &Request,
-    authority: &str,
-    target: String,
+    location: &Location,
     peer: Option<SocketAddr>,
 ) -> hyper::Request<Body> {
     let mut backend = hyper::Request::new(Body::empty());
     *backend.method_mut() = request.method().clone();
-    *backend.uri_mut() = Uri::try_from(target).unwrap_or_else(|_| Uri::from_static("/"));
+    *backend.uri_mut() =
+        Uri::try_from(location.target.as_str()).unwrap_or_else(|_| Uri::from_static("/"));
     let headers = backend.headers_mut();
     *headers = request.headers().clone();
     headers.remove(header::CONTENT_LENGTH);
     headers.remove(header::TRANSFER_ENCODING);
-    if let Ok(host) = HeaderValue::from_str(authority) {
+    if let Ok(host) = HeaderValue::from_str(&location.authority) {
         headers.insert(header::HOST, host);
     }
     if let Some(peer) = peer {
@@ -218,17 +233,6 @@ fn backend_request(
         }
     }
     backend
-}
-
-async fn dial(authority: &str) -> Result<TcpStream, Error> {
-    match tokio::time::timeout(DIAL_TIMEOUT, TcpStream::connect(authority)).await {
-        Ok(Ok(tcp)) => {
-            let _ = tcp.set_nodelay(true);
-            Ok(tcp)
-        }
-        Ok(Err(e)) => Err(Error::Dial(e)),
-        Err(_) => Err(Error::DialTimeout(DIAL_TIMEOUT)),
-    }
 }
 
 /// Copies bytes both ways until either side closes or fails, then closes both (upstream
@@ -259,23 +263,5 @@ mod tests {
             HeaderValue::from_static("keep-alive, Upgrade"),
         );
         assert!(is_upgrade_request(&headers));
-    }
-
-    #[test]
-    fn locations_are_http_urls_of_the_streaming_server() {
-        assert_eq!(
-            parse_location("http://127.0.0.1:4321/exec/AbC?x=1").expect("valid"),
-            ("127.0.0.1:4321".to_owned(), "/exec/AbC?x=1".to_owned())
-        );
-        assert_eq!(
-            parse_location("http://[::1]/attach/t").expect("valid"),
-            ("[::1]:80".to_owned(), "/attach/t".to_owned())
-        );
-        for bad in ["https://127.0.0.1:1/exec/t", "/exec/t", "not a url"] {
-            assert!(
-                matches!(parse_location(bad), Err(Error::Location { .. })),
-                "{bad}"
-            );
-        }
     }
 }

@@ -17,6 +17,7 @@ use tokio::sync::oneshot;
 
 use super::ServerState;
 use super::streaming::{port_forward_ports, routes, stream_options};
+use super::ws_frame;
 
 #[test]
 fn stream_options_are_upstreams() {
@@ -458,5 +459,147 @@ async fn run_execs_the_space_separated_cmd_and_answers_its_output() {
     assert_eq!(
         answer(h.addr, get).await.0,
         "HTTP/1.1 405 Method Not Allowed"
+    );
+}
+
+/// A v4 websocket streaming server for one session: checks the kubelet's upgrade, sends
+/// stdout, then reports every message the kubelet sends until its close.
+async fn v4_backend() -> (String, oneshot::Receiver<(String, Vec<ws_frame::Message>)>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    let (tx, rx) = oneshot::channel();
+    tokio::spawn(async move {
+        let (mut conn, _) = listener.accept().await.expect("accept");
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            if conn.read(&mut byte).await.unwrap_or(0) == 0 {
+                return;
+            }
+            head.push(byte[0]);
+        }
+        let head = String::from_utf8_lossy(&head).into_owned();
+        let key = head
+            .lines()
+            .find_map(|l| l.strip_prefix("sec-websocket-key: "))
+            .unwrap_or_default()
+            .to_owned();
+        let reply = format!(
+            "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+             Sec-WebSocket-Accept: {}\r\nSec-WebSocket-Protocol: v4.channel.k8s.io\r\n\r\n",
+            ws_frame::accept_key(&key)
+        );
+        conn.write_all(reply.as_bytes()).await.expect("101");
+        ws_frame::send(&mut conn, ws_frame::BINARY, b"\x01out", false)
+            .await
+            .expect("stdout");
+        ws_frame::send(&mut conn, ws_frame::PING, b"are you there", false)
+            .await
+            .expect("ping");
+        let (read, mut write) = conn.split();
+        let mut reader = ws_frame::Reader::new(read);
+        let mut got = Vec::new();
+        while let Ok(Some(m)) = reader.next().await {
+            let close = m.opcode == ws_frame::CLOSE;
+            got.push(m);
+            if close {
+                let _ = ws_frame::send(&mut write, ws_frame::CLOSE, b"\x03\xe8", false).await;
+                break;
+            }
+        }
+        let _ = tx.send((head, got));
+    });
+    (url, rx)
+}
+
+#[tokio::test]
+async fn a_v5_client_without_stdin_is_served_over_v4_to_the_runtime() {
+    let (backend, seen) = v4_backend().await;
+    let h = harness(&backend).await;
+    let (conn, response) = request(
+        h.addr,
+        "GET /exec/default/web/app?command=ls&output=1&tty=1 HTTP/1.1\r\nHost: k\r\n\
+         Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+         Sec-WebSocket-Protocol: v5.channel.k8s.io\r\n\r\n",
+    )
+    .await;
+    let lower = response.to_ascii_lowercase();
+    assert!(response.starts_with("HTTP/1.1 101 "), "{response}");
+    assert!(
+        lower.contains("sec-websocket-protocol: v5.channel.k8s.io"),
+        "{response}"
+    );
+    assert!(
+        lower.contains("sec-websocket-accept: s3pplmbitxaq9kygzzhzrbk+xoo="),
+        "{response}"
+    );
+    let (read, mut write) = tokio::io::split(conn);
+    let mut reader = ws_frame::Reader::new(read);
+    let stdout = reader.next().await.expect("a message").expect("open");
+    assert_eq!(
+        (stdout.opcode, stdout.payload),
+        (ws_frame::BINARY, b"\x01out".to_vec())
+    );
+    ws_frame::send(&mut write, ws_frame::PING, b"hi", true)
+        .await
+        .expect("ping");
+    let pong = reader.next().await.expect("a message").expect("open");
+    assert_eq!(
+        (pong.opcode, pong.payload),
+        (ws_frame::PONG, b"hi".to_vec())
+    );
+    // A resize goes on; a CLOSE signal has nothing to close.
+    ws_frame::send(&mut write, ws_frame::BINARY, b"\x04{\"Width\":80}", true)
+        .await
+        .expect("resize");
+    ws_frame::send(&mut write, ws_frame::BINARY, &[255, 1], true)
+        .await
+        .expect("CLOSE");
+    ws_frame::send(&mut write, ws_frame::CLOSE, b"\x03\xe8", true)
+        .await
+        .expect("close");
+    let close = reader.next().await.expect("a message").expect("open");
+    assert_eq!(close.opcode, ws_frame::CLOSE, "the close answered");
+
+    let (head, got) = seen.await.expect("the backend saw the session");
+    assert!(head.starts_with("GET /exec/1 HTTP/1.1\r\n"), "{head}");
+    assert!(
+        head.contains("sec-websocket-protocol: v4.channel.k8s.io\r\n"),
+        "{head}"
+    );
+    assert!(head.contains("upgrade: websocket\r\n"), "{head}");
+    let (pongs, data): (Vec<_>, Vec<_>) = got
+        .into_iter()
+        .map(|m| (m.opcode, m.payload))
+        .partition(|(opcode, _)| *opcode == ws_frame::PONG);
+    assert_eq!(pongs, [(ws_frame::PONG, b"are you there".to_vec())]);
+    assert_eq!(
+        data,
+        [
+            (ws_frame::BINARY, b"\x04{\"Width\":80}".to_vec()),
+            (ws_frame::CLOSE, b"\x03\xe8".to_vec()),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_v5_client_with_stdin_goes_to_the_runtime_as_it_is() {
+    let (backend, head, _closed) = echo_backend().await;
+    let h = harness(&backend).await;
+    let (_conn, response) = request(
+        h.addr,
+        "GET /exec/default/web/app?command=cat&input=1&output=1 HTTP/1.1\r\nHost: k\r\n\
+         Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+         Sec-WebSocket-Protocol: v5.channel.k8s.io\r\n\r\n",
+    )
+    .await;
+    assert!(response.starts_with("HTTP/1.1 101 "), "{response}");
+    let head = head.await.expect("proxied");
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("sec-websocket-protocol: v5.channel.k8s.io"),
+        "{head}"
     );
 }
