@@ -18,9 +18,9 @@
 //! `Upgrade request required`, as do the other proxy errors (upstream's kubelet `responder`
 //! answers every proxy error with 500).
 //!
-//! The streaming server is dialled by [`super::backend`] (`http`, or `https` with the
+//! The streaming server is dialled by `server::backend` (`http`, or `https` with the
 //! system's roots). A websocket client asking for `v5.channel.k8s.io` without stdin is
-//! served by [`super::ws_v5`] instead, which terminates its websocket and speaks v4 to the
+//! served by `server::ws_v5` instead, which terminates its websocket and speaks v4 to the
 //! runtime.
 
 use std::future::Future;
