@@ -134,13 +134,35 @@ impl Manager {
                 evicted = self.synchronize() => evicted,
             };
             if !evicted.is_empty() {
-                // The terminator waited for the pod's containers to stop.
+                info!(pods = ?evicted.iter().map(PodExt::full_name).collect::<Vec<_>>(), "eviction manager: pods evicted, waiting for pod to be cleaned up");
+                tokio::select! {
+                    biased;
+                    () = token.cancelled() => return,
+                    () = self.wait_for_pods_cleanup(&evicted) => {}
+                }
                 continue;
             }
             tokio::select! {
                 biased;
                 () = token.cancelled() => return,
                 () = tokio::time::sleep(self.config.monitoring_interval) => {}
+            }
+        }
+    }
+
+    /// Waits until every pod of `pods` is cleaned up, at most
+    /// [`POD_CLEANUP_TIMEOUT`](super::POD_CLEANUP_TIMEOUT) (upstream `waitForPodsCleanup`).
+    async fn wait_for_pods_cleanup(&self, pods: &[Pod]) {
+        let deadline = Instant::now() + super::POD_CLEANUP_TIMEOUT;
+        loop {
+            tokio::time::sleep(super::POD_CLEANUP_POLL).await;
+            if pods.iter().all(|p| self.terminator.pod_cleaned_up(p)) {
+                info!("eviction manager: pods successfully cleaned up");
+                return;
+            }
+            if Instant::now() >= deadline {
+                info!("eviction manager: timed out waiting for pods to be cleaned up");
+                return;
             }
         }
     }

@@ -71,6 +71,7 @@ impl crate::stats::SummaryProvider for FakeSummary {
 #[derive(Default)]
 struct FakeTerminator {
     active: Mutex<Vec<Pod>>,
+    cleanup_pending: Mutex<Vec<crate::PodUid>>,
     terminated: Mutex<Vec<(String, TerminatePodOptions)>>,
 }
 
@@ -98,7 +99,19 @@ impl PodTerminator for FakeTerminator {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push((pod.name_or_empty().to_owned(), options));
+        self.cleanup_pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(pod.uid());
         Ok(())
+    }
+
+    fn pod_cleaned_up(&self, pod: &Pod) -> bool {
+        !self
+            .cleanup_pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&pod.uid())
     }
 }
 
@@ -423,6 +436,38 @@ async fn run_looks_every_monitoring_interval() {
     assert!(terminator.terminated().is_empty(), "not looked again yet");
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert_eq!(terminator.terminated().len(), 1, "looked at 10s");
+    token.cancel();
+    assert!(task.await.is_ok());
+}
+
+#[tokio::test(start_paused = true)]
+async fn after_an_eviction_run_waits_for_the_pod_to_be_cleaned_up() {
+    let (a, b) = (pod("a"), pod("b"));
+    let f = fixture(
+        config(&[("memory.available", "1Gi")], &[]),
+        vec![a.clone(), b.clone()],
+    );
+    f.summary
+        .set_pods(vec![stats_of(&a, 20 * MI), stats_of(&b, 10 * MI)]);
+    f.summary.set_memory_available(512 * MI);
+    let terminator = f.terminator.clone();
+    let token = CancellationToken::new();
+    let task = tokio::spawn(f.manager.run(token.clone()));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(terminator.terminated().len(), 1);
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    assert_eq!(terminator.terminated().len(), 1, "a is not cleaned up yet");
+    terminator
+        .cleanup_pending
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clear();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert_eq!(terminator.terminated().len(), 2, "the next round at once");
+    // Not cleaned up either: the wait ends after 30 s.
+    tokio::time::sleep(Duration::from_secs(29)).await;
+    assert_eq!(terminator.terminated().len(), 2);
+    tokio::time::sleep(Duration::from_secs(2)).await;
     token.cancel();
     assert!(task.await.is_ok());
 }

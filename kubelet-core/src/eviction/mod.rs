@@ -53,6 +53,11 @@ pub const REASON: &str = "Evicted";
 /// The grace period of a pod evicted for a hard threshold or a local storage limit (upstream
 /// `immediateEvictionGracePeriodSeconds`).
 pub const IMMEDIATE_EVICTION_GRACE_PERIOD_SECONDS: i64 = 1;
+/// How long the manager waits for evicted pods to be cleaned up (upstream
+/// `podCleanupTimeout`).
+pub const POD_CLEANUP_TIMEOUT: Duration = Duration::from_secs(30);
+/// How often it looks meanwhile (upstream `podCleanupPollFreq`).
+pub const POD_CLEANUP_POLL: Duration = Duration::from_secs(1);
 /// Upstream `evictionMonitoringPeriod`.
 pub const DEFAULT_MONITORING_INTERVAL: Duration = Duration::from_secs(10);
 /// Upstream's default `evictionPressureTransitionPeriod`.
@@ -209,6 +214,11 @@ pub trait PodTerminator: Send + Sync + 'static {
         pod: &Pod,
         options: TerminatePodOptions,
     ) -> Result<(), Error>;
+
+    /// `true` once everything of the pod is released: containers, volumes, cgroup (upstream
+    /// `PodCleanedUpFunc`, `podResourcesAreReclaimed`). The manager waits for it after an
+    /// eviction before it looks again, so that the freed resources show.
+    fn pod_cleaned_up(&self, pod: &Pod) -> bool;
 }
 
 /// The node's pressure conditions as the eviction manager last reported them; cheap to

@@ -82,4 +82,11 @@ impl PodTerminator for Kubelet {
             }
         }
     }
+
+    fn pod_cleaned_up(&self, pod: &Pod) -> bool {
+        matches!(
+            self.workers.phase(&pod.uid()),
+            None | Some(WorkerPhase::Finished)
+        )
+    }
 }
