@@ -54,7 +54,58 @@ pub fn configz(s: &Settings) -> Value {
     if let (Some(all), Value::Object(server)) = (config.as_object_mut(), s.server.configz()) {
         all.extend(server);
     }
+    if let Some(all) = config.as_object_mut() {
+        all.extend(eviction(&s.eviction));
+    }
     json!({ "kubeletconfig": config })
+}
+
+/// `evictionHard`, `evictionSoft`, `evictionSoftGracePeriod`, `evictionMinimumReclaim`,
+/// `evictionPressureTransitionPeriod`, `evictionMaxPodGracePeriod`,
+/// `localStorageCapacityIsolation`.
+fn eviction(e: &kubelet_core::eviction::Config) -> serde_json::Map<String, Value> {
+    let (mut hard, mut soft, mut grace, mut reclaim) = (
+        serde_json::Map::new(),
+        serde_json::Map::new(),
+        serde_json::Map::new(),
+        serde_json::Map::new(),
+    );
+    for t in &e.thresholds {
+        let signal = t.signal.as_str().to_owned();
+        if t.is_hard() {
+            hard.insert(signal.clone(), json!(t.value.to_string()));
+        } else {
+            soft.insert(signal.clone(), json!(t.value.to_string()));
+            grace.insert(signal.clone(), json!(format(t.grace_period)));
+        }
+        if let Some(r) = t.min_reclaim {
+            reclaim.insert(signal, json!(r.to_string()));
+        }
+    }
+    let mut out = serde_json::Map::new();
+    out.insert("evictionHard".into(), Value::Object(hard));
+    for (key, map) in [
+        ("evictionSoft", soft),
+        ("evictionSoftGracePeriod", grace),
+        ("evictionMinimumReclaim", reclaim),
+    ] {
+        if !map.is_empty() {
+            out.insert(key.into(), Value::Object(map));
+        }
+    }
+    out.insert(
+        "evictionPressureTransitionPeriod".into(),
+        json!(format(e.pressure_transition_period)),
+    );
+    out.insert(
+        "evictionMaxPodGracePeriod".into(),
+        json!(e.max_pod_grace_period_seconds),
+    );
+    out.insert(
+        "localStorageCapacityIsolation".into(),
+        json!(e.local_storage_capacity_isolation),
+    );
+    out
 }
 
 #[cfg(test)]
@@ -87,5 +138,10 @@ mod tests {
         assert_eq!(k["authentication"]["anonymous"]["enabled"], true);
         assert_eq!(k["authentication"]["webhook"]["cacheTTL"], "2m0s");
         assert_eq!(k["tlsCertFile"], "/var/lib/kubelet/pki/kubelet.crt");
+        assert_eq!(k["evictionHard"]["memory.available"], "100Mi");
+        assert_eq!(k["evictionHard"]["nodefs.available"], "10%");
+        assert_eq!(k["evictionPressureTransitionPeriod"], "5m0s");
+        assert_eq!(k["evictionMaxPodGracePeriod"], 0);
+        assert!(k.get("evictionSoft").is_none());
     }
 }

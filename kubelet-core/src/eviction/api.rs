@@ -169,6 +169,19 @@ impl ThresholdValue {
     }
 }
 
+impl fmt::Display for ThresholdValue {
+    /// As the configuration writes it: `100Mi`, `10%`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ThresholdValue::Quantity(a) => f.write_str(&a.canonical()),
+            ThresholdValue::Percentage(p) => {
+                let percent = (f64::from(*p) * 100.0 * 1e4).round() / 1e4;
+                write!(f, "{percent}%")
+            }
+        }
+    }
+}
+
 /// One eviction threshold (upstream `evictionapi.Threshold`; the operator is always
 /// `LessThan`).
 #[derive(Clone, Debug, PartialEq)]
@@ -367,6 +380,9 @@ mod tests {
             .find(|t| t.signal == Signal::NodeFsAvailable)
             .expect("nodefs");
         assert_eq!(nodefs.value, ThresholdValue::Percentage(0.1));
+        assert_eq!(nodefs.value.to_string(), "10%");
+        assert_eq!(memory.value.to_string(), "100Mi");
+        assert_eq!(ThresholdValue::Percentage(0.155).to_string(), "15.5%");
         assert_eq!(nodefs.value.quantity(1000).canonical(), "100");
     }
 
