@@ -70,6 +70,11 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     if let Some(addr) = settings.read_only {
         builder = builder.read_only_addr(addr);
     }
+    builder = if settings.gc.container_gc_period.is_zero() {
+        builder.no_container_gc()
+    } else {
+        builder.container_gc(settings.gc.container_gc, settings.gc.container_gc_period)
+    };
     if let Some(policy) = settings.container_logs.policy {
         builder = builder.container_log_rotation(policy, settings.container_logs.monitor_interval);
     }

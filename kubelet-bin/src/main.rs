@@ -9,6 +9,7 @@ mod cluster_settings;
 mod configz;
 mod container_log_settings;
 mod eviction_settings;
+mod gc_settings;
 mod heap_trim;
 mod log_writer;
 mod node_status_flags;

@@ -20,6 +20,7 @@
 //! | events | `events::LogRecorder` (log lines); in cluster mode the API server's ([`ApiEventRecorder`](crate::cluster::events::ApiEventRecorder)) | [`event_recorder`](NodeBuilder::event_recorder) |
 //! | metrics | a new `KubeletMetrics`, served on the secure port's `/metrics` | [`metrics`](NodeBuilder::metrics) |
 //! | stall watchdog | on, 5 s ([`kubelet_core::watchdog`]; `/healthz` fails while a worker is stuck) | [`stall_watchdog`](NodeBuilder::stall_watchdog), [`no_stall_watchdog`](NodeBuilder::no_stall_watchdog) |
+//! | container GC (dead containers, dead sandboxes, pod log directories) | upstream's policy every minute ([`kubelet_core::container_gc`]) | [`container_gc`](NodeBuilder::container_gc), [`no_container_gc`](NodeBuilder::no_container_gc) |
 //! | stats (`/stats/summary`, `/metrics/resource`, `/metrics/cadvisor`) | none | [`stats_provider`](NodeBuilder::stats_provider) |
 //! | eviction manager (pressure conditions, eviction, local storage limits) | none | [`eviction`](NodeBuilder::eviction), [`eviction_reclaim`](NodeBuilder::eviction_reclaim) |
 //! | endpoints | none | [`healthz_addr`](NodeBuilder::healthz_addr), [`read_only_addr`](NodeBuilder::read_only_addr), [`secure_server`](NodeBuilder::secure_server) |
@@ -163,6 +164,7 @@ pub struct NodeBuilder {
     eviction_reclaim: Option<(Arc<dyn ImageGC>, Arc<dyn ContainerGC>)>,
     drain_timeout: Duration,
     stall_watchdog: Option<kubelet_core::watchdog::Config>,
+    container_gc: Option<(kubelet_core::container_gc::Policy, Duration)>,
     cluster: Option<ClusterOptions>,
     events: Option<Arc<dyn EventRecorder>>,
     metrics: KubeletMetrics,
@@ -246,6 +248,10 @@ impl NodeBuilder {
             eviction_reclaim: None,
             drain_timeout: Duration::from_secs(10),
             stall_watchdog: Some(kubelet_core::watchdog::Config::default()),
+            container_gc: Some((
+                kubelet_core::container_gc::Policy::default(),
+                kubelet_core::container_gc::CONTAINER_GC_PERIOD,
+            )),
             cluster: None,
             events: None,
             metrics: KubeletMetrics::default(),
@@ -481,6 +487,25 @@ impl NodeBuilder {
         self
     }
 
+    /// Collects dead containers under `policy`, dead sandboxes and the log directories of
+    /// deleted pods every `period` (default: upstream's policy every
+    /// [`CONTAINER_GC_PERIOD`](kubelet_core::container_gc::CONTAINER_GC_PERIOD); see
+    /// [`kubelet_core::container_gc`]).
+    pub fn container_gc(
+        mut self,
+        policy: kubelet_core::container_gc::Policy,
+        period: Duration,
+    ) -> Self {
+        self.container_gc = Some((policy, period));
+        self
+    }
+
+    /// Collects no dead containers: every exited container stays until its pod is removed.
+    pub fn no_container_gc(mut self) -> Self {
+        self.container_gc = None;
+        self
+    }
+
     /// Joins a cluster: pods also come from the API server (source `api`), and the node
     /// keeps its Lease (see [`cluster`](crate::cluster)). Default: standalone.
     pub fn cluster(mut self, options: ClusterOptions) -> Self {
@@ -677,6 +702,9 @@ impl NodeBuilder {
             .event_recorder(events);
         if let Some((initial, max)) = self.crash_loop_backoff {
             kubelet = kubelet.crash_loop_backoff(initial, max);
+        }
+        if let Some((policy, period)) = self.container_gc {
+            kubelet = kubelet.container_gc(policy, period);
         }
         if let Some(cluster) = &mut cluster {
             // Cluster mode: the Node from the API server, and mirror pods in it.

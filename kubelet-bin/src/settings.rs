@@ -104,6 +104,9 @@ pub struct Flags {
     /// Eviction manager flags (soft thresholds, grace periods, minimum reclaims, …).
     #[command(flatten)]
     pub eviction: crate::eviction_settings::Flags,
+    /// Container and image garbage collection flags.
+    #[command(flatten)]
+    pub gc: crate::gc_settings::Flags,
 }
 
 /// The subset of `KubeletConfiguration` this kubelet reads (same field names).
@@ -201,6 +204,8 @@ pub struct Settings {
     pub container_logs: crate::container_log_settings::Settings,
     /// The eviction manager's thresholds and timings.
     pub eviction: kubelet_core::eviction::Config,
+    /// Container and image garbage collection.
+    pub gc: crate::gc_settings::Settings,
 }
 
 /// A bad flag or config value; the binary exits with [`EXIT_USAGE`].
@@ -444,6 +449,7 @@ impl Settings {
                 flags.container_logs,
                 file.container_logs,
             )?,
+            gc: crate::gc_settings::Settings::merge(flags.gc)?,
         })
     }
 }

@@ -26,6 +26,7 @@ pub mod cache;
 pub mod cm;
 pub mod config;
 pub mod container;
+pub mod container_gc;
 pub mod credentialprovider;
 pub mod envvars;
 pub mod error;

@@ -511,6 +511,23 @@ pub trait Runtime: Send + Sync + 'static {
     /// (upstream's garbage collection of deleted pods). `NotFound` counts as success.
     async fn remove_pod(&self, running: &RunningPod) -> Result<()>;
 
+    /// Removes dead containers under `policy`, dead sandboxes and the log directories of
+    /// pods that are gone (upstream `Runtime.GarbageCollect`, see [`crate::container_gc`]).
+    /// `all_sources_ready`: every pod source has been seen, so a pod nobody wants is
+    /// deleted; `evict_non_deleted_pods`: also remove everything of pods that are
+    /// terminated but not deleted. Failures of single removals are logged, not returned; an
+    /// `Err` means a listing failed. The default collects nothing.
+    async fn garbage_collect(
+        &self,
+        policy: crate::container_gc::Policy,
+        all_sources_ready: bool,
+        evict_non_deleted_pods: bool,
+        pods: Arc<dyn crate::container_gc::PodStateProvider>,
+    ) -> Result<()> {
+        let _ = (policy, all_sources_ready, evict_non_deleted_pods, pods);
+        Ok(())
+    }
+
     /// Runs `cmd` in a running container and waits for it, at most `timeout` (zero: no
     /// timeout), keeping at most `max_output` bytes of each of stdout and stderr
     /// (upstream `ExecSync`, used by exec probes). A command that outlives the timeout gives

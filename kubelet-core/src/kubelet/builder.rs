@@ -38,6 +38,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::backoff::Backoff;
 use crate::config::{PodConfig, PodSource};
+use crate::container_gc::{self, ContainerGc};
 use crate::events::{EventRecorder, NoopRecorder};
 use crate::eviction;
 use crate::metrics::KubeletMetrics;
@@ -76,6 +77,7 @@ pub struct KubeletBuilder {
     metrics: KubeletMetrics,
     objects: Option<Arc<dyn ObjectSource>>,
     eviction: Option<eviction::Options>,
+    container_gc: Option<(container_gc::Policy, Duration)>,
 }
 
 impl std::fmt::Debug for KubeletBuilder {
@@ -87,6 +89,7 @@ impl std::fmt::Debug for KubeletBuilder {
             .field("node_ips", &self.node_ips)
             .field("crash_loop_backoff", &self.crash_loop_backoff)
             .field("sync_loop", &self.sync_loop)
+            .field("container_gc", &self.container_gc)
             .finish_non_exhaustive()
     }
 }
@@ -122,6 +125,7 @@ impl KubeletBuilder {
             metrics: KubeletMetrics::default(),
             objects: None,
             eviction: None,
+            container_gc: None,
         }
     }
 
@@ -131,6 +135,15 @@ impl KubeletBuilder {
     /// Default: none.
     pub fn eviction(mut self, options: eviction::Options) -> Self {
         self.eviction = Some(options);
+        self
+    }
+
+    /// Collects dead containers, dead sandboxes and the log directories of deleted pods
+    /// under `policy` every `period` (upstream's container GC: [`container_gc::Policy`]'s
+    /// default every [`container_gc::CONTAINER_GC_PERIOD`]); failures are recorded as
+    /// `ContainerGCFailed` on the node. Default: no collection.
+    pub fn container_gc(mut self, policy: container_gc::Policy, period: Duration) -> Self {
+        self.container_gc = Some((policy, period));
         self
     }
 
@@ -266,6 +279,7 @@ impl KubeletBuilder {
             .collect();
         let ready = pod_config.sources_ready();
         let sources_ready: SourcesReady = Arc::new(move || ready.seen_all_sources());
+        let gc_sources_ready = sources_ready.clone();
         let pod_manager = PodManager::new();
         let runtime_state = RuntimeState::new(self.managers.pleg.clone());
         let crash_backoff = Arc::new(Backoff::new(
@@ -321,9 +335,18 @@ impl KubeletBuilder {
                     Arc::new(move || active.active_pods()),
                 )
                 .with_reclaim(options.image_gc, options.container_gc)
-                .with_event_recorder(self.events, self.node_name.clone())
+                .with_event_recorder(self.events.clone(), self.node_name.clone())
                 .with_pressure(pressure)
             });
+        let container_gc = self.container_gc.map(|(policy, period)| {
+            let gc = ContainerGc::new(
+                self.managers.runtime.clone(),
+                policy,
+                gc_sources_ready,
+                Arc::new(kubelet.clone()),
+            );
+            (gc, period)
+        });
         KubeletService {
             pressure,
             health: sync_loop::Health::new(self.sync_loop.resync_interval),
@@ -343,7 +366,10 @@ impl KubeletBuilder {
                 sync_loop: self.sync_loop,
                 runtime_status_period: self.runtime_status_period,
                 eviction_manager,
+                events: self.events,
+                node_name: self.node_name,
             }),
+            container_gc,
         }
     }
 }
@@ -356,6 +382,8 @@ struct Pending {
     sync_loop: sync_loop::Config,
     runtime_status_period: Duration,
     eviction_manager: Option<eviction::Manager>,
+    events: Arc<dyn EventRecorder>,
+    node_name: String,
 }
 
 /// An assembled kubelet: spawn it, read its state, stop it.
@@ -368,6 +396,7 @@ pub struct KubeletService {
     token: CancellationToken,
     pending: Option<Pending>,
     pressure: Option<eviction::Pressure>,
+    container_gc: Option<(ContainerGc, Duration)>,
 }
 
 impl std::fmt::Debug for KubeletService {
@@ -380,7 +409,7 @@ impl std::fmt::Debug for KubeletService {
 
 impl KubeletService {
     /// Checks the runtime once (the sync loop stays gated until it is up), then spawns the
-    /// runtime status checker, the pod sources, the pod config merger and the sync loop on
+    /// runtime status checker, the container garbage collector (if set), the pod sources, the pod config merger and the sync loop on
     /// the tracker. Calling it again does nothing.
     pub async fn spawn(&mut self) {
         let Some(pending) = self.pending.take() else {
@@ -393,6 +422,14 @@ impl KubeletService {
             pending.runtime_status_period,
             self.token.child_token(),
         ));
+        if let Some((gc, period)) = &self.container_gc {
+            self.tracker.spawn(gc.clone().run(
+                *period,
+                pending.events,
+                crate::events::node_ref(&pending.node_name),
+                self.token.child_token(),
+            ));
+        }
         for (source, tx) in pending.sources {
             self.tracker.spawn(source.run(tx, self.token.child_token()));
         }
@@ -424,6 +461,13 @@ impl KubeletService {
     /// The kubelet (the [`SyncHandler`](crate::sync::SyncHandler) the sync loop runs on).
     pub fn kubelet(&self) -> &Kubelet {
         &self.kubelet
+    }
+
+    /// The container garbage collector, when [`KubeletBuilder::container_gc`] set one (for
+    /// the eviction manager's node-level reclaim:
+    /// [`ContainerGc::delete_all_unused_containers`]).
+    pub fn container_gc(&self) -> Option<&ContainerGc> {
+        self.container_gc.as_ref().map(|(gc, _)| gc)
     }
 
     /// The desired pods.

@@ -12,6 +12,7 @@ mod helper;
 pub mod hosts;
 pub mod mirror;
 pub mod node;
+mod pod_state;
 pub mod predicate;
 mod propagation;
 pub mod pull_secrets;

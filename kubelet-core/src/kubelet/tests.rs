@@ -25,6 +25,7 @@ struct Node {
     probe_results: crate::probe::Results,
     cgroups: crate::cm::FakePodContainerManager,
     recorder: crate::testing::CollectingRecorder,
+    kubelet: Kubelet,
     _root: tempfile::TempDir,
 }
 
@@ -127,6 +128,7 @@ async fn node_built(
         probe_results,
         cgroups,
         recorder,
+        kubelet: kubelet.kubelet().clone(),
         _root: root,
     }
 }
@@ -630,6 +632,7 @@ async fn a_custom_admit_handler_fails_the_pod_and_the_runtime_never_sees_it() {
     n.token.cancel();
 }
 
+mod container_gc;
 mod mirror_pods;
 
 /// Records `register_pod`/`unregister_pod` calls as `("register", uid)`.

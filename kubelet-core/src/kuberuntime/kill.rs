@@ -7,7 +7,7 @@
 //! `removeContainer`, `removeSandbox`, pod log directories) for pods that are gone.
 
 use std::collections::HashSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::{Container, Pod};
@@ -27,7 +27,7 @@ fn is_not_found(e: &Error) -> bool {
 
 /// Folds several failures into one error: `Unavailable` if any call found the runtime down,
 /// else the single error, else a `Runtime` error listing them.
-fn combine(op: &'static str, mut errors: Vec<Error>) -> Result<()> {
+pub(super) fn combine(op: &'static str, mut errors: Vec<Error>) -> Result<()> {
     if let Some(i) = errors
         .iter()
         .position(|e| matches!(e, Error::Unavailable(_)))
@@ -49,7 +49,7 @@ fn combine(op: &'static str, mut errors: Vec<Error>) -> Result<()> {
     })
 }
 
-fn ok_if_not_found(r: Result<()>) -> Result<()> {
+pub(super) fn ok_if_not_found(r: Result<()>) -> Result<()> {
     match r {
         Err(e) if is_not_found(&e) => Ok(()),
         r => r,
@@ -234,14 +234,26 @@ impl<S: RuntimeService> KubeRuntimeManager<S> {
         combine("KillPod", errors)
     }
 
-    /// Removes a container and its log file (only when the runtime reports one under our
-    /// pod log root: the path comes from the runtime).
+    /// Removes a container and its log files, the rotated ones included (upstream
+    /// `removeContainer`, `removeContainerLog` and the log manager's `Clean`: `<log>*`), only
+    /// when the runtime reports a log under our pod log root: the path comes from the
+    /// runtime.
     pub(super) async fn remove_container_and_log(&self, id: &str) -> Result<()> {
         match self.service.container_status(id).await {
             Ok(s) => {
                 let log = Path::new(&s.log_path);
                 if is_under(log, &self.opts.pod_logs_dir) {
-                    remove_path(log, false).await;
+                    let owned = log.to_owned();
+                    let rotated = tokio::task::spawn_blocking(move || {
+                        crate::logs::files::rotated_candidates(&owned)
+                    })
+                    .await
+                    .ok()
+                    .and_then(std::result::Result::ok)
+                    .unwrap_or_default();
+                    for path in rotated.iter().map(PathBuf::as_path).chain([log]) {
+                        remove_path(path, false).await;
+                    }
                 }
             }
             Err(e) if is_not_found(&e) => return Ok(()),

@@ -420,6 +420,22 @@ impl<S: RuntimeService> Runtime for KubeRuntimeManager<S> {
         self.remove(running).await
     }
 
+    async fn garbage_collect(
+        &self,
+        policy: crate::container_gc::Policy,
+        all_sources_ready: bool,
+        evict_non_deleted_pods: bool,
+        pods: Arc<dyn crate::container_gc::PodStateProvider>,
+    ) -> Result<()> {
+        self.collect_garbage(
+            policy,
+            all_sources_ready,
+            evict_non_deleted_pods,
+            pods.as_ref(),
+        )
+        .await
+    }
+
     async fn get_exec(
         &self,
         container_id: &str,

@@ -10,13 +10,16 @@
 //!   ImagePullBackOff ([`image`], [`pull_backoff`]) with the pod's pull secrets, probe-triggered restarts, graceful
 //!   termination with preStop hooks, postStart hooks (run by a
 //!   [`crate::lifecycle::HandlerRunner`]), termination messages ([`termination`]), DNS
-//!   ([`dns`]) and the labels that let it find its objects again ([`labels`]).
+//!   ([`dns`]) and the labels that let it find its objects again ([`labels`]), and garbage
+//!   collection of dead containers, sandboxes and pod log directories
+//!   ([`crate::runtime::Runtime::garbage_collect`], private module `gc`).
 
 pub mod actions;
 pub mod api;
 pub mod container;
 pub mod convert;
 pub mod dns;
+mod gc;
 mod graceful;
 pub mod image;
 mod kill;

@@ -324,6 +324,21 @@ impl Runtime for FakeRuntime {
         self.leave(self.engine.remove_pod(running).await)
     }
 
+    async fn garbage_collect(
+        &self,
+        policy: crate::container_gc::Policy,
+        all_sources_ready: bool,
+        evict_non_deleted_pods: bool,
+        pods: Arc<dyn crate::container_gc::PodStateProvider>,
+    ) -> Result<()> {
+        self.enter("garbage_collect", None)?;
+        self.leave(
+            self.engine
+                .garbage_collect(policy, all_sources_ready, evict_non_deleted_pods, pods)
+                .await,
+        )
+    }
+
     async fn get_exec(
         &self,
         container_id: &str,
