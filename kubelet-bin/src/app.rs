@@ -17,6 +17,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         warn!(field = %field, "KubeletConfiguration field is not supported by this kubelet; ignoring it");
     }
     let pr = &settings.pod_runtime;
+    let (summary, pod_stats) = stats_provider(&settings)?;
     let mut builder = NodeBuilder::new({
         let settings = settings.clone();
         move |ctx: &RuntimeContext| remote_runtime(&settings, ctx)
@@ -29,8 +30,17 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     .crash_loop_backoff(settings.crash_loop_backoff.0, settings.crash_loop_backoff.1)
     .sync_frequency(settings.sync_frequency)
     .evented_pleg(settings.pleg_choice())
-    .stats_provider(stats_provider(&settings)?)
-    .eviction(settings.eviction.clone());
+    .stats_provider(summary)
+    .eviction(settings.eviction.clone())
+    .pod_infra_container_image(settings.gc.pod_infra_container_image.clone())
+    .image_gc_period(settings.gc.image_gc_period);
+    if settings.gc.image_gc.is_enabled() {
+        builder = builder.image_gc(settings.gc.image_gc, pod_stats);
+    } else {
+        info!(
+            "ImageGCHighThresholdPercent is set 100 and ImageMaximumGCAge is 0, Disable image GC"
+        );
+    }
     match &settings.pod_manifest_path {
         Some(path) => {
             builder = builder
@@ -97,6 +107,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
             kubelet::Error::NodeStatus(_) => "the node status options".to_owned(),
             kubelet::Error::LogRotation(_) => "the container log rotation options".to_owned(),
             kubelet::Error::Watchdog(_) => "starting the stall watchdog".to_owned(),
+            kubelet::Error::ImageGc(_) => "the image garbage collection options".to_owned(),
         };
         anyhow::Error::new(e).context(context)
     })?;
@@ -145,10 +156,14 @@ fn remote_runtime(
 }
 
 /// The Summary API over the CRI runtime (upstream `NewCRIStatsProvider` in `kubelet.go`):
-/// its own CRI client on the same socket, the pod cgroups under `--cgroup-root`.
+/// its own CRI client on the same socket, the pod cgroups under `--cgroup-root`; and the pod
+/// stats under it, which image GC reads the image filesystem's usage from.
 fn stats_provider(
     settings: &Settings,
-) -> anyhow::Result<Arc<dyn kubelet_core::stats::SummaryProvider>> {
+) -> anyhow::Result<(
+    Arc<dyn kubelet_core::stats::SummaryProvider>,
+    Arc<dyn kubelet_core::stats::PodStatsProvider>,
+)> {
     use kubelet_core::stats::{Summarizer, cgroup, cri};
     let pr = &settings.pod_runtime;
     let service = kubelet_cri::CriRuntimeService::connect(
@@ -156,20 +171,22 @@ fn stats_provider(
         kubelet_cri::CriOptions::default().with_request_timeout(pr.runtime_request_timeout),
     )?;
     let reader = cgroup::Reader::detect();
-    let pods = cri::CriStatsProvider::new(
-        service,
-        cri::Options::new(settings.root_dir.clone())
-            .with_pod_logs_dir(settings.pod_log_dir.clone())
-            .with_cgroups(pr.cgroup_root.clone(), reader.clone()),
-    );
-    Ok(Arc::new(
+    let pods: Arc<dyn kubelet_core::stats::PodStatsProvider> =
+        Arc::new(cri::CriStatsProvider::new(
+            service,
+            cri::Options::new(settings.root_dir.clone())
+                .with_pod_logs_dir(settings.pod_log_dir.clone())
+                .with_cgroups(pr.cgroup_root.clone(), reader.clone()),
+        ));
+    let summary = Arc::new(
         Summarizer::new(
             settings.node_name.clone(),
             settings.root_dir.clone(),
-            Arc::new(pods),
+            pods.clone(),
         )
         .with_cgroups(pr.cgroup_root.clone(), reader),
-    ))
+    );
+    Ok((summary, pods))
 }
 
 /// SIGTERM and SIGINT, installed before the node starts.

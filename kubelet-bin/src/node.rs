@@ -21,6 +21,7 @@
 //! | metrics | a new `KubeletMetrics`, served on the secure port's `/metrics` | [`metrics`](NodeBuilder::metrics) |
 //! | stall watchdog | on, 5 s ([`kubelet_core::watchdog`]; `/healthz` fails while a worker is stuck) | [`stall_watchdog`](NodeBuilder::stall_watchdog), [`no_stall_watchdog`](NodeBuilder::no_stall_watchdog) |
 //! | container GC (dead containers, dead sandboxes, pod log directories) | upstream's policy every minute ([`kubelet_core::container_gc`]) | [`container_gc`](NodeBuilder::container_gc), [`no_container_gc`](NodeBuilder::no_container_gc) |
+//! | image GC (unused images, least recently used first, over the high threshold of the image filesystem) | none (it needs the image filesystem's usage) | [`image_gc`](NodeBuilder::image_gc), [`image_gc_period`](NodeBuilder::image_gc_period), [`pod_infra_container_image`](NodeBuilder::pod_infra_container_image) |
 //! | stats (`/stats/summary`, `/metrics/resource`, `/metrics/cadvisor`) | none | [`stats_provider`](NodeBuilder::stats_provider) |
 //! | eviction manager (pressure conditions, eviction, local storage limits) | none | [`eviction`](NodeBuilder::eviction), [`eviction_reclaim`](NodeBuilder::eviction_reclaim) |
 //! | endpoints | none | [`healthz_addr`](NodeBuilder::healthz_addr), [`read_only_addr`](NodeBuilder::read_only_addr), [`secure_server`](NodeBuilder::secure_server) |
@@ -53,7 +54,7 @@ use kubelet_core::pleg::Pleg;
 use kubelet_core::probe::{self, ProbeManager};
 use kubelet_core::resources::NodeAllocatable;
 use kubelet_core::runtime::Runtime;
-use kubelet_core::stats::SummaryProvider;
+use kubelet_core::stats::{PodStatsProvider, SummaryProvider};
 use kubelet_core::status::StatusManager;
 use kubelet_core::volume::VolumeManager;
 use kubelet_status::LocalStatusManager;
@@ -107,6 +108,9 @@ pub enum Error {
     /// The stall watchdog's thread could not start.
     #[error(transparent)]
     Watchdog(#[from] kubelet_core::watchdog::Error),
+    /// The image GC policy is invalid.
+    #[error(transparent)]
+    ImageGc(#[from] kubelet_core::image_gc::Error),
 }
 
 /// What the runtime constructor gets (see [`NodeBuilder::new`]).
@@ -165,6 +169,9 @@ pub struct NodeBuilder {
     drain_timeout: Duration,
     stall_watchdog: Option<kubelet_core::watchdog::Config>,
     container_gc: Option<(kubelet_core::container_gc::Policy, Duration)>,
+    image_gc: Option<(kubelet_core::image_gc::Policy, Arc<dyn PodStatsProvider>)>,
+    image_gc_period: Duration,
+    pod_infra_container_image: String,
     cluster: Option<ClusterOptions>,
     events: Option<Arc<dyn EventRecorder>>,
     metrics: KubeletMetrics,
@@ -252,6 +259,9 @@ impl NodeBuilder {
                 kubelet_core::container_gc::Policy::default(),
                 kubelet_core::container_gc::CONTAINER_GC_PERIOD,
             )),
+            image_gc: None,
+            image_gc_period: kubelet_core::image_gc::IMAGE_GC_PERIOD,
+            pod_infra_container_image: String::new(),
             cluster: None,
             events: None,
             metrics: KubeletMetrics::default(),
@@ -506,6 +516,33 @@ impl NodeBuilder {
         self
     }
 
+    /// Collects unused images under `policy` (see [`kubelet_core::image_gc`]), reading the
+    /// image filesystem's usage from `image_fs` (e.g. the
+    /// [`CriStatsProvider`](kubelet_core::stats::cri::CriStatsProvider) of the stats
+    /// endpoints). Default: no image GC.
+    pub fn image_gc(
+        mut self,
+        policy: kubelet_core::image_gc::Policy,
+        image_fs: Arc<dyn PodStatsProvider>,
+    ) -> Self {
+        self.image_gc = Some((policy, image_fs));
+        self
+    }
+
+    /// How often images are collected (default
+    /// [`IMAGE_GC_PERIOD`](kubelet_core::image_gc::IMAGE_GC_PERIOD), 5 min).
+    pub fn image_gc_period(mut self, period: Duration) -> Self {
+        self.image_gc_period = period;
+        self
+    }
+
+    /// The sandbox image, which image GC never removes even when the runtime does not pin
+    /// it (upstream `--pod-infra-container-image`; default none).
+    pub fn pod_infra_container_image(mut self, image: impl Into<String>) -> Self {
+        self.pod_infra_container_image = image.into();
+        self
+    }
+
     /// Joins a cluster: pods also come from the API server (source `api`), and the node
     /// keeps its Lease (see [`cluster`](crate::cluster)). Default: standalone.
     pub fn cluster(mut self, options: ClusterOptions) -> Self {
@@ -594,6 +631,17 @@ impl NodeBuilder {
                 kubelet_core::logs::rotation::ContainerLogManager::new(runtime.clone(), policy)?
                     .monitor_interval(interval);
             tracker.spawn(manager.run(token.child_token()));
+        }
+        if let Some((policy, image_fs)) = self.image_gc.take() {
+            let gc = kubelet_core::image_gc::ImageGcManager::new(
+                runtime.clone(),
+                image_fs,
+                policy,
+                events.clone(),
+                events::node_ref(&self.node_name),
+            )?
+            .with_sandbox_image(self.pod_infra_container_image.clone());
+            tracker.spawn(gc.run(self.image_gc_period, token.child_token()));
         }
         // Upstream `BirthCry`.
         events.event(

@@ -138,6 +138,8 @@ struct ConfigFile {
     #[serde(flatten)]
     eviction: crate::eviction_settings::ConfigFile,
     #[serde(flatten)]
+    gc: crate::gc_settings::ConfigFile,
+    #[serde(flatten)]
     other: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
@@ -449,7 +451,7 @@ impl Settings {
                 flags.container_logs,
                 file.container_logs,
             )?,
-            gc: crate::gc_settings::Settings::merge(flags.gc)?,
+            gc: crate::gc_settings::Settings::merge(flags.gc, file.gc)?,
         })
     }
 }
@@ -493,7 +495,7 @@ mod tests {
         let cfg = dir.path().join("config.yaml");
         std::fs::write(
             &cfg,
-            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nstaticPodPath: /etc/kubernetes/manifests\nsyncFrequency: 30s\nfileCheckFrequency: 5s\nreadOnlyPort: 0\nhealthzPort: 11248\nmaxPods: 50\nimageGCHighThresholdPercent: 85\n",
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nstaticPodPath: /etc/kubernetes/manifests\nsyncFrequency: 30s\nfileCheckFrequency: 5s\nreadOnlyPort: 0\nhealthzPort: 11248\nmaxPods: 50\ntopologyManagerPolicy: none\n",
         )
         .expect("write");
         let s = parse(&[
@@ -514,7 +516,7 @@ mod tests {
         assert_eq!(s.node_status.max_pods, 50);
         assert_eq!(
             s.ignored_config_fields,
-            vec!["imageGCHighThresholdPercent".to_owned()]
+            vec!["topologyManagerPolicy".to_owned()]
         );
     }
 

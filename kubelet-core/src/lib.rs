@@ -34,6 +34,7 @@ pub mod events;
 pub mod eviction;
 pub mod expansion;
 pub mod fieldpath;
+pub mod image_gc;
 pub mod kubelet;
 pub mod kuberuntime;
 pub mod lifecycle;

@@ -595,6 +595,14 @@ pub trait Runtime: Send + Sync + 'static {
         Err(Error::Unsupported("ListImages"))
     }
 
+    /// Removes an image by ID or reference (upstream `ImageService.RemoveImage`, used by
+    /// image garbage collection). The default implementation reports that the runtime
+    /// cannot remove images.
+    async fn remove_image(&self, image: &str) -> Result<()> {
+        let _ = image;
+        Err(Error::Unsupported("RemoveImage"))
+    }
+
     /// The log file of container `container_id` and whether the container still runs
     /// (upstream `GetContainerLogs` and `isContainerRunning` read both through the CRI
     /// `ContainerStatus`). The default implementation reports that the runtime keeps no

@@ -155,6 +155,31 @@ fn pause(dir: &Path) -> Result<PathBuf> {
     Ok(path)
 }
 
+/// An image of its own tagged `reference`, in `dir`: one layer holding `/filler`, `size`
+/// bytes derived from the reference, so each reference is a distinct image (its own ID) of a
+/// known size, e.g. for image garbage collection tests. Import it with `ctr images import`.
+pub fn filler_image(dir: &Path, reference: &str, size: usize) -> Result<PathBuf> {
+    fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let key = cache_key(&[reference.as_bytes(), &size.to_le_bytes()]);
+    let path = dir.join(format!("filler-{key}.tar"));
+    if path.exists() {
+        return Ok(path);
+    }
+    // Hash-chained bytes: incompressible, and different for every reference.
+    let mut data = Vec::with_capacity(size + 32);
+    let mut block = Sha256::digest(reference.as_bytes());
+    while data.len() < size {
+        data.extend_from_slice(&block);
+        block = Sha256::digest(block);
+    }
+    data.truncate(size);
+    let mut layer = Layer::new();
+    layer.file("filler", &data, 0o644)?;
+    let config = json!({ "Cmd": ["/filler"], "Env": [PATH_ENV] });
+    write_layout(&path, &[reference], layer.finish()?, config)?;
+    Ok(path)
+}
+
 /// An uncompressed, reproducible layer tar (owner root, mtime 0).
 struct Layer(tar::Builder<Vec<u8>>);
 

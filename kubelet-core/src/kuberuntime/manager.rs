@@ -487,6 +487,10 @@ impl<S: RuntimeService> Runtime for KubeRuntimeManager<S> {
         self.service.list_images().await
     }
 
+    async fn remove_image(&self, image: &str) -> Result<()> {
+        self.service.remove_image(image).await
+    }
+
     async fn container_log(&self, container_id: &str) -> Result<ContainerLog> {
         let status = self.service.container_status(container_id).await?;
         Ok(ContainerLog {

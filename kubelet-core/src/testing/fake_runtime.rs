@@ -364,6 +364,11 @@ impl Runtime for FakeRuntime {
         self.leave(self.engine.list_images().await)
     }
 
+    async fn remove_image(&self, image: &str) -> Result<()> {
+        self.enter("remove_image", None)?;
+        self.leave(self.engine.remove_image(image).await)
+    }
+
     async fn container_log(&self, container_id: &str) -> Result<crate::runtime::ContainerLog> {
         self.enter("container_log", None)?;
         self.leave(self.engine.container_log(container_id).await)
