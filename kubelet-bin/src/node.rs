@@ -466,7 +466,8 @@ impl NodeBuilder {
     }
 
     /// What the eviction manager deletes under disk pressure before it evicts pods (default:
-    /// nothing): unused images and dead containers.
+    /// the node's image GC, when [`image_gc`](Self::image_gc) is set, and its container GC,
+    /// when on): unused images and dead containers.
     pub fn eviction_reclaim(
         mut self,
         images: Arc<dyn ImageGC>,
@@ -632,6 +633,10 @@ impl NodeBuilder {
                     .monitor_interval(interval);
             tracker.spawn(manager.run(token.child_token()));
         }
+        // The eviction manager's node-level reclaim, unless given: these collectors.
+        let deferred_containers =
+            Arc::new(kubelet_core::container_gc::DeferredContainerGc::default());
+        let mut reclaim_images: Arc<dyn ImageGC> = Arc::new(kubelet_core::eviction::NoReclaim);
         if let Some((policy, image_fs)) = self.image_gc.take() {
             let gc = kubelet_core::image_gc::ImageGcManager::new(
                 runtime.clone(),
@@ -641,6 +646,7 @@ impl NodeBuilder {
                 events::node_ref(&self.node_name),
             )?
             .with_sandbox_image(self.pod_infra_container_image.clone());
+            reclaim_images = Arc::new(gc.clone());
             tracker.spawn(gc.run(self.image_gc_period, token.child_token()));
         }
         // Upstream `BirthCry`.
@@ -786,10 +792,14 @@ impl NodeBuilder {
         }
         match (self.eviction, &self.stats) {
             (Some(config), Some(stats)) => {
-                let mut options = kubelet_core::eviction::Options::new(config, stats.clone());
-                if let Some((images, containers)) = self.eviction_reclaim {
-                    options = options.with_reclaim(images, containers);
-                }
+                let (images, containers) = self.eviction_reclaim.unwrap_or_else(|| {
+                    (
+                        reclaim_images,
+                        deferred_containers.clone() as Arc<dyn ContainerGC>,
+                    )
+                });
+                let options = kubelet_core::eviction::Options::new(config, stats.clone())
+                    .with_reclaim(images, containers);
                 kubelet = kubelet.eviction(options);
             }
             (Some(_), None) => {
@@ -798,6 +808,9 @@ impl NodeBuilder {
             (None, _) => {}
         }
         let service = kubelet.build(&tracker, &token);
+        if let Some(gc) = service.container_gc() {
+            deferred_containers.set(gc.clone());
+        }
         if let Some(source) = api_objects {
             // A changed ConfigMap or Secret is written to the volumes of the pods that use it
             // at their next sync: ask for it now rather than at the periodic resync.

@@ -170,6 +170,43 @@ impl ContainerGc {
     }
 }
 
+/// The eviction manager's node-level reclaim (upstream's container GC is its `ContainerGC`).
+#[async_trait::async_trait]
+impl crate::eviction::ContainerGC for ContainerGc {
+    async fn delete_all_unused_containers(
+        &self,
+    ) -> Result<(), crate::eviction::reclaim::ReclaimError> {
+        ContainerGc::delete_all_unused_containers(self)
+            .await
+            .map_err(Into::into)
+    }
+}
+
+/// A [`ContainerGc`] given once it exists: the eviction manager is built before the kubelet
+/// whose pod states the collector reads, so it gets this and the node sets it after the
+/// build. Until then (or without container GC) it reclaims nothing.
+#[derive(Debug, Default)]
+pub struct DeferredContainerGc(std::sync::OnceLock<ContainerGc>);
+
+impl DeferredContainerGc {
+    /// Sets the collector (once; later calls are ignored).
+    pub fn set(&self, gc: ContainerGc) {
+        let _ = self.0.set(gc);
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::eviction::ContainerGC for DeferredContainerGc {
+    async fn delete_all_unused_containers(
+        &self,
+    ) -> Result<(), crate::eviction::reclaim::ReclaimError> {
+        match self.0.get() {
+            Some(gc) => gc.delete_all_unused_containers().await.map_err(Into::into),
+            None => Ok(()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

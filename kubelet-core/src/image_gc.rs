@@ -497,6 +497,17 @@ impl ImageGcManager {
     }
 }
 
+/// The eviction manager's node-level reclaim (upstream's image GC manager is its `ImageGC`).
+#[async_trait::async_trait]
+impl crate::eviction::ImageGC for ImageGcManager {
+    async fn delete_unused_images(&self) -> Result<(), crate::eviction::reclaim::ReclaimError> {
+        ImageGcManager::delete_unused_images(self)
+            .await
+            .map(|freed| tracing::info!(freed, "deleted unused images"))
+            .map_err(Into::into)
+    }
+}
+
 #[cfg(test)]
 #[path = "image_gc_tests.rs"]
 mod tests;

@@ -574,6 +574,19 @@ impl CriClient {
         Ok(resp.images)
     }
 
+    /// Removes an image (by ID or reference; removing an absent one succeeds, as CRI says).
+    pub(crate) async fn remove_image(&self, spec: cri::ImageSpec) -> Result<()> {
+        let msg = cri::RemoveImageRequest { image: Some(spec) };
+        let mut c = self.image.clone();
+        self.unary(
+            "RemoveImage",
+            self.t(),
+            c.remove_image(request(msg, self.t())),
+        )
+        .await?;
+        Ok(())
+    }
+
     /// The image if the runtime has it (`None` when absent, as CRI reports it).
     pub(crate) async fn image_status(&self, spec: cri::ImageSpec) -> Result<Option<cri::Image>> {
         let msg = cri::ImageStatusRequest {

@@ -356,6 +356,14 @@ impl RuntimeService for CriRuntimeService {
         Ok(images.into_iter().map(convert::image).collect())
     }
 
+    async fn remove_image(&self, image: &str) -> Result<()> {
+        let spec = cri::ImageSpec {
+            image: image.to_owned(),
+            ..Default::default()
+        };
+        self.client.remove_image(spec).await
+    }
+
     async fn image_status(&self, image: &str) -> Result<Option<api::Image>> {
         let spec = cri::ImageSpec {
             image: image.to_owned(),

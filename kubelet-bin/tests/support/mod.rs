@@ -55,10 +55,16 @@ fn free_port() -> u16 {
         .expect("a free port")
 }
 
+/// The directory of node `name` (everything of [`Node::new`] lives there; a test may prepare
+/// it first, e.g. mount a filesystem of its own at `cd`, the testbed's directory).
+pub fn node_dir(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("rk-it-{}-{name}", checkout_tag()))
+}
+
 impl Node {
     /// Starts containerd; the kubelet is started with [`Node::start_kubelet`].
     pub fn new(name: &str) -> Node {
-        let dir = std::env::temp_dir().join(format!("rk-it-{}-{name}", checkout_tag()));
+        let dir = node_dir(name);
         let _ = std::fs::remove_dir_all(dir.join("kubelet"));
         let testbed = Testbed::start(&dir.join("cd")).expect("containerd testbed");
         let manifests = dir.join("kubelet").join("manifests");
