@@ -197,6 +197,14 @@ impl Node {
         Some((code, body.to_owned()))
     }
 
+    /// `GET path` on `port` with how long it took, connect to last byte (a 5 s read limit;
+    /// `None` when there was no complete answer).
+    pub fn timed_get(&self, port: u16, path: &str) -> (Duration, Option<(u16, String)>) {
+        let started = Instant::now();
+        let answer = self.get(port, path);
+        (started.elapsed(), answer)
+    }
+
     /// HTTP status of the healthz port's `/healthz`, `None` when not listening.
     pub fn healthz(&self) -> Option<u16> {
         self.get(self.healthz_port, "/healthz")
@@ -282,7 +290,7 @@ impl Drop for Node {
     }
 }
 
-fn send_signal(pid: i32, signal: &str) {
+pub fn send_signal(pid: i32, signal: &str) {
     let status = Command::new("kill")
         .arg(format!("-{signal}"))
         .arg(pid.to_string())
