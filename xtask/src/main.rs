@@ -3,6 +3,7 @@
 mod bench;
 mod ci;
 mod demo;
+mod fuzz;
 
 use std::{path::PathBuf, process::ExitCode, sync::mpsc, time::Instant};
 
@@ -45,6 +46,15 @@ enum Cmd {
     /// Pod start latency and memory of the release kubelet against a raw-CRI baseline from the
     /// same run; writes target/bench/bench.md and bench.json.
     Bench(bench::Args),
+    /// Run the cargo-fuzz targets of kubelet-core/fuzz (nightly + cargo-fuzz) for a while each
+    /// and print their executions; a crash fails with the input saved under fuzz/artifacts.
+    Fuzz {
+        /// How long each target runs.
+        #[arg(long, default_value_t = 60)]
+        seconds: u64,
+        /// Targets to run [default: all].
+        targets: Vec<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -96,6 +106,7 @@ fn run(cmd: Cmd) -> Result<()> {
         Cmd::Demo { kubelet } => demo::run(kubelet),
         Cmd::Ci => ci::run(),
         Cmd::Bench(args) => bench::run(args),
+        Cmd::Fuzz { seconds, targets } => fuzz::run(seconds, &targets),
     }
 }
 
