@@ -21,6 +21,7 @@ pub fn configz(s: &Settings) -> Value {
         "fileCheckFrequency": format(s.file_check_frequency),
         "httpCheckFrequency": format(c.http_check_frequency),
         "staticPodURL": c.manifest_url.clone().unwrap_or_default(),
+        "staticPodURLHeader": url_headers(&c.manifest_url_headers),
         "address": s.secure.ip().to_string(),
         "port": s.secure.port(),
         "readOnlyPort": s.read_only.map_or(0, |a| a.port()),
@@ -45,14 +46,18 @@ pub fn configz(s: &Settings) -> Value {
         "nodeStatusReportFrequency": format(ns.report_frequency),
         "nodeLeaseDurationSeconds": c.node_lease_duration.as_secs(),
         "registerNode": ns.register_node,
+        "registerWithTaints": ns.register_with_taints,
         "maxPods": ns.max_pods,
         "nodeStatusMaxImages": ns.max_images,
         "crashLoopBackOff": {
             "maxContainerRestartPeriod": format(s.crash_loop_backoff.1),
         },
     });
-    if let (Some(all), Value::Object(server)) = (config.as_object_mut(), s.server.configz()) {
-        all.extend(server);
+    // Each settings module shows its own fields.
+    for part in [s.server.configz(), s.container_logs.configz()] {
+        if let (Some(all), Value::Object(part)) = (config.as_object_mut(), part) {
+            all.extend(part);
+        }
     }
     if let Some(all) = config.as_object_mut() {
         all.extend(eviction(&s.eviction));
@@ -108,6 +113,20 @@ fn eviction(e: &kubelet_core::eviction::Config) -> serde_json::Map<String, Value
     out
 }
 
+/// `staticPodURLHeader`: each header's values in order (upstream `map[string][]string`).
+fn url_headers(headers: &[(String, String)]) -> Value {
+    let mut map = serde_json::Map::new();
+    for (name, value) in headers {
+        if let Value::Array(values) = map
+            .entry(name.clone())
+            .or_insert_with(|| Value::Array(Vec::new()))
+        {
+            values.push(Value::String(value.clone()));
+        }
+    }
+    Value::Object(map)
+}
+
 #[cfg(test)]
 mod tests {
     use clap::Parser;
@@ -143,5 +162,54 @@ mod tests {
         assert_eq!(k["evictionPressureTransitionPeriod"], "5m0s");
         assert_eq!(k["evictionMaxPodGracePeriod"], 0);
         assert!(k.get("evictionSoft").is_none());
+        assert_eq!(k["containerLogMaxSize"], "10Mi");
+        assert_eq!(k["containerLogMaxFiles"], 5);
+        assert_eq!(k["containerLogMonitorInterval"], "10s");
+        assert_eq!(k["registerWithTaints"], serde_json::json!([]));
+        assert_eq!(k["staticPodURLHeader"], serde_json::json!({}));
+    }
+
+    #[test]
+    fn shows_the_config_files_newer_fields() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("config.yaml");
+        std::fs::write(
+            &path,
+            "kind: KubeletConfiguration
+apiVersion: kubelet.config.k8s.io/v1beta1
+containerLogMaxSize: 5Mi
+containerLogMaxFiles: 3
+containerLogMonitorInterval: 30s
+registerWithTaints:
+- key: dedicated
+  value: infra
+  effect: NoSchedule
+staticPodURLHeader:
+  X-Token: [a, b]
+",
+        )
+        .expect("write config");
+        let flags = crate::settings::Flags::try_parse_from([
+            "kubelet",
+            "--hostname-override",
+            "n",
+            "--config",
+            path.to_str().expect("utf-8 path"),
+        ])
+        .expect("flags");
+        let s = crate::settings::Settings::from_flags(flags).expect("valid");
+        let z = super::configz(&s);
+        let k = &z["kubeletconfig"];
+        assert_eq!(k["containerLogMaxSize"], "5Mi");
+        assert_eq!(k["containerLogMaxFiles"], 3);
+        assert_eq!(k["containerLogMonitorInterval"], "30s");
+        assert_eq!(
+            k["registerWithTaints"],
+            serde_json::json!([{"key": "dedicated", "value": "infra", "effect": "NoSchedule"}])
+        );
+        assert_eq!(
+            k["staticPodURLHeader"],
+            serde_json::json!({"X-Token": ["a", "b"]})
+        );
     }
 }

@@ -6,13 +6,14 @@
 
 use std::time::Duration;
 
-use kubelet_core::logs::rotation::{
-    DEFAULT_MAX_FILES, DEFAULT_MAX_SIZE, DEFAULT_MONITOR_INTERVAL, Policy,
-};
+use kubelet_core::logs::rotation::{DEFAULT_MAX_FILES, DEFAULT_MONITOR_INTERVAL, Policy};
 use serde::Deserialize;
 
 use crate::duration;
 use crate::settings::UsageError;
+
+/// Upstream's default `containerLogMaxSize`, as written.
+const DEFAULT_MAX_SIZE_TEXT: &str = "10Mi";
 
 /// Upstream's smallest `containerLogMonitorInterval`.
 const MIN_MONITOR_INTERVAL: Duration = Duration::from_secs(3);
@@ -45,6 +46,10 @@ pub struct ConfigFile {
 pub struct Settings {
     /// The rotation policy; `None` when `containerLogMaxSize` is negative (no rotation).
     pub policy: Option<Policy>,
+    /// `containerLogMaxSize` as given (a quantity, default `10Mi`).
+    pub max_size: String,
+    /// `containerLogMaxFiles`.
+    pub max_files: i64,
     /// How often logs are checked.
     pub monitor_interval: Duration,
 }
@@ -53,6 +58,8 @@ impl Default for Settings {
     fn default() -> Self {
         Self {
             policy: Some(Policy::default()),
+            max_size: DEFAULT_MAX_SIZE_TEXT.into(),
+            max_files: DEFAULT_MAX_FILES as i64,
             monitor_interval: DEFAULT_MONITOR_INTERVAL,
         }
     }
@@ -83,14 +90,16 @@ impl Settings {
                 "invalid configuration: containerLogMonitorInterval must be a positive time duration greater than or equal to 3s".into(),
             ));
         }
-        let max_size = match flags.container_log_max_size.or(file.container_log_max_size) {
-            None => i128::from(DEFAULT_MAX_SIZE),
-            Some(s) => kubelet_core::resources::quantity_value(&s).ok_or_else(|| {
+        let max_size_text = flags
+            .container_log_max_size
+            .or(file.container_log_max_size)
+            .unwrap_or_else(|| DEFAULT_MAX_SIZE_TEXT.into());
+        let max_size =
+            kubelet_core::resources::quantity_value(&max_size_text).ok_or_else(|| {
                 UsageError(format!(
-                    "failed to parse container log max size {s:?}: quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+                    "failed to parse container log max size {max_size_text:?}: quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
                 ))
-            })?,
-        };
+            })?;
         let policy = match u64::try_from(max_size) {
             Ok(max_size) => Some(Policy {
                 max_size,
@@ -101,7 +110,18 @@ impl Settings {
         };
         Ok(Self {
             policy,
+            max_size: max_size_text,
+            max_files,
             monitor_interval,
+        })
+    }
+
+    /// The `KubeletConfiguration` fields of these settings, as `/configz` shows them.
+    pub fn configz(&self) -> serde_json::Value {
+        serde_json::json!({
+            "containerLogMaxSize": self.max_size,
+            "containerLogMaxFiles": self.max_files,
+            "containerLogMonitorInterval": duration::format(self.monitor_interval),
         })
     }
 }
@@ -126,6 +146,15 @@ mod tests {
             })
         );
         assert_eq!(s.monitor_interval, Duration::from_secs(10));
+        assert_eq!(
+            s.configz(),
+            serde_json::json!({
+                "containerLogMaxSize": "10Mi",
+                "containerLogMaxFiles": 5,
+                "containerLogMonitorInterval": "10s",
+            })
+        );
+        assert_eq!(s, Settings::default());
     }
 
     #[test]
