@@ -73,6 +73,7 @@ pub(crate) fn run(kubelet: Option<PathBuf>) -> Result<()> {
         .arg(demo.join("logs"))
         .args(["--hostname-override", NODE_NAME])
         .args(["--read-only-port", &READ_ONLY_PORT.to_string()])
+        .arg(crate::testbed::EVICTION_HARD)
         .env(
             "RUST_LOG",
             env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),

@@ -67,6 +67,13 @@ use crate::{
 /// The containerd namespace the CRI plugin uses; [`Testbed::ctr`] works in it.
 pub const CRI_NAMESPACE: &str = "k8s.io";
 
+/// The `--eviction-hard` that kubelets started on a testbed (tests, the demo, the bench) run with:
+/// upstream's memory threshold only. Upstream's disk thresholds (`nodefs.available<10%`,
+/// `imagefs.available<15%`, ...) judge the host's disk, which the testbed shares: on a developer
+/// machine or CI runner whose disk is over 85 % full they would put the node under DiskPressure and
+/// refuse every pod, whatever the test is about. Tests of eviction pass their own `--eviction-hard`.
+pub const EVICTION_HARD: &str = "--eviction-hard=memory.available<100Mi";
+
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 /// `sun_path` is 108 bytes including the NUL.

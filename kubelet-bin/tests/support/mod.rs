@@ -103,13 +103,21 @@ impl Node {
         let log = std::fs::File::create(self.log_path()).expect("log file");
         let kdir = self.dir.join("kubelet");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_kubelet"));
+        let given = |flag: &str| {
+            self.extra_args
+                .iter()
+                .any(|a| a == flag || a.starts_with(&format!("{flag}=")))
+        };
         for (flag, value) in [
             ("--file-check-frequency", "2s"),
             ("--sync-frequency", "10s"),
         ] {
-            if !self.extra_args.iter().any(|a| a == flag) {
+            if !given(flag) {
                 cmd.args([flag, value]);
             }
+        }
+        if !given("--eviction-hard") {
+            cmd.arg(xtask::testbed::EVICTION_HARD);
         }
         let child = cmd
             .arg("--pod-manifest-path")

@@ -93,6 +93,7 @@ impl Kubelet {
             .args(["--hostname-override", node])
             .args(["--read-only-port", &read_only_port.to_string()])
             .args(["--healthz-port", &healthz_port.to_string()])
+            .arg(crate::testbed::EVICTION_HARD)
             // The secure port: not upstream's 10250, which another kubelet may hold.
             .args(["--port", &free_port()?.to_string()])
             // Long on purpose: the start path must not depend on the periodic rescan.
