@@ -184,7 +184,13 @@ fn stats_provider(
             settings.root_dir.clone(),
             pods.clone(),
         )
-        .with_cgroups(pr.cgroup_root.clone(), reader),
+        .with_cgroups(pr.cgroup_root.clone(), reader)
+        .with_system_containers(kubelet_core::stats::system_containers::Config {
+            kubelet: pr.kubelet_cgroups.clone(),
+            runtime: pr.runtime_cgroups.clone(),
+            runtime_socket: Some(settings.runtime_socket.clone()),
+            misc: pr.system_cgroups.clone(),
+        }),
     );
     Ok((summary, pods))
 }

@@ -1,8 +1,9 @@
 //! Flags and `KubeletConfiguration` fields for pod cgroups, CPU limits and DNS (upstream
 //! `--cgroups-per-qos`, `--cgroup-root`, `--cgroup-driver`, `--cpu-cfs-quota`,
 //! `--cpu-cfs-quota-period`, `--cluster-dns`, `--cluster-domain`, `--resolv-conf`) and the
-//! CRI deadline (`--runtime-request-timeout`), merged with the same precedence as the other
-//! settings: defaults < file < flags.
+//! CRI deadline (`--runtime-request-timeout`) and the system containers' cgroups of the
+//! Summary API (`--kubelet-cgroups`, `--runtime-cgroups`, `--system-cgroups`), merged with the
+//! same precedence as the other settings: defaults < file < flags.
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -45,6 +46,17 @@ pub struct Flags {
     /// this, `StopContainer` this plus the grace period).
     #[arg(long, value_parser = duration::parse)]
     pub runtime_request_timeout: Option<Duration>,
+    /// The kubelet's cgroup, reported as the `kubelet` system container (default: the
+    /// cgroup the kubelet runs in).
+    #[arg(long)]
+    pub kubelet_cgroups: Option<String>,
+    /// The runtime's cgroup, reported as the `runtime` system container (default: the
+    /// cgroup of the process serving the CRI socket).
+    #[arg(long)]
+    pub runtime_cgroups: Option<String>,
+    /// The cgroup of the other system processes, reported as the `misc` system container.
+    #[arg(long)]
+    pub system_cgroups: Option<String>,
 }
 
 /// The `KubeletConfiguration` fields of this module.
@@ -64,6 +76,9 @@ pub struct ConfigFile {
     cluster_domain: Option<String>,
     resolv_conf: Option<PathBuf>,
     runtime_request_timeout: Option<String>,
+    kubelet_cgroups: Option<String>,
+    runtime_cgroups: Option<String>,
+    system_cgroups: Option<String>,
 }
 
 /// Merged pod cgroup and DNS settings.
@@ -85,6 +100,12 @@ pub struct Settings {
     pub resolv_conf: PathBuf,
     /// `--runtime-request-timeout`: the deadline of each CRI call.
     pub runtime_request_timeout: Duration,
+    /// `--kubelet-cgroups` (`None`: the kubelet's own cgroup).
+    pub kubelet_cgroups: Option<String>,
+    /// `--runtime-cgroups` (`None`: the CRI socket's server's cgroup).
+    pub runtime_cgroups: Option<String>,
+    /// `--system-cgroups` (`None`: no `misc` system container).
+    pub system_cgroups: Option<String>,
 }
 
 impl Settings {
@@ -168,8 +189,16 @@ impl Settings {
                 .or(file.resolv_conf)
                 .unwrap_or_else(|| PathBuf::from("/etc/resolv.conf")),
             runtime_request_timeout,
+            kubelet_cgroups: non_empty(flags.kubelet_cgroups.or(file.kubelet_cgroups)),
+            runtime_cgroups: non_empty(flags.runtime_cgroups.or(file.runtime_cgroups)),
+            system_cgroups: non_empty(flags.system_cgroups.or(file.system_cgroups)),
         })
     }
+}
+
+/// An empty cgroup name is no name (upstream skips empty ones).
+fn non_empty(name: Option<String>) -> Option<String> {
+    name.filter(|n| !n.is_empty())
 }
 
 #[cfg(test)]

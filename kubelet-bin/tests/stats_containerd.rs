@@ -3,7 +3,8 @@
 //! the summary agree within 10 % with its own cgroup (read right after), the pod's with the
 //! pod cgroup; `usageNanoCores` appears from the second summary and stays within the limit;
 //! the pod has network counters, its emptyDir volume and ephemeral storage; the node has
-//! CPU, memory, fs and the image filesystem. `/metrics/resource` and `/metrics/cadvisor`
+//! CPU, memory, fs and the image filesystem, and the `kubelet` and `runtime` system
+//! containers agree with the kubelet's and containerd's cgroups. `/metrics/resource` and `/metrics/cadvisor`
 //! parse as Prometheus text and carry the same readings.
 
 mod support;
@@ -95,6 +96,21 @@ fn cpu_nanos(cgroup: &str) -> u64 {
     cg_read("cpuacct", cgroup, "cpuacct.usage")
         .parse()
         .expect("cpuacct.usage")
+}
+
+/// The cgroup of process `pid` in the v1 hierarchy of `controller`.
+fn process_cgroup(pid: u32, controller: &str) -> String {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).expect("proc cgroup");
+    text.lines()
+        .find_map(|l| {
+            let mut parts = l.splitn(3, ':');
+            let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+            controllers
+                .split(',')
+                .any(|c| c == controller)
+                .then(|| path.to_owned())
+        })
+        .unwrap_or_else(|| panic!("{controller} in {text}"))
 }
 
 fn within_10_percent(what: &str, reported: u64, actual: u64) {
@@ -202,6 +218,49 @@ fn summary_agrees_with_the_cgroups() {
     assert!(u64_at(n, "/fs/capacityBytes") > 0);
     assert!(u64_at(n, "/runtime/imageFs/usedBytes") > 0, "{n}");
     assert!(n["startTime"].is_string());
+
+    // The system containers (upstream `summary_sys_containers.go`): the kubelet's own cgroup,
+    // containerd's (the CRI socket's server) and the pods' cgroup root.
+    let system = |name: &str| {
+        n["systemContainers"]
+            .as_array()
+            .and_then(|all| all.iter().find(|c| c["name"] == name))
+            .unwrap_or_else(|| panic!("{name} in {}", n["systemContainers"]))
+            .clone()
+    };
+    let kubelet_pid = node.kubelet_pid().expect("the kubelet runs");
+    let containerd_pid = node.testbed.pid().expect("containerd runs");
+    let (kubelet, runtime) = (system("kubelet"), system("runtime"));
+    let system_readings = [
+        ("kubelet", &kubelet, kubelet_pid),
+        ("runtime", &runtime, containerd_pid),
+    ]
+    .map(|(name, stats, pid)| {
+        (
+            name,
+            stats.clone(),
+            cpu_nanos(&process_cgroup(pid, "cpuacct")),
+            working_set(&process_cgroup(pid, "memory")),
+        )
+    });
+    for (name, stats, cg_cpu, cg_ws) in &system_readings {
+        within_10_percent(
+            &format!("{name} cpu"),
+            u64_at(stats, "/cpu/usageCoreNanoSeconds"),
+            *cg_cpu,
+        );
+        within_10_percent(
+            &format!("{name} working set"),
+            u64_at(stats, "/memory/workingSetBytes"),
+            *cg_ws,
+        );
+        assert!(stats["startTime"].is_string(), "{stats}");
+    }
+    let pods = system("pods");
+    assert!(
+        u64_at(&pods, "/memory/workingSetBytes") >= 48 << 20,
+        "{pods}"
+    );
 
     // CPU and memory only: nothing else, and the rate of the last full summary.
     let only: Value =

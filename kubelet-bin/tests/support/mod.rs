@@ -162,6 +162,11 @@ impl Node {
         child.wait().expect("wait")
     }
 
+    /// The kubelet's pid, while one was started.
+    pub fn kubelet_pid(&self) -> Option<u32> {
+        self.kubelet.as_ref().map(Child::id)
+    }
+
     /// `true` while the kubelet process is alive.
     pub fn kubelet_alive(&mut self) -> bool {
         self.kubelet

@@ -96,26 +96,34 @@ impl Reader {
         .find(|name| self.exists(name))
     }
 
+    /// The cgroup filesystem this reader reads.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
     /// CPU and memory of cgroup `name`; each part `None` when it cannot be read.
     pub fn usage(&self, name: &str) -> Usage {
+        self.usage_split(name, name)
+    }
+
+    /// CPU of cgroup `cpu` and memory of cgroup `memory` (a process whose v1 controllers
+    /// put it in different cgroups); each part `None` when it cannot be read.
+    pub fn usage_split(&self, cpu: &str, memory: &str) -> Usage {
         match &self.layout {
             Layout::V1(_) => Usage {
                 cpu_usage_nanos: self
-                    .dir("cpuacct", name)
+                    .dir("cpuacct", cpu)
                     .and_then(|d| read_u64(&d.join("cpuacct.usage"))),
-                memory: self.dir("memory", name).and_then(|d| memory_v1(&d)),
+                memory: self.dir("memory", memory).and_then(|d| memory_v1(&d)),
             },
-            Layout::V2(_) => {
-                let dir = self.dir("", name);
-                Usage {
-                    cpu_usage_nanos: dir
-                        .as_deref()
-                        .and_then(|d| read(&d.join("cpu.stat")))
-                        .and_then(|s| stat_value(&s, "usage_usec"))
-                        .map(|us| us.saturating_mul(1000)),
-                    memory: dir.as_deref().and_then(memory_v2),
-                }
-            }
+            Layout::V2(_) => Usage {
+                cpu_usage_nanos: self
+                    .dir("", cpu)
+                    .and_then(|d| read(&d.join("cpu.stat")))
+                    .and_then(|s| stat_value(&s, "usage_usec"))
+                    .map(|us| us.saturating_mul(1000)),
+                memory: self.dir("", memory).as_deref().and_then(memory_v2),
+            },
         }
     }
 

@@ -14,6 +14,7 @@
 //! * [`SummaryProvider`]: the whole summary (upstream `SummaryProvider`);
 //!   [`summary::Summarizer`] adds the node (root cgroup, `/proc`, statfs of the root
 //!   directory and image filesystem) to a [`PodStatsProvider`]'s pods.
+//! * [`system_containers`]: the `kubelet`, `runtime` and `misc` system containers' cgroups.
 //! * [`cadvisor`]: what `/metrics/cadvisor` labels each cgroup with.
 //! * [`cpu`]: `usageNanoCores` from two samples, cached as upstream.
 //! * [`cgroup`], [`host`]: the readers.
@@ -24,6 +25,7 @@ pub mod cpu;
 pub mod cri;
 pub mod host;
 pub mod summary;
+pub mod system_containers;
 pub mod v1alpha1;
 pub mod volumes;
 

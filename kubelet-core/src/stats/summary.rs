@@ -7,7 +7,8 @@
 //! network of the kubelet's namespace (`/proc/net/dev`, `eth0` as the default interface),
 //! `fs` = the root directory's filesystem, `runtime.imageFs` from the runtime's
 //! `ImageFsInfo`, `rlimit` from `kernel.pid_max` and the running tasks, `startTime` the boot
-//! time, and the `pods` system container (`<cgroup root>/kubepods`) when it exists.
+//! time, and the system containers: `kubelet`, `runtime`, `misc` (see
+//! [`super::system_containers`]) and `pods` (`<cgroup root>/kubepods`) when they exist.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -20,6 +21,7 @@ use super::cadvisor::ContainerInfo;
 use super::cgroup::{self, Memory};
 use super::cpu::{CpuSample, UsageNanoCoresCache};
 use super::host;
+use super::system_containers::{self, Resolver};
 use super::v1alpha1::{
     ContainerStats, CpuStats, FsStats, InterfaceStats, MemoryStats, NetworkStats, NodeStats,
     RlimitStats, RuntimeStats, SYSTEM_CONTAINER_PODS, Summary,
@@ -45,6 +47,7 @@ struct NodeReader {
     cgroup_root: String,
     cgroups: Option<cgroup::Reader>,
     cpu: Arc<UsageNanoCoresCache>,
+    system: Arc<Resolver>,
 }
 
 impl std::fmt::Debug for Summarizer {
@@ -71,6 +74,7 @@ impl Summarizer {
                 cgroup_root: "/".into(),
                 cgroups: cgroup::Reader::detect(),
                 cpu: Arc::new(UsageNanoCoresCache::new()),
+                system: Arc::new(Resolver::default()),
             },
             pods,
         }
@@ -81,6 +85,14 @@ impl Summarizer {
     pub fn with_cgroups(mut self, root: impl Into<String>, reader: Option<cgroup::Reader>) -> Self {
         self.node.cgroup_root = root.into();
         self.node.cgroups = reader;
+        self
+    }
+
+    /// Reports the `kubelet`, `runtime` and `misc` system containers of `config` (default:
+    /// none).
+    #[must_use]
+    pub fn with_system_containers(mut self, config: system_containers::Config) -> Self {
+        self.node.system = Arc::new(Resolver::new(config));
         self
     }
 
@@ -104,7 +116,7 @@ impl Summarizer {
 // spawn_blocking.
 #[allow(clippy::disallowed_methods)]
 impl NodeReader {
-    /// The node's CPU and memory (and the `pods` system container's).
+    /// The node's CPU and memory (and the system containers').
     fn node_cpu_memory(&self, update: bool) -> NodeStats {
         let now = crate::time::now();
         let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
@@ -127,6 +139,24 @@ impl NodeReader {
             ..Default::default()
         };
         if let Some(reader) = &self.cgroups {
+            for sys in self.system.resolve(reader) {
+                let usage = reader.usage_split(&sys.cgroups.cpu, &sys.cgroups.memory);
+                if usage.cpu_usage_nanos.is_none() && usage.memory.is_none() {
+                    continue;
+                }
+                node.system_containers.push(ContainerStats {
+                    name: sys.name.into(),
+                    start_time: sys.start_time.map(Time).or_else(|| node.start_time.clone()),
+                    cpu: usage
+                        .cpu_usage_nanos
+                        .map(|n| self.cpu_stats(&format!("system/{}", sys.name), now, n, update)),
+                    memory: usage.memory.map(|m| {
+                        let limit = m.limit_bytes.or(capacity);
+                        memory_stats(now, &m, limit)
+                    }),
+                    ..Default::default()
+                });
+            }
             let pods = cgroupfs_name(&self.cgroup_root, &["kubepods"]);
             if reader.exists(&pods) {
                 let usage = reader.usage(&pods);
@@ -370,6 +400,60 @@ mod tests {
             .collect();
         assert_eq!(ids, [("/", ""), ("", "app")]);
         assert!(infos[0].cpu.is_some() && infos[0].memory.is_some());
+    }
+
+    /// The `kubelet` system container is this process's cgroup, `runtime` the cgroup of the
+    /// process serving the runtime socket (here: this one too), read as the cgroup files say.
+    #[tokio::test]
+    async fn system_containers_are_read_from_the_processes_cgroups() {
+        let reader = cgroup::Reader::detect().expect("a cgroup filesystem on this machine");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let socket = dir.path().join("cri.sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&socket).expect("bind");
+        let mut pods = MockPodStatsProvider::new();
+        pods.expect_list_pod_cpu_and_memory_stats()
+            .returning(|| Ok(Vec::new()));
+        let s = Summarizer::new("node-1", "/", Arc::new(pods)).with_system_containers(
+            system_containers::Config {
+                runtime_socket: Some(socket),
+                misc: Some("/no-such-cgroup".into()),
+                ..Default::default()
+            },
+        );
+        let summary = s.get_cpu_and_memory_stats().await.expect("summary");
+        let own = std::fs::read_to_string("/proc/self/cgroup").expect("proc cgroup");
+        let cgroups = system_containers::Cgroups::of_process(&own, reader.layout())
+            .expect("this process's cgroups");
+        let names: Vec<&str> = summary
+            .node
+            .system_containers
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect();
+        assert_eq!(&names[..2], ["kubelet", "runtime"], "{names:?}");
+        assert!(
+            !names.contains(&"misc"),
+            "a cgroup that does not exist is left out"
+        );
+        let after = reader.usage_split(&cgroups.cpu, &cgroups.memory);
+        for sys in &summary.node.system_containers[..2] {
+            let memory = sys.memory.clone().expect("memory");
+            let reported = memory.usage_bytes.expect("usage") as f64;
+            let read = after.memory.expect("memory reading").usage_bytes as f64;
+            assert!(
+                (reported - read).abs() <= read * 0.1,
+                "{}: reported {reported}, cgroup {read}",
+                sys.name
+            );
+            let cpu = sys.cpu.clone().and_then(|c| c.usage_core_nano_seconds);
+            assert!(
+                cpu.is_some_and(|n| n > 0 && n <= after.cpu_usage_nanos.unwrap_or(0)),
+                "{}: {cpu:?} vs {:?}",
+                sys.name,
+                after.cpu_usage_nanos
+            );
+            assert!(sys.start_time.is_some());
+        }
     }
 
     #[test]
