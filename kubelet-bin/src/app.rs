@@ -176,7 +176,8 @@ fn stats_provider(
             service,
             cri::Options::new(settings.root_dir.clone())
                 .with_pod_logs_dir(settings.pod_log_dir.clone())
-                .with_cgroups(pr.cgroup_root.clone(), reader.clone()),
+                .with_cgroups(pr.cgroup_root.clone(), reader.clone())
+                .with_volume_stats_period(pr.volume_stats_agg_period),
         ));
     let summary = Arc::new(
         Summarizer::new(

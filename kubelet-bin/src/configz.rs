@@ -38,6 +38,7 @@ pub fn configz(s: &Settings) -> Value {
         "kubeletCgroups": pr.kubelet_cgroups.clone().unwrap_or_default(),
         "runtimeCgroups": pr.runtime_cgroups.clone().unwrap_or_default(),
         "systemCgroups": pr.system_cgroups.clone().unwrap_or_default(),
+        "volumeStatsAggPeriod": format(pr.volume_stats_agg_period),
         "cpuCFSQuota": pr.cpu_cfs_quota,
         "cpuCFSQuotaPeriod": format(std::time::Duration::from_micros(pr.cpu_cfs_quota_period_us)),
         "runtimeRequestTimeout": format(pr.runtime_request_timeout),
@@ -170,6 +171,8 @@ mod tests {
         assert_eq!(k["containerLogMonitorInterval"], "10s");
         assert_eq!(k["registerWithTaints"], serde_json::json!([]));
         assert_eq!(k["staticPodURLHeader"], serde_json::json!({}));
+        assert_eq!(k["volumeStatsAggPeriod"], "1m0s");
+        assert_eq!(k["kubeletCgroups"], "");
     }
 
     #[test]
@@ -189,6 +192,8 @@ registerWithTaints:
   effect: NoSchedule
 staticPodURLHeader:
   X-Token: [a, b]
+volumeStatsAggPeriod: 0s
+runtimeCgroups: /system.slice/containerd.service
 ",
         )
         .expect("write config");
@@ -214,5 +219,7 @@ staticPodURLHeader:
             k["staticPodURLHeader"],
             serde_json::json!({"X-Token": ["a", "b"]})
         );
+        assert_eq!(k["volumeStatsAggPeriod"], "0s");
+        assert_eq!(k["runtimeCgroups"], "/system.slice/containerd.service");
     }
 }

@@ -1,9 +1,10 @@
 //! Flags and `KubeletConfiguration` fields for pod cgroups, CPU limits and DNS (upstream
 //! `--cgroups-per-qos`, `--cgroup-root`, `--cgroup-driver`, `--cpu-cfs-quota`,
 //! `--cpu-cfs-quota-period`, `--cluster-dns`, `--cluster-domain`, `--resolv-conf`) and the
-//! CRI deadline (`--runtime-request-timeout`) and the system containers' cgroups of the
-//! Summary API (`--kubelet-cgroups`, `--runtime-cgroups`, `--system-cgroups`), merged with the
-//! same precedence as the other settings: defaults < file < flags.
+//! CRI deadline (`--runtime-request-timeout`), the system containers' cgroups of the Summary
+//! API (`--kubelet-cgroups`, `--runtime-cgroups`, `--system-cgroups`) and how often volumes
+//! are walked for it (`--volume-stats-agg-period`), merged with the same precedence as the
+//! other settings: defaults < file < flags.
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -57,6 +58,10 @@ pub struct Flags {
     /// The cgroup of the other system processes, reported as the `misc` system container.
     #[arg(long)]
     pub system_cgroups: Option<String>,
+    /// How often each pod's volumes are walked for their usage (default 1m; 0 disables
+    /// volume stats).
+    #[arg(long, value_parser = duration::parse)]
+    pub volume_stats_agg_period: Option<Duration>,
 }
 
 /// The `KubeletConfiguration` fields of this module.
@@ -79,6 +84,7 @@ pub struct ConfigFile {
     kubelet_cgroups: Option<String>,
     runtime_cgroups: Option<String>,
     system_cgroups: Option<String>,
+    volume_stats_agg_period: Option<String>,
 }
 
 /// Merged pod cgroup and DNS settings.
@@ -106,6 +112,8 @@ pub struct Settings {
     pub runtime_cgroups: Option<String>,
     /// `--system-cgroups` (`None`: no `misc` system container).
     pub system_cgroups: Option<String>,
+    /// `--volume-stats-agg-period` (zero: no volume stats).
+    pub volume_stats_agg_period: Duration,
 }
 
 impl Settings {
@@ -192,6 +200,14 @@ impl Settings {
             kubelet_cgroups: non_empty(flags.kubelet_cgroups.or(file.kubelet_cgroups)),
             runtime_cgroups: non_empty(flags.runtime_cgroups.or(file.runtime_cgroups)),
             system_cgroups: non_empty(flags.system_cgroups.or(file.system_cgroups)),
+            volume_stats_agg_period: match flags.volume_stats_agg_period {
+                Some(d) => d,
+                None => match file.volume_stats_agg_period.as_deref() {
+                    Some(v) => duration::parse(v)
+                        .map_err(|e| UsageError(format!("volumeStatsAggPeriod: {e}")))?,
+                    None => kubelet_core::stats::fs_resource_analyzer::DEFAULT_PERIOD,
+                },
+            },
         })
     }
 }

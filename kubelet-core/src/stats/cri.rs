@@ -14,12 +14,15 @@
 //!   `addPodCPUMemoryStats`);
 //! * network: `/proc/<pid>/net/dev` of the sandbox's first process (as cadvisor reads the
 //!   pause container), else the sandbox's stats;
-//! * volumes ([`super::volumes`]) and `ephemeral-storage`: writable layers + logs + local
-//!   ephemeral volumes (upstream `calcEphemeralStorage`).
+//! * volumes ([`super::volumes`], walked in the background and cached by
+//!   [`super::fs_resource_analyzer`]; a pod's first summary may have none yet) and
+//!   `ephemeral-storage`: writable layers + logs + local ephemeral volumes (upstream
+//!   `calcEphemeralStorage`).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -28,12 +31,13 @@ use k8s_openapi::jiff::Timestamp;
 use super::cadvisor::ContainerInfo;
 use super::cgroup;
 use super::cpu::{CpuSample, UsageNanoCoresCache};
+use super::fs_resource_analyzer::{self, FsResourceAnalyzer};
 use super::host::{self, FsInfo};
 use super::v1alpha1::{
     ContainerStats, CpuStats, FsStats, InterfaceStats, MemoryStats, NetworkStats, PodReference,
     PodStats, ProcessStats,
 };
-use super::{Error, PodStatsProvider, Result, volumes};
+use super::{Error, PodStatsProvider, Result};
 use crate::kuberuntime::RuntimeService;
 use crate::kuberuntime::api::{
     self, ContainerFilter, InterfaceUsage, NetworkUsage, PodSandboxFilter, PodSandboxStats,
@@ -56,6 +60,9 @@ pub struct Options {
     pub cgroup_root: String,
     /// The cgroup reader; `None`: no pod cgroups are read.
     pub cgroups: Option<cgroup::Reader>,
+    /// How often each pod's volumes are walked (upstream `--volume-stats-agg-period`,
+    /// default 1 m; zero: no volume stats). See [`FsResourceAnalyzer`].
+    pub volume_stats_period: Duration,
 }
 
 impl Options {
@@ -67,7 +74,15 @@ impl Options {
             pod_logs_dir: PathBuf::from("/var/log/pods"),
             cgroup_root: "/".into(),
             cgroups: cgroup::Reader::detect(),
+            volume_stats_period: fs_resource_analyzer::DEFAULT_PERIOD,
         }
+    }
+
+    /// Sets [`Options::volume_stats_period`].
+    #[must_use]
+    pub fn with_volume_stats_period(mut self, period: Duration) -> Self {
+        self.volume_stats_period = period;
+        self
     }
 
     /// Sets the pods' log directory root.
@@ -99,6 +114,7 @@ pub struct CriStatsProvider<S> {
 struct HostReader {
     opts: Options,
     cpu: UsageNanoCoresCache,
+    volumes: FsResourceAnalyzer,
 }
 
 /// The image filesystem: its statfs, its usage by images, and where it is mounted.
@@ -122,6 +138,10 @@ impl<S: RuntimeService> CriStatsProvider<S> {
         Self {
             service,
             host: Arc::new(HostReader {
+                volumes: FsResourceAnalyzer::of_root_dir(
+                    opts.volume_stats_period,
+                    opts.root_dir.clone(),
+                ),
                 opts,
                 cpu: UsageNanoCoresCache::new(),
             }),
@@ -191,6 +211,13 @@ impl<S: RuntimeService> CriStatsProvider<S> {
 
     async fn list(&self, full: bool) -> Result<Vec<PodStats>> {
         let listing = self.listing().await?;
+        // The volume calculators follow the pods (upstream `updateCachedPodVolumeStats`).
+        let uids: Vec<String> = listing
+            .sandboxes
+            .iter()
+            .map(|s| pod_reference(s).uid)
+            .collect();
+        self.host.volumes.sync_pods(uids.iter().map(String::as_str));
         let image_fs = if full { self.image_fs().await } else { None };
         let host = Arc::clone(&self.host);
         crate::blocking::unblock(move || host.pod_stats(&listing, image_fs.map(|i| i.info), full))
@@ -391,8 +418,11 @@ impl HostReader {
                     .network_from_proc(pod_cgroup.as_deref(), &sandbox.id)
                     .or_else(|| sandbox_stats.and_then(|s| s.network.clone()))
                     .map(network_stats);
-                let volumes =
-                    volumes::pod_volumes(&self.opts.root_dir, &pod.pod_ref.uid, &Time(now));
+                // Upstream reads the fsResourceAnalyzer's cached walk.
+                let volumes = self
+                    .volumes
+                    .pod_volumes(&pod.pod_ref.uid)
+                    .unwrap_or_default();
                 pod.ephemeral_storage = Some(ephemeral_storage(
                     &pod.containers,
                     volumes.iter().filter(|v| v.ephemeral).map(|v| &v.stats.fs),

@@ -15,6 +15,7 @@
 //!   [`summary::Summarizer`] adds the node (root cgroup, `/proc`, statfs of the root
 //!   directory and image filesystem) to a [`PodStatsProvider`]'s pods.
 //! * [`system_containers`]: the `kubelet`, `runtime` and `misc` system containers' cgroups.
+//! * [`fs_resource_analyzer`]: the pods' volume usage, walked in the background and cached.
 //! * [`cadvisor`]: what `/metrics/cadvisor` labels each cgroup with.
 //! * [`cpu`]: `usageNanoCores` from two samples, cached as upstream.
 //! * [`cgroup`], [`host`]: the readers.
@@ -23,6 +24,7 @@ pub mod cadvisor;
 pub mod cgroup;
 pub mod cpu;
 pub mod cri;
+pub mod fs_resource_analyzer;
 pub mod host;
 pub mod summary;
 pub mod system_containers;

@@ -16,6 +16,10 @@
 //!   and memory cgroup hierarchy not unified"); here CPU is read from the process's
 //!   `cpuacct` cgroup and memory from its `memory` cgroup.
 
+// Reviewed (issue 16): procfs reads and one unix-socket connect, made from the Summarizer's
+// node reader, which runs on the blocking pool.
+#![allow(clippy::disallowed_methods)]
+
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
