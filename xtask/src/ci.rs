@@ -75,7 +75,10 @@ pub(crate) fn run() -> Result<()> {
     for (i, step) in STEPS.iter().enumerate() {
         let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let mut cmd = Command::new(cargo);
-        cmd.args(step.args).current_dir(project_root());
+        // CI builds each crate once: incremental caches would only cost disk (8.5 GB here).
+        cmd.args(step.args)
+            .current_dir(project_root())
+            .env("CARGO_INCREMENTAL", "0");
         let mut shown = format!("cargo {}", step.args.join(" "));
         if let Some(flags) = step.rustdocflags {
             let mut all = env::var("RUSTDOCFLAGS").unwrap_or_default();
