@@ -18,6 +18,7 @@
 //! read still find lines just after a rotation.
 
 pub mod files;
+mod live_watch;
 pub mod parse;
 mod reader;
 pub mod rotation;

@@ -5,9 +5,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use futures::StreamExt;
-use inotify::{EventMask, EventStream, Inotify, WatchMask};
+use inotify::{EventMask, EventStream};
 use tokio::io::{AsyncBufReadExt, AsyncSeekExt, AsyncWrite, AsyncWriteExt, BufReader};
 
+use super::live_watch::{LiveWatch, replaced};
 use super::parse::{Format, Message};
 use super::tail::{TailStart, find_tail_line_start, tail_of};
 use super::{Error, LogOptions, files};
@@ -72,7 +73,7 @@ pub async fn read_logs<W: AsyncWrite + Unpin + Send>(
     follow_live(&path, plan.live_offset, container_id, runtime, &mut writer).await
 }
 
-fn read_error(path: &Path, source: std::io::Error) -> Error {
+pub(super) fn read_error(path: &Path, source: std::io::Error) -> Error {
     Error::Read {
         path: path.to_owned(),
         source,
@@ -145,7 +146,7 @@ async fn follow_live<W: AsyncWrite + Unpin + Send>(
         .await
         .map_err(|e| read_error(path, e))?;
     let mut reader = BufReader::new(file);
-    let mut watch: Option<EventStream<Vec<u8>>> = None;
+    let mut watch: Option<LiveWatch> = None;
     let mut found = true;
     let mut reopen = false;
     let mut line = Vec::new();
@@ -179,71 +180,64 @@ async fn follow_live<W: AsyncWrite + Unpin + Send>(
             match tokio::fs::File::open(path).await {
                 Ok(file) => {
                     reader = BufReader::new(file);
-                    reopen = false;
-                    if let Some(w) = &watch {
-                        add_watch(w, path)?;
-                    }
+                    reopen = match &mut watch {
+                        Some(w) => w.watch(path, reader.get_ref()).await?,
+                        None => false,
+                    };
                     continue;
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(read_error(path, e)),
             }
         }
-        let Some(events) = watch.as_mut() else {
-            let inotify = Inotify::init().map_err(|source| Error::Watch {
-                path: path.to_owned(),
-                source,
-            })?;
-            let stream =
-                inotify
-                    .into_event_stream(vec![0; 4096])
-                    .map_err(|source| Error::Watch {
-                        path: path.to_owned(),
-                        source,
-                    })?;
-            add_watch(&stream, path)?;
-            watch = Some(stream);
+        let Some(w) = watch.as_mut() else {
+            let mut w = LiveWatch::new(path)?;
+            reopen = w.watch(path, reader.get_ref()).await?;
+            watch = Some(w);
             // Read again: a write may have come before the watch.
             continue;
         };
-        let (more, recreated) = wait_logs(container_id, events, runtime).await?;
-        found = more;
-        reopen |= recreated;
+        match wait_logs(container_id, w.events(), runtime).await? {
+            Wake::Stopped => found = false,
+            Wake::Written => {}
+            // Moved, removed, its attributes changed (upstream reopens on all three), or no
+            // event for a while (a filesystem without inotify): reopen when `path` names
+            // another file now, not when it still is the one read (that would write it again).
+            Wake::Moved | Wake::Quiet => reopen |= replaced(path, reader.get_ref()).await?,
+        }
     }
 }
 
-fn add_watch(stream: &EventStream<Vec<u8>>, path: &Path) -> Result<(), Error> {
-    stream
-        .watches()
-        .add(
-            path,
-            WatchMask::MODIFY | WatchMask::MOVE_SELF | WatchMask::DELETE_SELF | WatchMask::ATTRIB,
-        )
-        .map(|_| ())
-        .map_err(|source| Error::Watch {
-            path: path.to_owned(),
-            source,
-        })
+/// What [`wait_logs`] saw.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Wake {
+    /// The container no longer runs (upstream `found == false`).
+    Stopped,
+    /// The file was written.
+    Written,
+    /// The file was moved or removed (upstream `recreated`: rotation).
+    Moved,
+    /// Nothing for [`LOG_FORCE_CHECK_PERIOD`].
+    Quiet,
 }
 
-/// Waits for the next write (upstream `waitLogs`): `(false, _)` when the container no
-/// longer runs; `(true, true)` when the file was moved or removed (rotation).
+/// Waits for the next write (upstream `waitLogs`).
 async fn wait_logs(
     container_id: &str,
     events: &mut EventStream<Vec<u8>>,
     runtime: &dyn Runtime,
-) -> Result<(bool, bool), Error> {
+) -> Result<Wake, Error> {
     if !runtime.container_log(container_id).await?.running {
-        return Ok((false, false));
+        return Ok(Wake::Stopped);
     }
     let mut retries = 5;
     loop {
         tokio::select! {
             event = events.next() => match event {
-                Some(Ok(e)) if e.mask.contains(EventMask::MODIFY) => return Ok((true, false)),
+                Some(Ok(e)) if e.mask.contains(EventMask::MODIFY) => return Ok(Wake::Written),
                 Some(Ok(e)) if e.mask.intersects(
                     EventMask::MOVE_SELF | EventMask::DELETE_SELF | EventMask::ATTRIB | EventMask::IGNORED,
-                ) => return Ok((true, true)),
+                ) => return Ok(Wake::Moved),
                 Some(Ok(e)) => tracing::debug!(event = ?e, "unexpected inotify event"),
                 Some(Err(e)) => {
                     tracing::error!(error = %e, retries, "inotify watch error");
@@ -252,9 +246,9 @@ async fn wait_logs(
                     }
                     retries -= 1;
                 }
-                None => return Ok((true, false)),
+                None => return Ok(Wake::Quiet),
             },
-            () = tokio::time::sleep(LOG_FORCE_CHECK_PERIOD) => return Ok((true, false)),
+            () = tokio::time::sleep(LOG_FORCE_CHECK_PERIOD) => return Ok(Wake::Quiet),
         }
     }
 }

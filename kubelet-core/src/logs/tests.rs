@@ -301,6 +301,43 @@ async fn follow_streams_across_a_rotation_until_the_container_exits() {
     reader.await.expect("test step").expect("test step");
 }
 
+/// A chmod of the live file or the removal of a rotated one (inotify ATTRIB, DELETE_SELF,
+/// upstream's reasons to reopen) do not write the live file again.
+#[tokio::test]
+async fn follow_writes_each_line_once_across_chmod_and_removal_of_rotated_files() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("test step");
+    let path = dir.path().join("0.log");
+    let rotated = dir.path().join("0.log.20240101-000001");
+    std::fs::write(&path, cri(0, "stdout", "F", "first")).expect("test step");
+    let running = Arc::new(AtomicBool::new(true));
+    let rt = runtime(running.clone());
+    let (mut tx, rx) = tokio::io::duplex(1024);
+    let opts = LogOptions {
+        follow: true,
+        ..Default::default()
+    };
+    let reader = {
+        let path = path.clone();
+        tokio::spawn(async move { read_logs(&path, "c1", &opts, &rt, &mut tx).await })
+    };
+    let mut rx = BufReader::new(rx);
+    assert_eq!(next_line(&mut rx).await, "first\n");
+    std::fs::rename(&path, &rotated).expect("test step");
+    std::fs::write(&path, cri(1, "stdout", "F", "second")).expect("test step");
+    assert_eq!(next_line(&mut rx).await, "second\n");
+    std::fs::remove_file(&rotated).expect("test step");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("test step");
+    append(&path, &cri(2, "stdout", "F", "third"));
+    assert_eq!(next_line(&mut rx).await, "third\n");
+    append(&path, &cri(3, "stdout", "F", "last"));
+    running.store(false, Ordering::SeqCst);
+    let mut rest = String::new();
+    rx.read_to_string(&mut rest).await.expect("test step");
+    assert_eq!(rest, "last\n");
+    reader.await.expect("test step").expect("test step");
+}
+
 #[tokio::test]
 async fn follow_stops_when_the_client_goes_away() {
     let dir = tempfile::tempdir().expect("test step");
