@@ -25,7 +25,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     .node_name(settings.node_name.clone())
     .node_ips(settings.node_ips.clone())
     .root_dir(settings.root_dir.clone())
-    .cgroups(pod_cgroups(pr)?)
+    .cgroups(pod_cgroups(&settings)?)
     .cluster_domain(pr.cluster_domain.clone())
     .crash_loop_backoff(settings.crash_loop_backoff.0, settings.crash_loop_backoff.1)
     .sync_frequency(settings.sync_frequency)
@@ -220,11 +220,13 @@ impl Signals {
 }
 
 /// The pod cgroup manager of the settings: cgroupfs under `--cgroup-root` with
-/// `--cgroups-per-qos`, after creating the QoS cgroups (upstream `ContainerManager.Start`).
+/// `--cgroups-per-qos`, after creating the QoS cgroups and enforcing node allocatable
+/// (upstream `ContainerManager.Start`).
 fn pod_cgroups(
-    pr: &crate::pod_runtime::Settings,
+    settings: &Settings,
 ) -> anyhow::Result<Arc<dyn kubelet_core::cm::PodContainerManager>> {
     use kubelet_core::cm::cgroupfs::{Cgroupfs, Layout};
+    let pr = &settings.pod_runtime;
     if !pr.cgroups_per_qos {
         let root = if pr.cgroup_root == "/" {
             String::new()
@@ -242,6 +244,7 @@ fn pod_cgroups(
             pr.cgroup_root
         )
     })?;
+    crate::node_allocatable::enforce(settings, &cgroups)?;
     tracing::info!(root = %pr.cgroup_root, "pod cgroups enabled (cgroupfs)");
     Ok(Arc::new(cgroups))
 }

@@ -58,7 +58,16 @@ pub fn configz(s: &Settings) -> Value {
         },
     });
     // Each settings module shows its own fields.
-    for part in [s.server.configz(), s.container_logs.configz()] {
+    for part in [
+        s.server.configz(),
+        s.container_logs.configz(),
+        s.node_allocatable.configz(),
+        s.gc.configz(),
+        json!({
+            "kubeReserved": reserved(&ns.kube_reserved),
+            "systemReserved": reserved(&ns.system_reserved),
+        }),
+    ] {
         if let (Some(all), Value::Object(part)) = (config.as_object_mut(), part) {
             all.extend(part);
         }
@@ -117,6 +126,21 @@ fn eviction(e: &kubelet_core::eviction::Config) -> serde_json::Map<String, Value
     out
 }
 
+/// `kubeReserved` / `systemReserved`: resource → quantity (binary suffixes where exact).
+fn reserved(r: &kubelet::cluster::node_status::Reserved) -> Value {
+    use kubelet_core::quantity::{Amount, Format};
+    r.0.iter()
+        .map(|(name, nanos)| {
+            let amount = Amount {
+                nanos: *nanos,
+                format: Format::BinarySi,
+            };
+            (name.clone(), Value::String(amount.canonical()))
+        })
+        .collect::<serde_json::Map<_, _>>()
+        .into()
+}
+
 /// `staticPodURLHeader`: each header's values in order (upstream `map[string][]string`).
 fn url_headers(headers: &[(String, String)]) -> Value {
     let mut map = serde_json::Map::new();
@@ -173,6 +197,46 @@ mod tests {
         assert_eq!(k["staticPodURLHeader"], serde_json::json!({}));
         assert_eq!(k["volumeStatsAggPeriod"], "1m0s");
         assert_eq!(k["kubeletCgroups"], "");
+        assert_eq!(k["imageGCHighThresholdPercent"], 85);
+        assert_eq!(k["imageGCLowThresholdPercent"], 80);
+        assert_eq!(k["imageMinimumGCAge"], "2m0s");
+        assert_eq!(k["imageMaximumGCAge"], "0s");
+        assert_eq!(k["enforceNodeAllocatable"], serde_json::json!(["pods"]));
+        assert_eq!(k["kubeReserved"], serde_json::json!({}));
+        assert_eq!(k["systemReservedCgroup"], "");
+    }
+
+    #[test]
+    fn shows_reservations_and_their_enforcement() {
+        let flags = crate::settings::Flags::try_parse_from([
+            "kubelet",
+            "--hostname-override",
+            "n",
+            "--kube-reserved",
+            "cpu=500m,memory=256Mi,pid=100",
+            "--system-reserved",
+            "memory=1Gi",
+            "--enforce-node-allocatable",
+            "pods,kube-reserved",
+            "--kube-reserved-cgroup",
+            "/kube.slice",
+            "--image-gc-high-threshold",
+            "90",
+        ])
+        .expect("flags");
+        let s = crate::settings::Settings::from_flags(flags).expect("valid");
+        let k = &super::configz(&s)["kubeletconfig"];
+        assert_eq!(
+            k["kubeReserved"],
+            serde_json::json!({"cpu": "500m", "memory": "256Mi", "pid": "100"})
+        );
+        assert_eq!(k["systemReserved"], serde_json::json!({"memory": "1Gi"}));
+        assert_eq!(
+            k["enforceNodeAllocatable"],
+            serde_json::json!(["pods", "kube-reserved"])
+        );
+        assert_eq!(k["kubeReservedCgroup"], "/kube.slice");
+        assert_eq!(k["imageGCHighThresholdPercent"], 90);
     }
 
     #[test]

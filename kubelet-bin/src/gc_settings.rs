@@ -161,6 +161,18 @@ fn image_gc_policy(flags: &Flags, file: ConfigFile) -> Result<image_gc::Policy, 
 }
 
 impl Settings {
+    /// The `KubeletConfiguration` fields of these settings, as `/configz` shows them (the
+    /// container GC flags have no field upstream).
+    pub fn configz(&self) -> serde_json::Value {
+        let p = &self.image_gc;
+        serde_json::json!({
+            "imageGCHighThresholdPercent": p.high_threshold_percent,
+            "imageGCLowThresholdPercent": p.low_threshold_percent,
+            "imageMinimumGCAge": duration::format(p.min_age),
+            "imageMaximumGCAge": duration::format(p.max_age),
+        })
+    }
+
     /// Merges `flags` over `file` over the defaults.
     pub fn merge(flags: Flags, file: ConfigFile) -> Result<Self, UsageError> {
         let defaults = Policy::default();

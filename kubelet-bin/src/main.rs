@@ -12,6 +12,7 @@ mod eviction_settings;
 mod gc_settings;
 mod heap_trim;
 mod log_writer;
+mod node_allocatable;
 mod node_status_flags;
 use kubelet::duration;
 mod pod_runtime;

@@ -107,6 +107,9 @@ pub struct Flags {
     /// Container and image garbage collection flags.
     #[command(flatten)]
     pub gc: crate::gc_settings::Flags,
+    /// Node allocatable enforcement flags.
+    #[command(flatten)]
+    pub node_allocatable: crate::node_allocatable::Flags,
 }
 
 /// The subset of `KubeletConfiguration` this kubelet reads (same field names).
@@ -139,6 +142,8 @@ struct ConfigFile {
     eviction: crate::eviction_settings::ConfigFile,
     #[serde(flatten)]
     gc: crate::gc_settings::ConfigFile,
+    #[serde(flatten)]
+    node_allocatable: crate::node_allocatable::ConfigFile,
     #[serde(flatten)]
     other: std::collections::BTreeMap<String, serde_json::Value>,
 }
@@ -208,6 +213,8 @@ pub struct Settings {
     pub eviction: kubelet_core::eviction::Config,
     /// Container and image garbage collection.
     pub gc: crate::gc_settings::Settings,
+    /// Where node allocatable is enforced.
+    pub node_allocatable: crate::node_allocatable::Settings,
 }
 
 /// A bad flag or config value; the binary exits with [`EXIT_USAGE`].
@@ -407,6 +414,7 @@ impl Settings {
                 "--port must be between 1 and 65535, inclusive".into(),
             ));
         }
+        let pod_runtime = crate::pod_runtime::Settings::merge(flags.pod_runtime, file.pod_runtime)?;
         let eviction = crate::eviction_settings::merge(
             flags.eviction,
             file.eviction,
@@ -444,7 +452,12 @@ impl Settings {
             evented_pleg_relist_period,
             verbosity: flags.verbosity,
             ignored_config_fields: file.other.into_keys().collect(),
-            pod_runtime: crate::pod_runtime::Settings::merge(flags.pod_runtime, file.pod_runtime)?,
+            node_allocatable: crate::node_allocatable::Settings::merge(
+                flags.node_allocatable,
+                file.node_allocatable,
+                pod_runtime.cgroups_per_qos,
+            )?,
+            pod_runtime,
             cluster: crate::cluster_settings::Settings::merge(flags.cluster, file.cluster)?,
             node_status,
             container_logs: crate::container_log_settings::Settings::merge(

@@ -148,12 +148,12 @@ impl Cgroupfs {
     }
 
     /// The cgroupfs name of segments below the root.
-    fn name(&self, segments: &[&str]) -> String {
+    pub(super) fn name(&self, segments: &[&str]) -> String {
         cgroupfs_name(&self.root, segments)
     }
 
     /// Every distinct hierarchy mount, with the controllers mounted there.
-    fn mounts(&self) -> Vec<(PathBuf, Vec<&str>)> {
+    pub(super) fn mounts(&self) -> Vec<(PathBuf, Vec<&str>)> {
         match &self.layout {
             Layout::V2(m) => vec![(m.clone(), vec![])],
             Layout::V1(list) => {
@@ -169,12 +169,13 @@ impl Cgroupfs {
         }
     }
 
-    fn dir(mount: &Path, name: &str) -> PathBuf {
+    /// The directory of cgroupfs name `name` in the hierarchy mounted at `mount`.
+    pub(super) fn dir(mount: &Path, name: &str) -> PathBuf {
         mount.join(name.trim_start_matches('/'))
     }
 
     /// Creates every level of `segments` in each hierarchy; returns the leaf directories.
-    fn create(&self, segments: &[&str]) -> Result<Vec<(PathBuf, Vec<&str>)>> {
+    pub(super) fn create(&self, segments: &[&str]) -> Result<Vec<(PathBuf, Vec<&str>)>> {
         let mut leaves = Vec::new();
         for (mount, controllers) in self.mounts() {
             let root_dir = Self::dir(&mount, &self.root);
@@ -212,7 +213,12 @@ impl Cgroupfs {
         Ok(leaves)
     }
 
-    fn apply(&self, leaves: &[(PathBuf, Vec<&str>)], config: &ResourceConfig) -> Result<()> {
+    /// Writes `config` into the cgroup files of each leaf directory (with its controllers).
+    pub(super) fn apply(
+        &self,
+        leaves: &[(PathBuf, Vec<&str>)],
+        config: &ResourceConfig,
+    ) -> Result<()> {
         for (dir, controllers) in leaves {
             if matches!(self.layout, Layout::V2(_)) {
                 if let Some(shares) = config.cpu_shares {

@@ -13,6 +13,7 @@ pub mod cgroupfs;
 #[cfg(any(test, feature = "test-util"))]
 mod fake;
 pub mod helpers;
+pub mod node_allocatable;
 
 use k8s_openapi::api::core::v1::Pod;
 
@@ -41,6 +42,10 @@ pub enum Error {
     /// The cgroup layout of the node is not supported (names what was found).
     #[error("unsupported cgroup setup: {0}")]
     Unsupported(String),
+    /// A cgroup that must exist does not (upstream `enforceExistingCgroup`: the
+    /// `--kube-reserved-cgroup` and `--system-reserved-cgroup` are created by others).
+    #[error("{0:?} cgroup does not exist")]
+    Missing(String),
 }
 
 /// `Result` with this module's [`Error`].

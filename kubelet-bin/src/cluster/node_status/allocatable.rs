@@ -112,6 +112,37 @@ fn hard_eviction_reservation(
     out
 }
 
+/// Node allocatable as the `kubepods` cgroup enforces it (upstream
+/// `getNodeAllocatableAbsolute` of `node_container_manager_linux.go`): each resource of
+/// `capacity` minus system-reserved and kube-reserved, floored at zero, and memory minus
+/// each hugepage pool that is left. Unlike [`allocatable`] (the Node status), the hard
+/// eviction thresholds are not taken off: the eviction manager keeps them.
+#[doc(alias = "getNodeAllocatableAbsolute")]
+pub fn enforced_allocatable(
+    capacity: &BTreeMap<String, Amount>,
+    kube_reserved: &Reserved,
+    system_reserved: &Reserved,
+) -> BTreeMap<String, Amount> {
+    let no_eviction = EvictionHard(Vec::new());
+    let reserved = reservation(capacity, kube_reserved, system_reserved, &no_eviction);
+    let mut out: BTreeMap<String, Amount> = capacity
+        .iter()
+        .map(|(name, cap)| {
+            let r = reserved.get(name).copied().unwrap_or(0);
+            (name.clone(), cap.saturating_sub(r))
+        })
+        .collect();
+    let hugepages: i128 = out
+        .iter()
+        .filter(|(name, _)| name.starts_with("hugepages-"))
+        .map(|(_, a)| a.nanos)
+        .sum();
+    if let Some(memory) = out.get_mut("memory") {
+        *memory = memory.saturating_sub(hugepages);
+    }
+    out
+}
+
 /// Allocatable from capacity and the reservation (the allocatable part of upstream
 /// `nodestatus.MachineInfo`): each resource minus its reservation, floored at zero, and
 /// memory also minus every `hugepages-*` capacity.
@@ -194,6 +225,32 @@ mod tests {
         // 16393268Ki − 1Gi − 8Mi of hugepages.
         assert_eq!(a["memory"], "15336500Ki");
         assert_eq!(a["ephemeral-storage"], "100Gi");
+    }
+
+    #[test]
+    fn the_enforced_allocatable_leaves_out_eviction_thresholds() {
+        let cap = capacity();
+        let kube: Reserved = "cpu=100m,memory=1Gi".parse().unwrap_or_default();
+        let system: Reserved = "cpu=200m,memory=2Gi,hugepages-2Mi=2Mi"
+            .parse()
+            .unwrap_or_default();
+        let a = printed(&enforced_allocatable(&cap, &kube, &system));
+        assert_eq!(a["cpu"], "3700m");
+        // 16393268Ki − 3Gi − the 6Mi of hugepages left after their reservation; no
+        // eviction threshold.
+        assert_eq!(a["memory"], "13241396Ki");
+        assert_eq!(a["hugepages-2Mi"], "6Mi");
+        assert_eq!(a["ephemeral-storage"], "100Gi");
+        assert_eq!(a["pods"], "110");
+        let huge: Reserved = "memory=5000Gi".parse().unwrap_or_default();
+        let a = printed(&enforced_allocatable(&cap, &huge, &Reserved::default()));
+        assert_eq!(a["memory"], "0", "floored at zero");
+        let none = printed(&enforced_allocatable(
+            &cap,
+            &Reserved::default(),
+            &Reserved::default(),
+        ));
+        assert_eq!(none["memory"], "16385076Ki", "capacity minus the hugepages");
     }
 
     #[test]
