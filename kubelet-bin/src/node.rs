@@ -645,7 +645,8 @@ impl NodeBuilder {
                 events.clone(),
                 events::node_ref(&self.node_name),
             )?
-            .with_sandbox_image(self.pod_infra_container_image.clone());
+            .with_sandbox_image(self.pod_infra_container_image.clone())
+            .with_metrics(self.metrics.clone());
             reclaim_images = Arc::new(gc.clone());
             tracker.spawn(gc.run(self.image_gc_period, token.child_token()));
         }

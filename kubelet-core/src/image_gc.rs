@@ -35,6 +35,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::events::{EventRecorder, EventType, reasons};
 use crate::kuberuntime::api::Image;
+use crate::metrics::{IMAGE_GC_REASON_AGE, IMAGE_GC_REASON_SPACE, KubeletMetrics};
 use crate::runtime::Runtime;
 use crate::stats::PodStatsProvider;
 
@@ -184,6 +185,7 @@ pub struct ImageGcManager {
     records: Arc<Mutex<HashMap<String, Record>>>,
     events: Arc<dyn EventRecorder>,
     node: ObjectReference,
+    metrics: KubeletMetrics,
 }
 
 impl std::fmt::Debug for ImageGcManager {
@@ -224,7 +226,15 @@ impl ImageGcManager {
             records: Arc::default(),
             events,
             node,
+            metrics: KubeletMetrics::default(),
         })
+    }
+
+    /// Counts removed images in `metrics` (`kubelet_image_garbage_collected_total`).
+    #[must_use]
+    pub fn with_metrics(mut self, metrics: KubeletMetrics) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     /// Never removes `image` (a reference as the runtime tags it, e.g.
@@ -302,10 +312,16 @@ impl ImageGcManager {
         Ok(candidates)
     }
 
-    async fn free_image(&self, image: &Candidate) -> Result<(), crate::runtime::Error> {
+    /// Removes `image`, counted under `reason` (upstream `freeImage`).
+    async fn free_image(
+        &self,
+        image: &Candidate,
+        reason: &'static str,
+    ) -> Result<(), crate::runtime::Error> {
         tracing::info!(image_id = %image.id, size = image.record.size, "Removing image to free bytes");
         self.runtime.remove_image(&image.id).await?;
         self.records().remove(&image.id);
+        self.metrics.record_image_garbage_collected(reason);
         Ok(())
     }
 
@@ -326,7 +342,7 @@ impl ImageGcManager {
         for image in images {
             let unused_for = image.record.last_used.map(|t| now.duration_since(t));
             if unused_for.is_none_or(|d| d > max_age) {
-                if let Err(e) = self.free_image(&image).await {
+                if let Err(e) = self.free_image(&image, IMAGE_GC_REASON_AGE).await {
                     errors.push(e.to_string());
                     remaining.push(image);
                 }
@@ -363,7 +379,7 @@ impl ImageGcManager {
                 tracing::debug!(image_id = %image.id, "Image ID's age is less than the policy's minAge, not eligible for garbage collection");
                 continue;
             }
-            if let Err(e) = self.free_image(image).await {
+            if let Err(e) = self.free_image(image, IMAGE_GC_REASON_SPACE).await {
                 errors.push(e.to_string());
                 continue;
             }

@@ -115,6 +115,8 @@ async fn over_the_high_threshold_the_least_recently_used_go_down_to_the_low_thre
     let d = disk(500);
     lock(&d).in_use = vec!["example.com/b:1".into(), "sha256:c".into()];
     let (gc, events) = manager(&d, Policy::default());
+    let metrics = crate::metrics::KubeletMetrics::default();
+    let gc = gc.with_metrics(metrics.clone());
     let began = Instant::now();
     // Everything was just detected: younger than the minimum age, nothing goes.
     let err = gc
@@ -151,6 +153,8 @@ async fn over_the_high_threshold_the_least_recently_used_go_down_to_the_low_thre
     lock(&d).other_bytes = 600;
     gc.garbage_collect(began).await.expect("freed");
     assert_eq!(removed(&d), ["sha256:a", "sha256:b"]);
+    assert_eq!(metrics.image_garbage_collected_total("space"), 2);
+    assert_eq!(metrics.image_garbage_collected_total("age"), 0);
     lock(&d).other_bytes = 950;
     let err = gc
         .garbage_collect(began)
@@ -184,6 +188,8 @@ async fn images_unused_for_longer_than_the_maximum_age_go_whatever_the_usage() {
         ..Policy::default()
     };
     let (gc, _) = manager(&d, policy);
+    let metrics = crate::metrics::KubeletMetrics::default();
+    let gc = gc.with_metrics(metrics.clone());
     let began = Instant::now();
     gc.garbage_collect(began).await.expect("gc");
     tokio::time::advance(Duration::from_secs(300)).await;
@@ -199,6 +205,7 @@ async fn images_unused_for_longer_than_the_maximum_age_go_whatever_the_usage() {
     let mut gone = removed(&d);
     gone.sort();
     assert_eq!(gone, ["sha256:a", "sha256:c"]);
+    assert_eq!(metrics.image_garbage_collected_total("age"), 2);
     tokio::time::advance(Duration::from_secs(300)).await;
     gc.garbage_collect(began).await.expect("gc");
     assert_eq!(removed(&d).len(), 3, "b is past the maximum age now");

@@ -56,6 +56,16 @@ pub const POD_STARTUP_DURATION_BUCKETS: [f64; 25] = [
 /// in the order of [`ContainerState`]'s variants.
 pub const CONTAINER_STATES: [&str; 4] = ["created", "running", "exited", "unknown"];
 
+/// Counters whose upstream name has no `_total` suffix: OpenMetrics samples of a counter
+/// always carry it (as client_golang writes them too), the Prometheus text format 0.0.4 that
+/// upstream serves does not (`kubelet_evictions{eviction_signal="memory.available"} 1`).
+pub const COUNTERS_WITHOUT_TOTAL: [&str; 1] = ["kubelet_evictions"];
+
+/// Upstream `ImageGarbageCollectedTotalReasonAge`: an image unused past `imageMaximumGCAge`.
+pub const IMAGE_GC_REASON_AGE: &str = "age";
+/// Upstream `ImageGarbageCollectedTotalReasonSpace`: an image removed to free disk space.
+pub const IMAGE_GC_REASON_SPACE: &str = "space";
+
 /// A label set of one `&'static str` label.
 type OneLabel = [(&'static str, &'static str); 1];
 
@@ -186,6 +196,13 @@ pub struct KubeletMetrics {
     /// `kubelet_restarted_pods_total{static}`: pods desired again under the same UID after
     /// their termination.
     pub restarted_pods: Family<OneLabel, Counter>,
+    /// `kubelet_evictions{eviction_signal}`: pods the eviction manager evicted, by the signal
+    /// (`memory.available`, …, or `emptydirfs.limit`, `ephemeralpodfs.limit`,
+    /// `ephemeralcontainerfs.limit` for local storage limits).
+    pub evictions: Family<OneLabel, Counter>,
+    /// `kubelet_image_garbage_collected_total{reason}`: images removed by image GC, by
+    /// [`IMAGE_GC_REASON_AGE`] or [`IMAGE_GC_REASON_SPACE`].
+    pub image_garbage_collected: Family<OneLabel, Counter>,
 }
 
 impl Default for KubeletMetrics {
@@ -217,6 +234,8 @@ impl Default for KubeletMetrics {
             pleg_last_seen: Gauge::default(),
             cgroup_version: Gauge::default(),
             restarted_pods: Family::default(),
+            evictions: Family::default(),
+            image_garbage_collected: Family::default(),
         }
     }
 }
@@ -423,6 +442,31 @@ impl KubeletMetrics {
     pub fn restarted_pods_total(&self, is_static: bool) -> u64 {
         let label = if is_static { "true" } else { "false" };
         counter_value(&self.restarted_pods, &[("static", label)])
+    }
+
+    /// Counts one pod evicted for `signal` (upstream `metrics.Evictions`).
+    pub fn record_eviction(&self, signal: &'static str) {
+        self.evictions
+            .get_or_create(&[("eviction_signal", signal)])
+            .inc();
+    }
+
+    /// `kubelet_evictions{eviction_signal}`.
+    pub fn evictions_total(&self, signal: &'static str) -> u64 {
+        counter_value(&self.evictions, &[("eviction_signal", signal)])
+    }
+
+    /// Counts one image removed by image GC for `reason` (upstream
+    /// `metrics.ImageGarbageCollectedTotal`).
+    pub fn record_image_garbage_collected(&self, reason: &'static str) {
+        self.image_garbage_collected
+            .get_or_create(&[("reason", reason)])
+            .inc();
+    }
+
+    /// `kubelet_image_garbage_collected_total{reason}`.
+    pub fn image_garbage_collected_total(&self, reason: &'static str) -> u64 {
+        counter_value(&self.image_garbage_collected, &[("reason", reason)])
     }
 
     /// Sets `kubelet_cgroup_version`.

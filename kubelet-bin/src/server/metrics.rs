@@ -15,9 +15,9 @@ use axum::Router;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use kubelet_core::metrics::KubeletMetrics;
 use kubelet_core::metrics::prometheus_client::encoding::text;
 use kubelet_core::metrics::prometheus_client::registry::Registry;
+use kubelet_core::metrics::{COUNTERS_WITHOUT_TOTAL, KubeletMetrics};
 
 /// Content type of the OpenMetrics text format.
 pub const OPENMETRICS_CONTENT_TYPE: &str =
@@ -95,12 +95,39 @@ pub fn render(registry: &Registry, headers: &HeaderMap) -> Response {
 }
 
 /// Rewrites OpenMetrics text as Prometheus text 0.0.4: a counter family takes the name of its
-/// samples (`x_total`) in `# HELP` and `# TYPE`, and `# UNIT` and `# EOF` go.
+/// samples (`x_total`) in `# HELP` and `# TYPE`, except the counters of
+/// [`COUNTERS_WITHOUT_TOTAL`], whose samples lose the suffix instead (upstream's names); and
+/// `# UNIT` and `# EOF` go.
 pub fn to_prometheus_text(openmetrics: &str) -> String {
     let mut out = String::with_capacity(openmetrics.len());
     let mut help: Option<&str> = None;
+    // The sample prefix (`x_total`) of a counter named without the suffix upstream.
+    let mut unsuffixed: Option<String> = None;
     for line in openmetrics.lines() {
         if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        if let Some(prefix) = &unsuffixed
+            && let Some(rest) = line.strip_prefix(prefix.as_str())
+            && (rest.starts_with('{') || rest.starts_with(' '))
+        {
+            out.push_str(&prefix[..prefix.len() - "_total".len()]);
+            push_line(&mut out, rest);
+            continue;
+        }
+        if line.starts_with('#') {
+            unsuffixed = None;
+        }
+        if let Some(name) = line
+            .strip_prefix("# TYPE ")
+            .and_then(|rest| rest.strip_suffix(" counter"))
+            .filter(|name| COUNTERS_WITHOUT_TOTAL.contains(name))
+        {
+            if let Some(h) = help.take() {
+                push_line(&mut out, h);
+            }
+            push_line(&mut out, line);
+            unsuffixed = Some(format!("{name}_total"));
             continue;
         }
         if line.starts_with("# HELP ") {

@@ -20,6 +20,28 @@ fn counters_take_their_sample_name_in_prometheus_text() {
     );
 }
 
+#[test]
+fn evictions_keep_upstreams_name_without_total() {
+    let openmetrics = "# HELP kubelet_evictions Cumulative number of pod evictions by eviction signal.\n\
+                       # TYPE kubelet_evictions counter\n\
+                       kubelet_evictions_total{eviction_signal=\"memory.available\"} 2\n\
+                       kubelet_evictions_total{eviction_signal=\"emptydirfs.limit\"} 1\n\
+                       # HELP kubelet_image_garbage_collected Total number of images garbage collected by the kubelet, whether through disk usage or image age.\n\
+                       # TYPE kubelet_image_garbage_collected counter\n\
+                       kubelet_image_garbage_collected_total{reason=\"space\"} 3\n\
+                       # EOF\n";
+    assert_eq!(
+        to_prometheus_text(openmetrics),
+        "# HELP kubelet_evictions Cumulative number of pod evictions by eviction signal.\n\
+         # TYPE kubelet_evictions counter\n\
+         kubelet_evictions{eviction_signal=\"memory.available\"} 2\n\
+         kubelet_evictions{eviction_signal=\"emptydirfs.limit\"} 1\n\
+         # HELP kubelet_image_garbage_collected_total Total number of images garbage collected by the kubelet, whether through disk usage or image age.\n\
+         # TYPE kubelet_image_garbage_collected_total counter\n\
+         kubelet_image_garbage_collected_total{reason=\"space\"} 3\n"
+    );
+}
+
 async fn body(response: Response) -> (String, String) {
     let content_type = response
         .headers()
@@ -59,6 +81,8 @@ async fn serves_the_format_the_scraper_asks_for() {
     metrics.record_pod_restarted(true);
     metrics.set_pleg_last_seen(std::time::SystemTime::now());
     metrics.set_cgroup_version(1);
+    metrics.record_eviction("memory.available");
+    metrics.record_image_garbage_collected("age");
     let registries = Registries::new(&metrics);
 
     let (content_type, text) = body(render(&registries.metrics, &HeaderMap::new())).await;
@@ -73,6 +97,14 @@ async fn serves_the_format_the_scraper_asks_for() {
         "{text}"
     );
     assert!(text.contains("process_resident_memory_bytes "), "{text}");
+    assert!(
+        text.contains("# TYPE kubelet_evictions counter\nkubelet_evictions{eviction_signal=\"memory.available\"} 1\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("kubelet_image_garbage_collected_total{reason=\"age\"} 1"),
+        "{text}"
+    );
     let parsed = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned())))
         .expect("prometheus text");
     let names: std::collections::HashSet<_> =
@@ -91,6 +123,8 @@ async fn serves_the_format_the_scraper_asks_for() {
         "kubelet_restarted_pods_total",
         "kubelet_pleg_last_seen_seconds",
         "kubelet_cgroup_version",
+        "kubelet_evictions",
+        "kubelet_image_garbage_collected_total",
     ] {
         assert!(names.contains(name), "{name} missing from {names:?}");
     }

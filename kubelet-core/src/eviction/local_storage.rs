@@ -25,15 +25,40 @@ fn nanos(bytes: i128) -> i128 {
     bytes.saturating_mul(1_000_000_000)
 }
 
-/// Why `pod` must go, as upstream words it, or `None` when it keeps within its limits.
+/// Upstream `signalEmptyDirFsLimit`: the `kubelet_evictions` label of an emptyDir past its
+/// `sizeLimit`.
+pub const SIGNAL_EMPTY_DIR_FS_LIMIT: &str = "emptydirfs.limit";
+/// Upstream `signalEphemeralPodFsLimit`: a pod past its summed `ephemeral-storage` limits.
+pub const SIGNAL_EPHEMERAL_POD_FS_LIMIT: &str = "ephemeralpodfs.limit";
+/// Upstream `signalEphemeralContainerFsLimit`: a container past its `ephemeral-storage`
+/// limit.
+pub const SIGNAL_EPHEMERAL_CONTAINER_FS_LIMIT: &str = "ephemeralcontainerfs.limit";
+
+/// A pod over a local storage limit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// Which limit (one of the `SIGNAL_*` constants, the `kubelet_evictions` label).
+    pub signal: &'static str,
+    /// Why the pod must go, as upstream words it.
+    pub message: String,
+}
+
+/// Why `pod` must go, or `None` when it keeps within its limits.
 pub fn local_storage_violation(
     pod: &Pod,
     stats: &PodStats,
     dedicated_image_fs: bool,
-) -> Option<String> {
+) -> Option<Violation> {
+    let violation = |signal| move |message| Violation { signal, message };
     empty_dir_limit(pod, stats)
-        .or_else(|| pod_ephemeral_storage_limit(pod, stats))
-        .or_else(|| container_ephemeral_storage_limit(pod, stats, dedicated_image_fs))
+        .map(violation(SIGNAL_EMPTY_DIR_FS_LIMIT))
+        .or_else(|| {
+            pod_ephemeral_storage_limit(pod, stats).map(violation(SIGNAL_EPHEMERAL_POD_FS_LIMIT))
+        })
+        .or_else(|| {
+            container_ephemeral_storage_limit(pod, stats, dedicated_image_fs)
+                .map(violation(SIGNAL_EPHEMERAL_CONTAINER_FS_LIMIT))
+        })
 }
 
 /// Upstream `emptyDirLimitEviction`.
@@ -179,8 +204,11 @@ mod tests {
         );
         stats.volume[0].fs.used_bytes = Some(4 << 20);
         assert_eq!(
-            local_storage_violation(&p, &stats, false).as_deref(),
-            Some("Usage of EmptyDir volume \"scratch\" exceeds the limit \"1Mi\". ")
+            local_storage_violation(&p, &stats, false),
+            Some(Violation {
+                signal: "emptydirfs.limit",
+                message: "Usage of EmptyDir volume \"scratch\" exceeds the limit \"1Mi\". ".into()
+            })
         );
     }
 
@@ -192,8 +220,13 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            local_storage_violation(&p, &stats, false).as_deref(),
-            Some("Pod ephemeral local storage usage exceeds the total limit of containers 2Mi. ")
+            local_storage_violation(&p, &stats, false),
+            Some(Violation {
+                signal: "ephemeralpodfs.limit",
+                message:
+                    "Pod ephemeral local storage usage exceeds the total limit of containers 2Mi. "
+                        .into()
+            })
         );
         let stats = PodStats {
             containers: vec![ContainerStats {
@@ -205,8 +238,12 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            local_storage_violation(&p, &stats, false).as_deref(),
-            Some("Container app exceeded its local ephemeral storage limit \"2Mi\". ")
+            local_storage_violation(&p, &stats, false),
+            Some(Violation {
+                signal: "ephemeralcontainerfs.limit",
+                message: "Container app exceeded its local ephemeral storage limit \"2Mi\". "
+                    .into()
+            })
         );
         assert_eq!(
             local_storage_violation(&p, &stats, true),

@@ -26,6 +26,7 @@ use super::{
 };
 use crate::PodExt;
 use crate::events::{EventRecorder, EventType, LogRecorder, node_ref, pod_ref};
+use crate::metrics::KubeletMetrics;
 use crate::pod_resources::is_critical_pod;
 use crate::stats::SummaryProvider;
 
@@ -44,6 +45,7 @@ pub struct Manager {
     image_gc: Arc<dyn ImageGC>,
     container_gc: Arc<dyn ContainerGC>,
     events: Arc<dyn EventRecorder>,
+    metrics: KubeletMetrics,
     node_name: String,
     pressure: Pressure,
     dedicated_image_fs: Option<bool>,
@@ -78,6 +80,7 @@ impl Manager {
             image_gc: Arc::new(NoReclaim),
             container_gc: Arc::new(NoReclaim),
             events: Arc::new(LogRecorder),
+            metrics: KubeletMetrics::default(),
             node_name: String::new(),
             pressure: Pressure::default(),
             dedicated_image_fs: None,
@@ -108,6 +111,13 @@ impl Manager {
     ) -> Self {
         self.events = recorder;
         self.node_name = node_name.into();
+        self
+    }
+
+    /// Counts evictions in `metrics` (`kubelet_evictions`).
+    #[must_use]
+    pub fn with_metrics(mut self, metrics: KubeletMetrics) -> Self {
+        self.metrics = metrics;
         self
     }
 
@@ -284,6 +294,7 @@ impl Manager {
                 ..Default::default()
             };
             if self.evict_pod(&pod, grace, &message, vec![condition]).await {
+                self.metrics.record_eviction(threshold.signal.as_str());
                 return vec![pod];
             }
         }
@@ -302,17 +313,18 @@ impl Manager {
             let Some(pod_stats) = stats.get(pod.uid().as_str()) else {
                 continue;
             };
-            if let Some(message) =
+            if let Some(violation) =
                 local_storage::local_storage_violation(pod, pod_stats, dedicated_image_fs)
                 && self
                     .evict_pod(
                         pod,
                         IMMEDIATE_EVICTION_GRACE_PERIOD_SECONDS,
-                        &message,
+                        &violation.message,
                         Vec::new(),
                     )
                     .await
             {
+                self.metrics.record_eviction(violation.signal);
                 evicted.push(pod.clone());
             }
         }

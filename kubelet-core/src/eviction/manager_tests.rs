@@ -181,6 +181,7 @@ struct Fixture {
     summary: Arc<FakeSummary>,
     terminator: Arc<FakeTerminator>,
     manager: Manager,
+    metrics: crate::metrics::KubeletMetrics,
 }
 
 fn fixture(config: Config, pods: Vec<Pod>) -> Fixture {
@@ -190,6 +191,7 @@ fn fixture(config: Config, pods: Vec<Pod>) -> Fixture {
     let terminator = Arc::new(FakeTerminator::default());
     *terminator.active.lock().unwrap_or_else(|e| e.into_inner()) = pods;
     let active = terminator.clone();
+    let metrics = crate::metrics::KubeletMetrics::default();
     let manager = Manager::new(
         config,
         summary.clone(),
@@ -201,11 +203,13 @@ fn fixture(config: Config, pods: Vec<Pod>) -> Fixture {
                 .unwrap_or_else(|e| e.into_inner())
                 .clone()
         }),
-    );
+    )
+    .with_metrics(metrics.clone());
     Fixture {
         summary,
         terminator,
         manager,
+        metrics,
     }
 }
 
@@ -241,12 +245,14 @@ async fn hard_memory_threshold_evicts_the_best_effort_pod_first_one_per_round() 
         Some("TerminationByKubelet")
     );
     assert!(f.manager.pressure().is_under_memory_pressure());
+    assert_eq!(f.metrics.evictions_total("memory.available"), 1);
 
     // Still short: the Guaranteed pod (within its requests) is next, in the next round.
     f.manager.synchronize().await;
     let terminated = f.terminator.terminated();
     assert_eq!(terminated.len(), 2);
     assert_eq!(terminated[1].0, "guaranteed");
+    assert_eq!(f.metrics.evictions_total("memory.available"), 2);
 }
 
 #[tokio::test(start_paused = true)]
@@ -268,6 +274,11 @@ async fn critical_pods_are_never_evicted() {
     assert!(f.manager.synchronize().await.is_empty());
     assert!(f.terminator.terminated().is_empty());
     assert!(f.manager.pressure().is_under_memory_pressure());
+    assert_eq!(
+        f.metrics.evictions_total("memory.available"),
+        0,
+        "only evictions count"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -417,6 +428,7 @@ async fn an_empty_dir_past_its_size_limit_is_evicted_without_any_threshold() {
     );
     assert_eq!(options.grace_period_override, 1);
     assert!(options.conditions.is_empty());
+    assert_eq!(f.metrics.evictions_total("emptydirfs.limit"), 1);
 }
 
 #[tokio::test(start_paused = true)]

@@ -312,7 +312,7 @@ impl KubeletBuilder {
             tracker.clone(),
             token.clone(),
         )
-        .with_metrics(self.metrics);
+        .with_metrics(self.metrics.clone());
         let kubelet = Kubelet::new(
             pod_manager,
             workers,
@@ -336,6 +336,7 @@ impl KubeletBuilder {
                 )
                 .with_reclaim(options.image_gc, options.container_gc)
                 .with_event_recorder(self.events.clone(), self.node_name.clone())
+                .with_metrics(self.metrics.clone())
                 .with_pressure(pressure)
             });
         let container_gc = self.container_gc.map(|(policy, period)| {

@@ -109,6 +109,16 @@ impl KubeletMetrics {
             self.restarted_pods.clone(),
         );
         kubelet.register(
+            "evictions",
+            help("Cumulative number of pod evictions by eviction signal"),
+            self.evictions.clone(),
+        );
+        kubelet.register(
+            "image_garbage_collected",
+            help("Total number of images garbage collected by the kubelet, whether through disk usage or image age."),
+            self.image_garbage_collected.clone(),
+        );
+        kubelet.register(
             "cgroup_version",
             help("cgroup version on the hosts."),
             self.cgroup_version.clone(),
