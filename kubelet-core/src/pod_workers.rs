@@ -83,6 +83,9 @@ pub struct UpdatePodOptions {
     pub running_pod: Option<RunningPod>,
     /// Overrides the grace period of a kill; may only shorten one in progress.
     pub grace_period_override: Option<i64>,
+    /// A kill by the eviction manager (upstream `KillPodOptions.Evict`): the pod's content
+    /// (dead containers, logs) may go at once, though its record stays.
+    pub evict: bool,
 }
 
 /// Where a pod is in its lifecycle.
@@ -119,6 +122,8 @@ struct PodState {
     /// When the last unit of work of this run ended (upstream `lastSyncTime`): a cached
     /// status observed after it may be used without an on-demand relist.
     last_synced: Option<Instant>,
+    /// The termination was an eviction (upstream `podSyncStatus.evicted`).
+    evicted: bool,
 }
 
 impl PodState {
@@ -137,6 +142,7 @@ impl PodState {
             retry_at: None,
             in_flight: None,
             last_synced: None,
+            evicted: false,
         }
     }
 
@@ -317,7 +323,8 @@ impl PodWorkers {
         {
             if state.phase == WorkerPhase::Syncing {
                 state.phase = WorkerPhase::Terminating;
-                debug!(pod = %uid, "pod is terminating");
+                state.evicted = opts.kind == SyncPodType::Kill && opts.evict;
+                debug!(pod = %uid, evicted = state.evicted, "pod is terminating");
             }
             state.restart_requested = false;
             let grace = opts
@@ -387,6 +394,12 @@ impl PodWorkers {
     /// The phase of a pod's worker, if it has one.
     pub fn phase(&self, uid: &PodUid) -> Option<WorkerPhase> {
         self.pods().get(uid).map(|s| s.phase)
+    }
+
+    /// `true` when the pod's worker terminates or terminated it for the eviction manager
+    /// (upstream `IsEvicted`).
+    pub fn is_evicted(&self, uid: &PodUid) -> bool {
+        self.pods().get(uid).is_some_and(|s| s.evicted)
     }
 
     /// `true` once termination of the pod has been requested.

@@ -147,6 +147,7 @@ impl Kubelet {
                 pod: Some(pod),
                 running_pod: None,
                 grace_period_override: None,
+                evict: false,
             });
         }
     }
@@ -351,6 +352,7 @@ impl SyncHandler for Kubelet {
                     pod: None,
                     running_pod: Some(rp),
                     grace_period_override: Some(ORPHAN_GRACE_PERIOD_SECONDS),
+                    evict: false,
                 });
             }
         }

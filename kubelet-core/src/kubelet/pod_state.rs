@@ -5,7 +5,9 @@
 //! A pod is deleted once no source wants it any more or it carries a deletion timestamp
 //! (upstream `IsDeleted`); its runtime may go once its worker has stopped its containers
 //! (`Terminated` or `Finished`, upstream `IsTerminated`), its content (logs included) once it
-//! is deleted and its worker has finished (upstream `IsTerminationComplete`). A pod no worker
+//! is deleted and its worker has finished (upstream `IsTerminationComplete`), or at once when
+//! the eviction manager evicted it (upstream `IsEvicted`: the record of an evicted pod stays,
+//! `Failed` / `Evicted`, but nothing of it is kept on the node). A pod no worker
 //! knows may go entirely once every source has been seen and none wants it (upstream
 //! `podsSynced`).
 
@@ -31,7 +33,10 @@ impl Kubelet {
 impl PodStateProvider for Kubelet {
     fn should_pod_content_be_removed(&self, uid: &PodUid) -> bool {
         match self.workers.phase(uid) {
-            Some(phase) => phase == WorkerPhase::Finished && self.is_pod_deleted(uid),
+            Some(phase) => {
+                self.workers.is_evicted(uid)
+                    || (phase == WorkerPhase::Finished && self.is_pod_deleted(uid))
+            }
             None => self.unknown_pod_is_gone(uid),
         }
     }

@@ -69,6 +69,7 @@ impl PodTerminator for Kubelet {
             pod: Some(pod.clone()),
             running_pod: None,
             grace_period_override: Some(grace),
+            evict: true,
         });
         let timeout = Duration::from_secs(u64::try_from((grace + grace / 2).max(10)).unwrap_or(10));
         let deadline = Instant::now() + timeout;

@@ -122,6 +122,7 @@ fn create(p: Pod) -> UpdatePodOptions {
         pod: Some(p),
         running_pod: None,
         grace_period_override: None,
+        evict: false,
     }
 }
 
@@ -131,6 +132,7 @@ fn kill(p: Pod, grace: Option<i64>) -> UpdatePodOptions {
         pod: Some(p),
         running_pod: None,
         grace_period_override: grace,
+        evict: false,
     }
 }
 
@@ -361,6 +363,7 @@ async fn runtime_pod_without_config_is_killed_and_forgotten() {
         pod: None,
         running_pod: Some(running.clone()),
         grace_period_override: Some(1),
+        evict: false,
     });
     assert_eq!(next(&mut rx).await, Seen::TerminatingRuntime);
     tokio::time::timeout(Duration::from_secs(5), async {

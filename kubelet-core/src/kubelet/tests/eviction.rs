@@ -31,9 +31,8 @@ fn guaranteed(name: &str) -> Pod {
     p
 }
 
-#[tokio::test(start_paused = true)]
-async fn memory_pressure_evicts_the_best_effort_pod_and_refuses_new_ones() {
-    let low = Arc::new(AtomicBool::new(false));
+/// A summary whose node has 512Mi available while `low` is set, else 2Gi.
+fn memory_summary(low: &Arc<AtomicBool>) -> MockSummaryProvider {
     let mut summary = MockSummaryProvider::new();
     let is_low = low.clone();
     summary.expect_get().returning(move || {
@@ -50,8 +49,13 @@ async fn memory_pressure_evicts_the_best_effort_pod_and_refuses_new_ones() {
         });
         Ok(s)
     });
+    summary
+}
+
+/// Eviction at `memory.available<1Gi`.
+fn memory_config() -> eviction::Config {
     let hard: BTreeMap<String, String> = [("memory.available".to_owned(), "1Gi".to_owned())].into();
-    let config = eviction::Config {
+    eviction::Config {
         thresholds: parse_threshold_config(
             &hard,
             &BTreeMap::new(),
@@ -60,8 +64,13 @@ async fn memory_pressure_evicts_the_best_effort_pod_and_refuses_new_ones() {
         )
         .expect("valid"),
         ..eviction::Config::default()
-    };
-    let options = eviction::Options::new(config, Arc::new(summary));
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn memory_pressure_evicts_the_best_effort_pod_and_refuses_new_ones() {
+    let low = Arc::new(AtomicBool::new(false));
+    let options = eviction::Options::new(memory_config(), Arc::new(memory_summary(&low)));
     let (api_source, api) = ChannelSource::new(API_SERVER_SOURCE);
     let n = node_built(Arc::new(crate::probe::NoProbes), FakeRuntime::new(), |b| {
         b.source(Box::new(api_source)).eviction(options)
@@ -110,5 +119,62 @@ async fn memory_pressure_evicts_the_best_effort_pod_and_refuses_new_ones() {
     })
     .await;
     assert!(running(&n.runtime, &late.uid(), "app").is_none());
+    n.token.cancel();
+}
+
+/// Upstream `IsEvicted` / `ShouldPodContentBeRemoved`: an evicted pod keeps its record
+/// (`Failed` / `Evicted`, still in the config) while container GC removes its dead containers
+/// and sandbox at once; a pod that is merely running keeps everything.
+#[tokio::test(start_paused = true)]
+async fn an_evicted_pods_containers_go_and_its_record_stays() {
+    use crate::container_gc::{self, PodStateProvider};
+    let low = Arc::new(AtomicBool::new(false));
+    let options = eviction::Options::new(memory_config(), Arc::new(memory_summary(&low)));
+    let (api_source, api) = ChannelSource::new(API_SERVER_SOURCE);
+    let n = node_built(Arc::new(crate::probe::NoProbes), FakeRuntime::new(), |b| {
+        b.source(Box::new(api_source))
+            .eviction(options)
+            .container_gc(container_gc::Policy::default(), Duration::from_secs(5))
+    })
+    .await;
+    n.send(Operation::Set, Vec::new()).await;
+    let (be, g) = (pod("best-effort"), guaranteed("guaranteed"));
+    api.send(Operation::Set, vec![g.clone(), be.clone()])
+        .await
+        .expect("running");
+    eventually(Duration::from_secs(30), "both running", || {
+        running(&n.runtime, &be.uid(), "app").is_some()
+            && running(&n.runtime, &g.uid(), "app").is_some()
+    })
+    .await;
+    assert!(!n.kubelet.should_pod_content_be_removed(&be.uid()));
+    low.store(true, Ordering::SeqCst);
+    eventually(Duration::from_secs(30), "best-effort evicted", || {
+        n.status.reason(&be.uid()).as_deref() == Some("Evicted")
+    })
+    .await;
+    // Before the next round takes the Guaranteed pod too: memory is back.
+    low.store(false, Ordering::SeqCst);
+    assert!(n.kubelet.should_pod_content_be_removed(&be.uid()));
+    eventually(
+        Duration::from_secs(60),
+        "the evicted pod's containers collected",
+        || {
+            n.runtime
+                .running_pods()
+                .iter()
+                .filter(|p| p.uid == be.uid())
+                .all(|p| p.containers.is_empty() && p.sandboxes.is_empty())
+        },
+    )
+    .await;
+    assert_eq!(n.status.phase(&be.uid()).as_deref(), Some("Failed"));
+    assert_eq!(n.status.reason(&be.uid()).as_deref(), Some("Evicted"));
+    assert!(
+        n.kubelet.pod_manager.contains(&be.uid()),
+        "the record stays until the API deletes it"
+    );
+    assert!(running(&n.runtime, &g.uid(), "app").is_some());
+    assert!(!n.kubelet.should_pod_content_be_removed(&g.uid()));
     n.token.cancel();
 }
