@@ -18,6 +18,12 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     }
     let pr = &settings.pod_runtime;
     let (summary, pod_stats) = stats_provider(&settings)?;
+    let cgroups = {
+        let settings = settings.clone();
+        kubelet_core::blocking::unblock(move || pod_cgroups(&settings))
+            .await
+            .context("setting up pod cgroups")??
+    };
     let mut builder = NodeBuilder::new({
         let settings = settings.clone();
         move |ctx: &RuntimeContext| remote_runtime(&settings, ctx)
@@ -25,7 +31,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     .node_name(settings.node_name.clone())
     .node_ips(settings.node_ips.clone())
     .root_dir(settings.root_dir.clone())
-    .cgroups(pod_cgroups(&settings)?)
+    .cgroups(cgroups)
     .cluster_domain(pr.cluster_domain.clone())
     .crash_loop_backoff(settings.crash_loop_backoff.0, settings.crash_loop_backoff.1)
     .sync_frequency(settings.sync_frequency)
@@ -219,12 +225,14 @@ impl Signals {
     }
 }
 
-/// The pod cgroup manager of the settings: cgroupfs under `--cgroup-root` with
-/// `--cgroups-per-qos`, after creating the QoS cgroups and enforcing node allocatable
-/// (upstream `ContainerManager.Start`).
+/// The pod cgroup manager of the settings (upstream `ContainerManager.Start`): with
+/// `--cgroups-per-qos`, cgroupfs or systemd slices under `--cgroup-root` (`--cgroup-driver`),
+/// after creating the QoS cgroups. Blocks on the cgroup filesystem and D-Bus: run it on the
+/// blocking pool.
 fn pod_cgroups(
     settings: &Settings,
 ) -> anyhow::Result<Arc<dyn kubelet_core::cm::PodContainerManager>> {
+    use crate::pod_runtime::CgroupDriver;
     use kubelet_core::cm::cgroupfs::{Cgroupfs, Layout};
     let pr = &settings.pod_runtime;
     if !pr.cgroups_per_qos {
@@ -236,15 +244,32 @@ fn pod_cgroups(
         return Ok(Arc::new(kubelet_core::cm::Noop { cgroup_root: root }));
     }
     let layout = Layout::detect().context("--cgroups-per-qos: detecting cgroups")?;
-    let cgroups = Cgroupfs::new(layout, pr.cgroup_root.clone())
-        .with_cpu_cfs_quota(pr.cpu_cfs_quota, pr.cpu_cfs_quota_period_us);
-    cgroups.setup_qos().with_context(|| {
+    let qos_context = || {
         format!(
-            "--cgroups-per-qos: creating the QoS cgroups under {}",
-            pr.cgroup_root
+            "--cgroups-per-qos: creating the QoS cgroups under {} ({})",
+            pr.cgroup_root,
+            pr.cgroup_driver.as_str()
         )
-    })?;
-    crate::node_allocatable::enforce(settings, &cgroups)?;
-    tracing::info!(root = %pr.cgroup_root, "pod cgroups enabled (cgroupfs)");
-    Ok(Arc::new(cgroups))
+    };
+    match pr.cgroup_driver {
+        CgroupDriver::Cgroupfs => {
+            let cgroups = Cgroupfs::new(layout, pr.cgroup_root.clone())
+                .with_cpu_cfs_quota(pr.cpu_cfs_quota, pr.cpu_cfs_quota_period_us);
+            cgroups.setup_qos().with_context(qos_context)?;
+            crate::node_allocatable::enforce(settings, &cgroups)?;
+            tracing::info!(root = %pr.cgroup_root, "pod cgroups enabled (cgroupfs)");
+            Ok(Arc::new(cgroups))
+        }
+        CgroupDriver::Systemd => {
+            let units = kubelet::systemd::DbusSystemd::connect(kubelet::systemd::Address::System)
+                .context("--cgroup-driver=systemd: connecting to systemd over D-Bus")?;
+            let cgroups =
+                kubelet_core::cm::systemd::Systemd::new(layout, &pr.cgroup_root, Arc::new(units))
+                    .with_cpu_cfs_quota(pr.cpu_cfs_quota, pr.cpu_cfs_quota_period_us);
+            cgroups.setup_qos().with_context(qos_context)?;
+            crate::node_allocatable::enforce(settings, &cgroups)?;
+            tracing::info!(root = %pr.cgroup_root, "pod cgroups enabled (systemd)");
+            Ok(Arc::new(cgroups))
+        }
+    }
 }

@@ -34,7 +34,7 @@ pub fn configz(s: &Settings) -> Value {
         "resolvConf": pr.resolv_conf,
         "cgroupRoot": pr.cgroup_root,
         "cgroupsPerQOS": pr.cgroups_per_qos,
-        "cgroupDriver": "cgroupfs",
+        "cgroupDriver": pr.cgroup_driver.as_str(),
         "kubeletCgroups": pr.kubelet_cgroups.clone().unwrap_or_default(),
         "runtimeCgroups": pr.runtime_cgroups.clone().unwrap_or_default(),
         "systemCgroups": pr.system_cgroups.clone().unwrap_or_default(),

@@ -32,5 +32,6 @@ pub mod node;
 pub mod pleg;
 pub mod server;
 pub mod span_stacks;
+pub mod systemd;
 
 pub use node::{Error, Node, NodeBuilder, RuntimeContext};

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use anyhow::Context;
 use kubelet::cluster::node_status::allocatable::enforced_allocatable;
 use kubelet::cluster::node_status::machine::MachineInfo;
-use kubelet_core::cm::cgroupfs::Cgroupfs;
+use kubelet_core::cm::node_allocatable::NodeAllocatableCgroups;
 use kubelet_core::cm::helpers::ResourceConfig;
 use kubelet_core::cm::node_allocatable::cgroup_config;
 use kubelet_core::pod_resources::{milli_value, value};
@@ -160,7 +160,10 @@ pub fn kubepods_config(all: &All) -> ResourceConfig {
 /// than the new limit) is logged and retried every minute on the blocking pool until it
 /// succeeds, as upstream; a reserved cgroup that is absent or refuses its limits is an error
 /// (upstream fails the container manager's start).
-pub fn enforce(all: &All, cgroups: &Cgroupfs) -> anyhow::Result<()> {
+pub fn enforce<C>(all: &All, cgroups: &C) -> anyhow::Result<()>
+where
+    C: NodeAllocatableCgroups + Clone + Send + Sync + 'static,
+{
     let config = kubepods_config(all);
     let cgroup = cgroups.node_allocatable_cgroup();
     match cgroups.enforce_node_allocatable(&config) {
@@ -192,7 +195,10 @@ pub fn enforce(all: &All, cgroups: &Cgroupfs) -> anyhow::Result<()> {
 }
 
 /// Retries the update of `kubepods` every [`RETRY_PERIOD`] until it succeeds.
-async fn retry(cgroups: Cgroupfs, config: ResourceConfig) {
+async fn retry<C>(cgroups: C, config: ResourceConfig)
+where
+    C: NodeAllocatableCgroups + Clone + Send + Sync + 'static,
+{
     loop {
         tokio::time::sleep(RETRY_PERIOD).await;
         let (c, cfg) = (cgroups.clone(), config.clone());

@@ -25,7 +25,8 @@ pub struct Flags {
     /// Root cgroup of the pod cgroups (default `/`).
     #[arg(long)]
     pub cgroup_root: Option<String>,
-    /// Cgroup driver; only `cgroupfs` is supported.
+    /// Cgroup driver: `cgroupfs` (default) or `systemd` (slices through systemd over D-Bus;
+    /// the runtime must use the same driver, containerd's `SystemdCgroup = true`).
     #[arg(long)]
     pub cgroup_driver: Option<String>,
     /// Enforce CPU limits with CFS quota (default true).
@@ -87,11 +88,33 @@ pub struct ConfigFile {
     volume_stats_agg_period: Option<String>,
 }
 
+/// How pod cgroups are made (upstream `--cgroup-driver`, `cgroupDriver`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CgroupDriver {
+    /// Directories of the cgroup filesystem.
+    #[default]
+    Cgroupfs,
+    /// Transient slice units of systemd, over D-Bus.
+    Systemd,
+}
+
+impl CgroupDriver {
+    /// The upstream name: `cgroupfs` or `systemd`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CgroupDriver::Cgroupfs => "cgroupfs",
+            CgroupDriver::Systemd => "systemd",
+        }
+    }
+}
+
 /// Merged pod cgroup and DNS settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Settings {
     /// `--cgroups-per-qos`.
     pub cgroups_per_qos: bool,
+    /// `--cgroup-driver`.
+    pub cgroup_driver: CgroupDriver,
     /// `--cgroup-root`, `/` by default.
     pub cgroup_root: String,
     /// Enforce CPU limits.
@@ -119,15 +142,20 @@ pub struct Settings {
 impl Settings {
     /// Merges `flags` over `file`; errors name the flag or field.
     pub fn merge(flags: Flags, file: ConfigFile) -> Result<Self, UsageError> {
-        let driver = flags
+        let cgroup_driver = match flags
             .cgroup_driver
             .or(file.cgroup_driver)
-            .unwrap_or_else(|| "cgroupfs".into());
-        if driver != "cgroupfs" {
-            return Err(UsageError(format!(
-                "--cgroup-driver {driver:?}: only \"cgroupfs\" is supported by this kubelet (configure the runtime with SystemdCgroup = false)"
-            )));
-        }
+            .as_deref()
+            .unwrap_or("cgroupfs")
+        {
+            "cgroupfs" => CgroupDriver::Cgroupfs,
+            "systemd" => CgroupDriver::Systemd,
+            other => {
+                return Err(UsageError(format!(
+                    "--cgroup-driver {other:?}: must be \"cgroupfs\" or \"systemd\""
+                )));
+            }
+        };
         let cgroup_root = flags
             .cgroup_root
             .or(file.cgroup_root)
@@ -177,6 +205,7 @@ impl Settings {
             ));
         }
         Ok(Self {
+            cgroup_driver,
             cgroups_per_qos: flags
                 .cgroups_per_qos
                 .or(file.cgroups_per_qos)
@@ -295,10 +324,20 @@ mod tests {
 
     #[test]
     fn rejects_bad_values() {
-        let e = parse(&["--cgroup-driver", "systemd"], "").expect_err("systemd");
-        assert!(e.0.contains("only \"cgroupfs\""), "{}", e.0);
-        let e = parse(&[], "cgroupDriver: systemd").expect_err("systemd");
-        assert!(e.0.contains("systemd"), "{}", e.0);
+        let e = parse(&["--cgroup-driver", "cgroupv2"], "").expect_err("unknown");
+        assert!(e.0.contains("\"cgroupfs\" or \"systemd\""), "{}", e.0);
+        assert_eq!(
+            parse(&["--cgroup-driver", "systemd"], "")
+                .expect("systemd")
+                .cgroup_driver,
+            CgroupDriver::Systemd
+        );
+        let s = parse(&[], "cgroupDriver: systemd").expect("systemd");
+        assert_eq!(s.cgroup_driver.as_str(), "systemd");
+        assert_eq!(
+            parse(&[], "").expect("default").cgroup_driver,
+            CgroupDriver::Cgroupfs
+        );
         assert!(parse(&["--cgroup-root", "relative"], "").is_err());
         let e = parse(&[], "clusterDNS: [nope]").expect_err("ip");
         assert!(e.0.contains("clusterDNS"), "{}", e.0);

@@ -323,7 +323,7 @@ fn copy_cpuset_from_parent(dir: &Path) -> Result<()> {
 }
 
 /// Removes a cgroup directory and its child cgroups, deepest first.
-fn remove_tree(dir: &Path) -> Result<()> {
+pub(super) fn remove_tree(dir: &Path) -> Result<()> {
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),

@@ -6,14 +6,17 @@
 //! cgroupfs driver: Guaranteed pods live in `<root>/kubepods/pod<uid>`, Burstable pods in
 //! `<root>/kubepods/burstable/pod<uid>`, BestEffort pods in
 //! `<root>/kubepods/besteffort/pod<uid>`. [`cgroupfs::Cgroupfs`] implements it on cgroup v1
-//! and v2, [`Noop`] is the `--cgroups-per-qos=false` manager, and `FakePodContainerManager`
-//! (feature `test-util`) records what the kubelet asked for.
+//! and v2, [`systemd::Systemd`] is the systemd driver (slices through D-Bus, named by
+//! [`cgroup_name`]), [`Noop`] is the `--cgroups-per-qos=false` manager, and
+//! `FakePodContainerManager` (feature `test-util`) records what the kubelet asked for.
 
+pub mod cgroup_name;
 pub mod cgroupfs;
 #[cfg(any(test, feature = "test-util"))]
 mod fake;
 pub mod helpers;
 pub mod node_allocatable;
+pub mod systemd;
 
 use k8s_openapi::api::core::v1::Pod;
 
@@ -46,6 +49,17 @@ pub enum Error {
     /// `--kube-reserved-cgroup` and `--system-reserved-cgroup` are created by others).
     #[error("{0:?} cgroup does not exist")]
     Missing(String),
+    /// A call to systemd over D-Bus failed or its job did not finish `done` (systemd driver).
+    #[error("systemd unit {unit}: {op}: {source}")]
+    Systemd {
+        /// The unit, e.g. `kubepods-burstable.slice`.
+        unit: String,
+        /// The call, e.g. `StartTransientUnit`.
+        op: String,
+        /// What D-Bus or systemd answered.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
 /// `Result` with this module's [`Error`].

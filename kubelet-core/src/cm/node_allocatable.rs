@@ -31,28 +31,39 @@ pub fn cgroup_config(cpu_millis: Option<i64>, memory_bytes: Option<i64>) -> Reso
     }
 }
 
-impl Cgroupfs {
+/// The cgroups node allocatable is enforced on, as each cgroup driver names and writes them
+/// (upstream's `CgroupManager` under `enforceNodeAllocatableCgroups`).
+pub trait NodeAllocatableCgroups {
     /// Creates the `kubepods` cgroup below the cgroup root unless it exists and writes
     /// `config` into it (upstream `createNodeAllocatableCgroups` and the update of
     /// `enforceNodeAllocatableCgroups`). On cgroup v1 the kernel refuses a memory limit
     /// below what the pods use (`EBUSY`): upstream retries until evictions bring it down.
     #[doc(alias = "enforceNodeAllocatableCgroups")]
-    pub fn enforce_node_allocatable(&self, config: &ResourceConfig) -> Result<()> {
-        let leaves = self.create(&[KUBEPODS])?;
-        self.apply(&leaves, config)
-    }
+    fn enforce_node_allocatable(&self, config: &ResourceConfig) -> Result<()>;
 
-    /// The cgroupfs name of the `kubepods` cgroup (e.g. `/custom/kubepods`).
-    pub fn node_allocatable_cgroup(&self) -> String {
-        self.name(&[KUBEPODS])
-    }
+    /// The name of the `kubepods` cgroup, as the driver shows it (e.g. `/custom/kubepods`,
+    /// `/kubepods.slice`).
+    fn node_allocatable_cgroup(&self) -> String;
 
     /// Writes `config` into the existing cgroup `name`, a cgroupfs name from the hierarchy
     /// root such as `/system.slice` (upstream `enforceExistingCgroup`, for
     /// `--kube-reserved-cgroup` and `--system-reserved-cgroup`). [`Error::Missing`] when it
     /// is absent from any hierarchy: the kubelet does not create these.
     #[doc(alias = "enforceExistingCgroup")]
-    pub fn enforce_existing_cgroup(&self, name: &str, config: &ResourceConfig) -> Result<()> {
+    fn enforce_existing_cgroup(&self, name: &str, config: &ResourceConfig) -> Result<()>;
+}
+
+impl NodeAllocatableCgroups for Cgroupfs {
+    fn enforce_node_allocatable(&self, config: &ResourceConfig) -> Result<()> {
+        let leaves = self.create(&[KUBEPODS])?;
+        self.apply(&leaves, config)
+    }
+
+    fn node_allocatable_cgroup(&self) -> String {
+        self.name(&[KUBEPODS])
+    }
+
+    fn enforce_existing_cgroup(&self, name: &str, config: &ResourceConfig) -> Result<()> {
         let leaves: Vec<_> = self
             .mounts()
             .into_iter()
