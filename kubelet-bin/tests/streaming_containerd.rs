@@ -6,11 +6,13 @@
 //!
 //! kubectl 1.32 tries websockets first and falls back to SPDY/3.1 when the upgrade fails:
 //! exec and attach ask for `v5.channel.k8s.io`, which containerd 1.6 does not speak; the
-//! kubelet serves it over v4 to containerd for sessions without stdin (the non-interactive
-//! exec, attach), and passes containerd's refusal back for those with stdin (`exec -i`, on
-//! SPDY then); port-forward asks for a websocket tunnel (`SPDY/3.1+portforward.k8s.io`)
-//! without `?port=`, which the kubelet refuses with upstream's 400 `query parameter "port" is
-//! required` (upstream kubelets before `ExtendWebSocketsToKubelet` do the same).
+//! kubelet serves it in v4 to containerd, over a websocket for sessions without stdin (the
+//! non-interactive exec, attach) and over SPDY for those with stdin (`exec -i`, `attach -i`:
+//! v5's CLOSE of stdin becomes a FIN on the stdin stream), so kubectl stays on v5 (its `-v=4`
+//! log names the subprotocol, and would name a fallback); port-forward asks for a websocket
+//! tunnel (`SPDY/3.1+portforward.k8s.io`) without `?port=`, which the kubelet refuses with
+//! upstream's 400 `query parameter "port" is required` (upstream kubelets before
+//! `ExtendWebSocketsToKubelet` do the same).
 //!
 //! Skipped when kube-apiserver is not built, unless `KUBELET_REQUIRE_APISERVER` is set (CI).
 
@@ -24,7 +26,8 @@ use support::{NODE, kubectl_create, kubectl_wait};
 use xtask::apiserver::Cluster;
 
 /// The pod: `web` serves `/www` over HTTP on 8080 (busybox httpd), `ticker` prints a line a
-/// second (for attach).
+/// second (for attach), `shout` upper-cases its stdin (for attach with stdin; its stdin
+/// closes with the first attach's, and it ends then).
 fn pod_yaml() -> String {
     format!(
         r#"apiVersion: v1
@@ -44,6 +47,12 @@ spec:
     image: docker.io/library/busybox:1.36
     imagePullPolicy: IfNotPresent
     command: ["sh", "-c", "i=0; while true; do echo tick $i; i=$((i+1)); sleep 1; done"]
+  - name: shout
+    image: docker.io/library/busybox:1.36
+    imagePullPolicy: IfNotPresent
+    stdin: true
+    stdinOnce: true
+    command: ["tr", "a-z", "A-Z"]
 "#
     )
 }
@@ -155,6 +164,45 @@ fn kubectl_exec_attach_and_port_forward_through_the_api_server() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout), "got:one\ngot:two\n");
 
+    // With stdin, on v5 (no SPDY fallback): the end of stdin reaches the command, whose
+    // output after it comes back, and so does its exit code.
+    let out = kubectl(
+        &cluster,
+        &["-v=4", "exec", "-i", "stream", "-c", "web", "--", "cat"],
+        Some("hello\n"),
+    );
+    let log = text(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    assert_eq!(text(&out.stdout), "hello\n");
+    assert!(
+        log.contains("The subprotocol is v5.channel.k8s.io"),
+        "{log}"
+    );
+    assert!(!log.contains("fallback"), "{log}");
+    let out = kubectl(
+        &cluster,
+        &[
+            "-v=4",
+            "exec",
+            "-i",
+            "stream",
+            "-c",
+            "web",
+            "--",
+            "sh",
+            "-c",
+            "read x; sort; exit 3",
+        ],
+        Some("first\nb\na\n"),
+    );
+    let log = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{log}");
+    assert_eq!(text(&out.stdout), "a\nb\n");
+    assert!(
+        log.contains("The subprotocol is v5.channel.k8s.io"),
+        "{log}"
+    );
+
     // Attach: the ticker's output as it prints.
     let mut attach = Command::new("kubectl")
         .arg("--kubeconfig")
@@ -207,6 +255,21 @@ fn kubectl_exec_attach_and_port_forward_through_the_api_server() {
     assert!(read.is_ok(), "{read:?}: kubectl: {}", text(&forward.stderr));
     assert!(response.starts_with("HTTP/1.1 200 OK\r\n"), "{response}");
     assert!(response.ends_with("hello-from-the-pod\n"), "{response}");
+
+    // Attach with stdin, on v5 too: the container's stdin closes with the attach's
+    // (stdinOnce), and what it printed comes back before it ends (and restarts).
+    let out = kubectl(
+        &cluster,
+        &["-v=4", "attach", "-i", "stream", "-c", "shout"],
+        Some("quiet\n"),
+    );
+    let log = text(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    assert_eq!(text(&out.stdout), "QUIET\n");
+    assert!(
+        log.contains("The subprotocol is v5.channel.k8s.io"),
+        "{log}"
+    );
 
     // Acceptance 5: a client killed mid-session ends the exec, even one that ignores its
     // stdin (containerd 1.6 keeps it running; the kubelet kills it when the session ends).

@@ -34,6 +34,7 @@ pub mod proxy;
 mod resource_metrics;
 mod routes;
 mod run;
+mod spdy;
 mod stats;
 mod streaming;
 #[cfg(test)]

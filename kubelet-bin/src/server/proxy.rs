@@ -19,9 +19,9 @@
 //! answers every proxy error with 500).
 //!
 //! The streaming server is dialled by `server::backend` (`http`, or `https` with the
-//! system's roots). A websocket client asking for `v5.channel.k8s.io` without stdin is
-//! served by `server::ws_v5` instead, which terminates its websocket and speaks v4 to the
-//! runtime.
+//! system's roots). A websocket client asking for `v5.channel.k8s.io` is served by
+//! `server::ws_v5` instead, which terminates its websocket and speaks v4 to the runtime (over
+//! a websocket, or over SPDY for a session with stdin).
 
 use std::future::Future;
 use std::net::SocketAddr;

@@ -583,23 +583,277 @@ async fn a_v5_client_without_stdin_is_served_over_v4_to_the_runtime() {
     );
 }
 
-#[tokio::test]
-async fn a_v5_client_with_stdin_goes_to_the_runtime_as_it_is() {
-    let (backend, head, _closed) = echo_backend().await;
-    let h = harness(&backend).await;
-    let (_conn, response) = request(
-        h.addr,
-        "GET /exec/default/web/app?command=cat&input=1&output=1 HTTP/1.1\r\nHost: k\r\n\
-         Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\
-         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
-         Sec-WebSocket-Protocol: v5.channel.k8s.io\r\n\r\n",
+/// What a SPDY streaming server saw of one session: the request head, the streams opened
+/// (id, `streamtype`) and the data frames received (stream id, flags, data).
+struct SpdySession {
+    head: String,
+    streams: Vec<(u32, String)>,
+    data: Vec<(u32, u8, Vec<u8>)>,
+}
+
+/// A v4-over-SPDY streaming server for one session, as upstream's (`httpstream.go`,
+/// spdystream): takes the upgrade, replies to each stream, echoes stdin to stdout until its
+/// FIN, then writes `status` on the error stream, resets every stream, sends GOAWAY and
+/// closes.
+async fn spdy_backend(status: &'static str) -> (String, oneshot::Receiver<SpdySession>) {
+    use super::spdy::frame::{CANCEL, Decoder, Encoder, FLAG_FIN, Frame};
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    let (tx, rx) = oneshot::channel();
+    tokio::spawn(async move {
+        let (mut conn, _) = listener.accept().await.expect("accept");
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            if conn.read(&mut byte).await.unwrap_or(0) == 0 {
+                return;
+            }
+            head.push(byte[0]);
+        }
+        conn.write_all(
+            b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n\
+              X-Stream-Protocol-Version: v4.channel.k8s.io\r\n\r\n",
+        )
+        .await
+        .expect("101");
+        let (read, mut write) = conn.into_split();
+        let mut frames = Decoder::new(read);
+        let mut encoder = Encoder::new().expect("encoder");
+        let mut session = SpdySession {
+            head: String::from_utf8_lossy(&head).into_owned(),
+            streams: Vec::new(),
+            data: Vec::new(),
+        };
+        let id = |session: &SpdySession, kind: &str| {
+            session
+                .streams
+                .iter()
+                .find(|(_, k)| k == kind)
+                .map(|(id, _)| *id)
+        };
+        while let Ok(Some(frame)) = frames.next().await {
+            let reply = match frame {
+                Frame::SynStream {
+                    stream_id, headers, ..
+                } => {
+                    let kind = headers
+                        .iter()
+                        .find(|(n, _)| n == "streamtype")
+                        .map(|(_, v)| v.clone())
+                        .unwrap_or_default();
+                    session.streams.push((stream_id, kind));
+                    Some(Frame::SynReply {
+                        stream_id,
+                        flags: 0,
+                        headers: vec![],
+                    })
+                }
+                Frame::Data {
+                    stream_id,
+                    flags,
+                    data,
+                } => {
+                    session.data.push((stream_id, flags, data.clone()));
+                    let stdin = Some(stream_id) == id(&session, "stdin");
+                    if stdin && flags & FLAG_FIN != 0 {
+                        break;
+                    }
+                    match id(&session, "stdout") {
+                        Some(stdout) if stdin => Some(Frame::Data {
+                            stream_id: stdout,
+                            flags: 0,
+                            data,
+                        }),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            };
+            if let Some(reply) = reply {
+                let bytes = encoder.encode(&reply).expect("encode");
+                write.write_all(&bytes).await.expect("reply");
+            }
+        }
+        let mut end = vec![Frame::Data {
+            stream_id: id(&session, "error").unwrap_or(1),
+            flags: 0,
+            data: status.as_bytes().to_vec(),
+        }];
+        for (stream_id, _) in &session.streams {
+            end.push(Frame::RstStream {
+                stream_id: *stream_id,
+                status: CANCEL,
+            });
+        }
+        end.push(Frame::GoAway {
+            last_good_stream_id: 0,
+            status: 0,
+        });
+        for frame in &end {
+            let bytes = encoder.encode(frame).expect("encode");
+            let _ = write.write_all(&bytes).await;
+        }
+        drop(write);
+        let _ = tx.send(session);
+    });
+    (url, rx)
+}
+
+/// Opens a v5 websocket session on `path`; its reader and writer.
+async fn v5_client(
+    addr: std::net::SocketAddr,
+    path: &str,
+) -> (
+    ws_frame::Reader<tokio::io::ReadHalf<TcpStream>>,
+    tokio::io::WriteHalf<TcpStream>,
+) {
+    let (conn, response) = request(
+        addr,
+        &format!(
+            "GET {path} HTTP/1.1\r\nHost: k\r\n\
+             Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\
+             Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+             Sec-WebSocket-Protocol: v5.channel.k8s.io\r\n\r\n"
+        ),
     )
     .await;
     assert!(response.starts_with("HTTP/1.1 101 "), "{response}");
-    let head = head.await.expect("proxied");
     assert!(
-        head.to_ascii_lowercase()
+        response
+            .to_ascii_lowercase()
             .contains("sec-websocket-protocol: v5.channel.k8s.io"),
+        "{response}"
+    );
+    let (read, write) = tokio::io::split(conn);
+    (ws_frame::Reader::new(read), write)
+}
+
+async fn next_message(
+    reader: &mut ws_frame::Reader<tokio::io::ReadHalf<TcpStream>>,
+) -> (u8, Vec<u8>) {
+    let m = reader.next().await.expect("a message").expect("open");
+    (m.opcode, m.payload)
+}
+
+const EXIT_3: &str = r#"{"metadata":{},"status":"Failure","message":"command terminated with non-zero exit code: exit code 3","reason":"NonZeroExitCode","details":{"causes":[{"reason":"ExitCode","message":"3"}]}}"#;
+
+#[tokio::test]
+async fn a_v5_exec_with_stdin_is_relayed_over_spdy_and_its_close_is_a_fin() {
+    let (backend, seen) = spdy_backend(EXIT_3).await;
+    let h = harness(&backend).await;
+    let (mut reader, mut write) = v5_client(
+        h.addr,
+        "/exec/default/web/app?command=cat&input=1&output=1&error=1",
+    )
+    .await;
+    ws_frame::send(&mut write, ws_frame::BINARY, b"\x00hello\n", true)
+        .await
+        .expect("stdin");
+    assert_eq!(
+        next_message(&mut reader).await,
+        (ws_frame::BINARY, b"\x01hello\n".to_vec())
+    );
+    ws_frame::send(&mut write, ws_frame::PING, b"hi", true)
+        .await
+        .expect("ping");
+    assert_eq!(
+        next_message(&mut reader).await,
+        (ws_frame::PONG, b"hi".to_vec())
+    );
+    // v5's CLOSE of stdin: the runtime sees a FIN, and the exit status comes back.
+    ws_frame::send(&mut write, ws_frame::BINARY, &[255, 0], true)
+        .await
+        .expect("CLOSE");
+    let mut status = b"\x03".to_vec();
+    status.extend_from_slice(EXIT_3.as_bytes());
+    assert_eq!(next_message(&mut reader).await, (ws_frame::BINARY, status));
+    assert_eq!(
+        next_message(&mut reader).await,
+        (ws_frame::CLOSE, 1000u16.to_be_bytes().to_vec())
+    );
+
+    let session = seen.await.expect("the runtime saw the session");
+    let head = session.head.to_ascii_lowercase();
+    assert!(head.starts_with("post /exec/1 http/1.1\r\n"), "{head}");
+    assert!(head.contains("upgrade: spdy/3.1\r\n"), "{head}");
+    assert!(
+        head.contains("x-stream-protocol-version: v4.channel.k8s.io\r\n"),
         "{head}"
     );
+    assert!(!head.contains("sec-websocket"), "{head}");
+    let streams: Vec<_> = session
+        .streams
+        .iter()
+        .map(|(id, kind)| (*id, kind.as_str()))
+        .collect();
+    assert_eq!(
+        streams,
+        [(1, "error"), (3, "stdin"), (5, "stdout"), (7, "stderr")]
+    );
+    assert_eq!(
+        session.data,
+        [(3, 0, b"hello\n".to_vec()), (3, 1, Vec::new())]
+    );
+}
+
+#[tokio::test]
+async fn a_v5_attach_with_a_terminal_relays_resizes_over_spdy() {
+    let success = r#"{"metadata":{},"status":"Success"}"#;
+    let (backend, seen) = spdy_backend(success).await;
+    let h = harness(&backend).await;
+    let (mut reader, mut write) =
+        v5_client(h.addr, "/attach/default/web/app?input=1&output=1&tty=1").await;
+    ws_frame::send(
+        &mut write,
+        ws_frame::BINARY,
+        b"\x04{\"Width\":80,\"Height\":24}",
+        true,
+    )
+    .await
+    .expect("resize");
+    ws_frame::send(&mut write, ws_frame::BINARY, b"\x00ls\r", true)
+        .await
+        .expect("stdin");
+    assert_eq!(
+        next_message(&mut reader).await,
+        (ws_frame::BINARY, b"\x01ls\r".to_vec())
+    );
+    // A CLOSE of a stream the client does not write is nothing to the runtime.
+    ws_frame::send(&mut write, ws_frame::BINARY, &[255, 1], true)
+        .await
+        .expect("CLOSE stdout");
+    ws_frame::send(&mut write, ws_frame::BINARY, &[255, 0], true)
+        .await
+        .expect("CLOSE stdin");
+    let mut status = b"\x03".to_vec();
+    status.extend_from_slice(success.as_bytes());
+    assert_eq!(next_message(&mut reader).await, (ws_frame::BINARY, status));
+    assert_eq!(next_message(&mut reader).await.0, ws_frame::CLOSE);
+
+    let session = seen.await.expect("the runtime saw the session");
+    let streams: Vec<_> = session
+        .streams
+        .iter()
+        .map(|(id, kind)| (*id, kind.as_str()))
+        .collect();
+    assert_eq!(
+        streams,
+        [(1, "error"), (3, "stdin"), (5, "stdout"), (7, "resize")]
+    );
+    assert_eq!(
+        session.data,
+        [
+            (7, 0, b"{\"Width\":80,\"Height\":24}".to_vec()),
+            (3, 0, b"ls\r".to_vec()),
+            (3, 1, Vec::new()),
+        ]
+    );
+    assert!(matches!(
+        h.runtime.service().stream_requests()[..],
+        [StreamRequest::Attach {
+            stdin: true,
+            tty: true,
+            ..
+        }]
+    ));
 }

@@ -1,18 +1,23 @@
 //! `v5.channel.k8s.io` for a runtime that speaks only `v4.channel.k8s.io` (containerd 1.6):
 //! the kubelet terminates the client's websocket itself and relays its messages channel by
-//! channel over a v4 websocket of its own to the runtime's streaming server.
+//! channel to the runtime's streaming server.
 //!
 //! v5 (KEP-3396; upstream `k8s.io/apimachinery/pkg/util/httpstream/wsstream/conn.go`,
 //! `k8s.io/client-go/tools/remotecommand/websocket.go`) is v4 plus one signal: a binary
 //! message on channel 255 whose payload is a stream's id closes that stream (the client's
-//! `stdin.Close()`). v4 cannot close one direction of a stream: the only way to end an
-//! exec's stdin there is to end the runtime's connection, and containerd then drops what
-//! the exec prints afterwards (`echo data | kubectl exec -i … -- sort` would lose its
-//! output). So only sessions without stdin are served here ([`serves`]); a v5 request with
-//! stdin goes to the runtime as it is, which refuses it, and the client falls back to
-//! SPDY, whose streams close one by one (as against upstream kubelets without
-//! `ExtendWebSocketsToKubelet`). Pings are answered on each side; a close on either side is
-//! passed on and ends the session.
+//! `stdin.Close()`). v4 over a websocket cannot close one direction of a stream: the only
+//! way to end an exec's stdin there is to end the runtime's connection, and containerd then
+//! drops what the exec prints afterwards (`echo data | kubectl exec -i … -- sort` would lose
+//! its output). So the runtime is spoken to in one of two ways:
+//!
+//! - a session without stdin: a v4 websocket of the kubelet's own, messages passed on as
+//!   they are ([`relay`]);
+//! - a session with stdin (exec or attach): v4 over SPDY/3.1, as upstream's SPDY executor
+//!   speaks it, where the CLOSE signal of stdin is a FIN on the stdin stream
+//!   ([`super::spdy::relay`]).
+//!
+//! Pings are answered on each side; a close on either side is passed on and ends the
+//! session.
 
 use axum::body::Body;
 use axum::extract::Request;
@@ -26,6 +31,7 @@ use tokio::sync::Mutex;
 
 use super::backend::Location;
 use super::proxy::{self, Error};
+use super::spdy;
 use super::ws_frame::{self, BINARY, CLOSE, PING, PONG, TEXT};
 
 /// The remote command protocol with the CLOSE signal.
@@ -35,11 +41,9 @@ const V4: &str = "v4.channel.k8s.io";
 /// Upstream `remotecommand.StreamClose`: the channel of the CLOSE signal.
 const STREAM_CLOSE: u8 = 255;
 
-/// Whether the upgrade `request` is served here: a websocket offering `v5.channel.k8s.io`
-/// for a session without stdin (`input=1`).
+/// Whether the upgrade `request` is served here: a websocket offering `v5.channel.k8s.io`.
 pub(crate) fn serves(request: &Request) -> bool {
     offers_v5(request.headers())
-        && !super::streaming::stream_options(request.uri().query()).is_ok_and(|o| o.stdin)
 }
 
 /// Whether `headers` are a websocket upgrade offering `v5.channel.k8s.io`.
@@ -56,8 +60,9 @@ fn offers_v5(headers: &HeaderMap) -> bool {
             .any(|p| p.trim() == V5)
 }
 
-/// Serves the client's v5 upgrade `request` through a v4 websocket to `location`; the
-/// session is driven as [`proxy::proxy_stream`] drives it.
+/// Serves the client's v5 upgrade `request` through a v4 websocket to `location`, or v4
+/// over SPDY for a session with stdin; the session is driven as [`proxy::proxy_stream`]
+/// drives it.
 pub(crate) async fn proxy_v5(
     request: Request,
     location: &str,
@@ -87,7 +92,42 @@ async fn try_proxy_v5(
         .extensions_mut()
         .remove::<hyper::upgrade::OnUpgrade>()
         .ok_or(Error::UpgradeRequired)?;
+    // The caller checked the options; a session that names none has no stdin.
+    let options = super::streaming::stream_options(request.uri().query()).unwrap_or_default();
     let mut backend = proxy::backend_request(&request, &location, proxy::peer(&request));
+    if options.stdin {
+        spdy_upgrade(&mut backend);
+    } else {
+        websocket_upgrade(&mut backend);
+    }
+    let mut response = proxy::send_to_backend(&location, backend).await?;
+    let status = response.status();
+    if status != StatusCode::SWITCHING_PROTOCOLS {
+        return proxy::refusal(response);
+    }
+    let backend_upgrade = hyper::upgrade::on(&mut response);
+    if options.stdin {
+        tracing::debug!("v5 session with stdin relayed to the runtime over SPDY");
+        proxy::spawn_session(client_upgrade, backend_upgrade, session, move |c, r| {
+            spdy::relay::relay(TokioIo::new(c), TokioIo::new(r), options)
+        });
+    } else {
+        proxy::spawn_session(client_upgrade, backend_upgrade, session, relay);
+    }
+    let mut reply = Response::new(Body::empty());
+    *reply.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+    let headers = reply.headers_mut();
+    headers.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
+    headers.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
+    headers.insert(header::SEC_WEBSOCKET_PROTOCOL, HeaderValue::from_static(V5));
+    if let Ok(accept) = HeaderValue::from_str(&accept) {
+        headers.insert(header::SEC_WEBSOCKET_ACCEPT, accept);
+    }
+    Ok(reply)
+}
+
+/// `backend` as a v4 websocket upgrade (the client's websocket headers replaced).
+fn websocket_upgrade(backend: &mut hyper::Request<Body>) {
     *backend.method_mut() = axum::http::Method::GET;
     let headers = backend.headers_mut();
     let key: [u8; 16] = rand::random();
@@ -104,23 +144,30 @@ async fn try_proxy_v5(
         }
     }
     headers.remove(header::SEC_WEBSOCKET_EXTENSIONS);
-    let mut response = proxy::send_to_backend(&location, backend).await?;
-    let status = response.status();
-    if status != StatusCode::SWITCHING_PROTOCOLS {
-        return proxy::refusal(response);
+}
+
+/// `backend` as upstream's SPDY executor asks (`POST`, `Upgrade: SPDY/3.1`,
+/// `X-Stream-Protocol-Version: v4.channel.k8s.io`), without the client's websocket headers.
+fn spdy_upgrade(backend: &mut hyper::Request<Body>) {
+    *backend.method_mut() = axum::http::Method::POST;
+    let headers = backend.headers_mut();
+    for name in [
+        header::SEC_WEBSOCKET_VERSION,
+        header::SEC_WEBSOCKET_KEY,
+        header::SEC_WEBSOCKET_PROTOCOL,
+        header::SEC_WEBSOCKET_EXTENSIONS,
+    ] {
+        headers.remove(name);
     }
-    let backend_upgrade = hyper::upgrade::on(&mut response);
-    proxy::spawn_session(client_upgrade, backend_upgrade, session, relay);
-    let mut reply = Response::new(Body::empty());
-    *reply.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
-    let headers = reply.headers_mut();
     headers.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
-    headers.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
-    headers.insert(header::SEC_WEBSOCKET_PROTOCOL, HeaderValue::from_static(V5));
-    if let Ok(accept) = HeaderValue::from_str(&accept) {
-        headers.insert(header::SEC_WEBSOCKET_ACCEPT, accept);
-    }
-    Ok(reply)
+    headers.insert(
+        header::UPGRADE,
+        HeaderValue::from_static(spdy::remotecommand::UPGRADE),
+    );
+    headers.insert(
+        spdy::remotecommand::PROTOCOL_HEADER,
+        HeaderValue::from_static(spdy::remotecommand::V4),
+    );
 }
 
 /// Relays the v5 client's messages to the v4 runtime and back until either side closes.
