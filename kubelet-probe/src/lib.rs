@@ -37,6 +37,7 @@ pub mod http;
 pub mod lifecycle;
 mod manager;
 pub mod prober;
+mod schedule;
 pub mod tcp;
 mod worker;
 

@@ -11,11 +11,12 @@ use kubelet_core::metrics::{KubeletMetrics, ProbeLabels};
 use kubelet_core::probe::{ProbeKind, ProbeResult, ResultsManager};
 use kubelet_core::runtime::{ContainerState, Runtime};
 use tokio::sync::Notify;
-use tokio::time::{Instant, MissedTickBehavior};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info};
+use tracing::{debug, info, trace};
 
 use crate::prober::{self, Timing};
+use crate::schedule::{Schedule, Wake};
 
 /// `result` of `prober_probe_total` (upstream `probeResultSuccessful`…).
 const PROBE_RESULT_SUCCESSFUL: &str = "successful";
@@ -115,9 +116,9 @@ impl Worker {
     /// Probes until `stop` is cancelled or the container is done for good (upstream
     /// `worker.run`). Forgets the result of the last instance on the way out.
     ///
-    /// Between two periodic probes, a notification on `trigger` runs one at once (upstream
-    /// `manualTriggerCh`); like upstream's one-slot channel, a notification that arrives while
-    /// the worker is busy is kept for the next wait, and several collapse into one.
+    /// Runs are paced by a [`Schedule`]: Go's `time.Ticker` semantics, as upstream's
+    /// `probeTicker` (a late tick is run at once, not skipped), and a notification on `trigger`
+    /// runs one at once and restarts the period (upstream `manualTriggerCh`).
     pub(crate) async fn run(mut self, stop: CancellationToken, trigger: Arc<Notify>) {
         let period = self.timing.period;
         // After a kubelet (re)start, spread the first runs over one period.
@@ -129,8 +130,7 @@ impl Worker {
                 _ = tokio::time::sleep(jitter) => {}
             }
         }
-        let mut ticker = tokio::time::interval_at(Instant::now() + period, period);
-        ticker.set_missed_tick_behavior(MissedTickBehavior::Skip);
+        let mut schedule = Schedule::new(period);
         loop {
             let keep_going = tokio::select! {
                 biased;
@@ -140,11 +140,10 @@ impl Worker {
             if !keep_going {
                 break;
             }
-            tokio::select! {
-                biased;
-                _ = stop.cancelled() => break,
-                _ = ticker.tick() => {}
-                _ = trigger.notified() => {
+            match schedule.next(&stop, &trigger).await {
+                None => break,
+                Some(Wake::Tick) => {}
+                Some(Wake::Manual) => {
                     debug!(pod = %self.pod_name, container = %self.container.name, probe = %self.kind, "probe triggered manually");
                 }
             }
@@ -234,6 +233,9 @@ impl Worker {
                 .then(|| self.env.host_ips.first())
                 .flatten()
         });
+        // The start of each run, for `cargo xtask bench --probes` (upstream logs its ticks at
+        // V(3)-V(4)).
+        trace!(pod = %self.pod_name, container = %self.container.name, probe = %self.kind, "probe running");
         let outcome = match prober::run(
             self.env.runtime.as_ref(),
             &self.probe,

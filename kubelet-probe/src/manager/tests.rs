@@ -159,7 +159,7 @@ async fn readiness_success_and_failure_thresholds() {
         f.manager.readiness(&uid, "app", "containerd://c1"),
         ProbeState::Failure
     );
-    sleep_until(t0 + secs(5.5)).await;
+    sleep_until(t0 + secs(6.0)).await;
     assert_eq!(
         drain(&mut f.updates),
         [(ProbeKind::Readiness, ProbeResult::Success)]
@@ -169,21 +169,22 @@ async fn readiness_success_and_failure_thresholds() {
         ProbeState::Success
     );
     f.runtime.set_exec_result(CID, exit(1));
-    sleep_until(t0 + secs(10.5)).await;
+    sleep_until(t0 + secs(11.0)).await;
     assert!(drain(&mut f.updates).is_empty());
-    sleep_until(t0 + secs(15.5)).await;
+    sleep_until(t0 + secs(16.0)).await;
     assert_eq!(
         drain(&mut f.updates),
         [(ProbeKind::Readiness, ProbeResult::Failure)]
     );
     // Readiness failures do not put the worker on hold.
     f.runtime.set_exec_result(CID, exit(0));
-    sleep_until(t0 + secs(25.5)).await;
+    sleep_until(t0 + secs(26.0)).await;
     assert_eq!(
         drain(&mut f.updates),
         [(ProbeKind::Readiness, ProbeResult::Success)]
     );
-    // Five periodic runs after the first, plus the one the not-ready query at 0.5 s triggered.
+    // The first run, the one the not-ready query at 0.5 s triggered, and five periodic runs on
+    // the period restarted from it (0.5 s + k × 5 s).
     assert_eq!(execs(&f.runtime, "ready"), 7);
     // Containers without the probe.
     assert_eq!(
@@ -380,14 +381,15 @@ async fn readiness_runs_at_once_when_status_asks_after_startup() {
         drain(&mut f.updates),
         [(ProbeKind::Readiness, ProbeResult::Success)]
     );
-    // A ready container triggers nothing; the period goes on from the worker's start.
+    // A ready container triggers nothing; the period restarts from the manual run (upstream
+    // `probeTicker.Reset`): the next run is at 3.2 s + 10 s, not at the worker's 10 s tick.
     assert_eq!(
         f.manager.readiness(&uid, "app", "containerd://c1"),
         ProbeState::Success
     );
-    sleep_until(t0 + secs(9.5)).await;
+    sleep_until(t0 + secs(12.5)).await;
     assert_eq!(execs(&f.runtime, "ready"), 1);
-    sleep_until(t0 + secs(10.5)).await;
+    sleep_until(t0 + secs(13.5)).await;
     assert_eq!(execs(&f.runtime, "ready"), 2);
     // Containers without a readiness worker: nothing to trigger.
     assert_eq!(

@@ -66,7 +66,8 @@ fn free_port() -> Result<u16> {
 
 impl Kubelet {
     /// Starts `bin` on the CRI `endpoint` as node `node`; output goes to `dirs.logs/kubelet.log`
-    /// at `RUST_LOG` (default `info`). Returns once `/healthz` answers.
+    /// at `RUST_LOG` (default `info`, and trace for the probe workers' runs). Returns once
+    /// `/healthz` answers.
     pub(crate) fn start(bin: &Path, endpoint: &str, dirs: &Dirs, node: &str) -> Result<Kubelet> {
         Self::start_with(bin, endpoint, dirs, node, &[])
     }
@@ -101,7 +102,9 @@ impl Kubelet {
             .args(extra)
             .env(
                 "RUST_LOG",
-                env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
+                // The probe arm reads each probe run's start from the log.
+                env::var("RUST_LOG")
+                    .unwrap_or_else(|_| format!("info,{}", super::probes::LOG_RUNS)),
             )
             .stdin(Stdio::null())
             .stdout(out.try_clone()?)

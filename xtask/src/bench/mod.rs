@@ -20,8 +20,8 @@
 //! the kubelet's and containerd's `VmRSS` and `Pss` idle and with the batch running; G5 their
 //! CPU over a steady window with the last batch running. G3 times a container's own exit to
 //! its terminated status against containerd's `/tasks/exit` event (see [`exit`]). Probes (issue
-//! 5): 50 pods × 2 probes at a 1 s period, the kubelet's CPU next to containerd's and the probe
-//! start jitter (see [`probes`]). G6 and G8 run without containerd (see [`offline`]). The table
+//! 5, 17): 50 pods × 2 probes at a 1 s period, each run's scheduled vs actual start, skipped runs
+//! and the kubelet's CPU next to containerd's (see [`probes`]; `--probes` runs only that). G6 and G8 run without containerd (see [`offline`]). The table
 //! goes to stdout and, with every sample, to `bench.md` and `bench.json`.
 
 mod agent;
@@ -106,6 +106,11 @@ pub(crate) struct Args {
     /// work on the exit path.
     #[arg(long)]
     exit: bool,
+    /// Run only the probe scenario (50 pods × 2 probes at 1 s: httpGet, tcpSocket and exec
+    /// runs with their scheduled vs actual starts, skipped runs, the kubelet's CPU) and print
+    /// its rows; a short run for work on probe scheduling.
+    #[arg(long)]
+    probes: bool,
 }
 
 /// Runs the benchmark and writes the report.
@@ -124,13 +129,13 @@ pub(crate) fn run(args: Args) -> Result<()> {
 
     // protoc before cargo builds k8s-cri; containerd and friends for the testbed.
     testbed::ensure_packages()?;
-    let offline = !(args.memory || args.cluster || args.exit);
-    let (kubelet_bin, agent_bin) = build(args.kubelet, args.prebuilt, offline)?;
+    let offline = !(args.memory || args.cluster || args.exit || args.probes);
+    let (kubelet_bin, agent_bin) = build(args.kubelet, args.prebuilt, offline, !args.probes)?;
     if args.cluster {
         return cluster::run(&kubelet_bin, &agent_bin, rounds, &out, &interrupted);
     }
 
-    let (g6, g8) = if args.memory || args.exit {
+    let (g6, g8) = if args.memory || args.exit || args.probes {
         (Value::Null, Value::Null)
     } else {
         offline_runs(args.quick, batch)?
@@ -145,6 +150,31 @@ pub(crate) fn run(args: Args) -> Result<()> {
 
     println!("==> starting the kubelet ({})", kubelet_bin.display());
     let mut kubelet = Kubelet::start(&kubelet_bin, &endpoint, &dirs, scenario::NODE)?;
+    if args.probes {
+        let window = Duration::from_secs(if args.quick { 20 } else { 60 });
+        println!(
+            "==> probes: {} pods × 2 probes at 1 s, {window:?} window",
+            probes::PODS
+        );
+        let probes = probes::run(
+            &mut kubelet,
+            containerd,
+            testbed.socket(),
+            &dirs.manifests,
+            &work,
+            window,
+            &interrupted,
+        )?;
+        println!("\n{}\n\n{}\n", report::text(&probes.rows()), probes.note());
+        fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
+        fs::write(
+            out.join("probes.json"),
+            serde_json::to_string_pretty(&probes.to_json())?,
+        )?;
+        kubelet.stop();
+        return testbed.shutdown();
+    }
+
     let mut agent = Agent::spawn(
         &agent_bin,
         &endpoint,
@@ -327,9 +357,14 @@ fn offline_runs(quick: bool, batch: usize) -> Result<(Value, Value)> {
     Ok((g6, g8))
 }
 
-/// Builds the release kubelet (unless given), the agent and, with `offline`, G6's and G8's
-/// examples; returns the kubelet's and the agent's paths.
-fn build(kubelet: Option<PathBuf>, prebuilt: bool, offline: bool) -> Result<(PathBuf, PathBuf)> {
+/// Builds the release kubelet (unless given), the agent (with `agent`) and, with `offline`,
+/// G6's and G8's examples; returns the kubelet's and the agent's paths.
+fn build(
+    kubelet: Option<PathBuf>,
+    prebuilt: bool,
+    offline: bool,
+    agent: bool,
+) -> Result<(PathBuf, PathBuf)> {
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let release = target_dir().join("release");
     if prebuilt {
@@ -338,7 +373,10 @@ fn build(kubelet: Option<PathBuf>, prebuilt: bool, offline: bool) -> Result<(Pat
             example("cri_replay"),
         ));
     }
-    let mut builds = vec![vec!["-p", "kubelet-cri", "--example", "cri_replay"]];
+    let mut builds = Vec::new();
+    if agent {
+        builds.push(vec!["-p", "kubelet-cri", "--example", "cri_replay"]);
+    }
     if offline {
         builds.push(vec![
             "-p",

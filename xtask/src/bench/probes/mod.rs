@@ -1,43 +1,54 @@
-//! The probe load of issue 5's performance row: [`PODS`] static pods, each with two probes at
-//! a 1 s period, with the kubelet's CPU and the probes' start jitter over a steady window.
+//! The probe load of issues 5 and 17: [`PODS`] static pods with two probes each at a 1 s
+//! period, 100 probe runs a second, with each run's scheduled vs actual start, the runs that
+//! were skipped, and the kubelet's CPU over a steady window.
 //!
-//! Each pod runs busybox `httpd` serving a CGI script from a hostPath directory and has
+//! Every pod runs busybox `sleep` and has an **httpGet readiness** probe; even pods have an
+//! **exec liveness** probe, odd pods a **tcpSocket liveness** probe. Each run's start is taken
+//! where it lands:
 //!
-//! - an **exec liveness** probe, `sh -c 'adjtimex >> /probe/live'` (CRI `ExecSync`, so runc
-//!   exec in the shim: the common probe and the costly one for the runtime), and
-//! - an **httpGet readiness** probe of `/cgi-bin/ready` on the pod IP, a script doing
-//!   `adjtimex >> /probe/ready` (the kubelet's HTTP client; nearly nothing on the runtime side).
+//! - httpGet and tcpSocket probes go to `127.0.0.1`, to one listener per probe in this process
+//!   ([`server`]), which notes when it accepts the connection: the server is the truth.
+//! - exec probes run `sh -c 'adjtimex >> /probe/live'` (CRI `ExecSync`, runc exec in the shim):
+//!   the container notes its own start, to microseconds, in a hostPath file.
+//! - the kubelet logs each run's start (`probe running`, trace level of the worker), so the
+//!   exec probes' time in the runtime (kubelet start → command start) is separated from the
+//!   kubelet's own lateness.
 //!
-//! Every probe run thus appends the wall clock at its start inside the container, to
-//! microseconds (busybox `date` has no `%N`; `adjtimex` reads the time with `tv_usec`). The
-//! start jitter of a probe is `|interval − period|` over the consecutive runs of one probe of
-//! one pod within the window; it includes the path from the kubelet's timer to the command
-//! (ExecSync and runc exec for exec, a TCP connect and a CGI fork for httpGet).
+//! A run's lateness is measured from its worker's ticker grid (see [`timeline::lateness_ms`]);
+//! `|interval − period|` of consecutive runs is kept for comparison with earlier reports, and a
+//! gap of `n` periods between consecutive runs counts `n − 1` skipped runs.
 //!
 //! CPU is `utime + stime + cutime + cstime` of `/proc/PID/stat` (the process and the children
 //! it reaped) over the same window, in % of one core, for the kubelet and, as the same-run
 //! baseline, for containerd and for the pods' shims (which reap the `runc exec` of every exec
 //! probe).
 
+mod procfs;
+mod server;
+mod timeline;
+
 use std::{
     fs,
-    os::unix::fs::PermissionsExt,
     path::{Path, PathBuf},
     sync::mpsc::Receiver,
     thread,
-    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+    time::{Duration, Instant},
 };
 
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
+use self::{
+    server::{Listeners, Protocol},
+    timeline::{adjtimex_stamps, delays_ms, deviations_ms, lateness_ms, skipped, unix_now},
+};
 use super::{
     kubelet::Kubelet,
-    report::Row,
+    report::{Row, Verdict},
     stats::{median, percentile},
 };
 
-/// Pods in the scenario.
+/// Pods in the scenario: two probes each, 100 runs a second at [`PERIOD`].
 pub(crate) const PODS: usize = 50;
 
 /// The probes' period.
@@ -49,20 +60,30 @@ const WARM_UP: Duration = Duration::from_secs(5);
 /// How long the pods may take to start or to go away.
 const TIMEOUT: Duration = Duration::from_secs(180);
 
-/// Clock ticks per second of `/proc/PID/stat` (`USER_HZ`: 100 on every Linux ABI we run on).
-const TICKS_PER_SECOND: f64 = 100.0;
+/// The goal of issue 17 for httpGet and tcpSocket: start lateness p99 (ms).
+const LATENESS_P99_MS: f64 = 50.0;
 
-/// The CGI script the readiness probe requests.
-const READY_CGI: &str =
-    "#!/bin/sh\nadjtimex >> /probe/ready\nprintf 'Content-Type: text/plain\\r\\n\\r\\nok\\n'\n";
+/// The `RUST_LOG` directive that makes the kubelet log each probe run's start.
+pub(crate) const LOG_RUNS: &str = "kubelet_probe::worker=trace";
 
-/// One pod's manifest: `httpd` on port 8080 with its document root on `host_dir`.
-fn manifest(name: &str, host_dir: &Path) -> String {
+/// Pod `i`'s liveness probe: exec on even pods, tcpSocket on odd ones.
+fn exec_liveness(i: usize) -> bool {
+    i % 2 == 0
+}
+
+/// Pod `i`'s manifest: its readiness probe asks `http_port`, its liveness probe connects to
+/// `tcp_port` (odd pods) or runs a command that appends the time to `host_dir/live` (even pods).
+fn manifest(i: usize, host_dir: &Path, http_port: u16, tcp_port: Option<u16>) -> String {
+    let period = PERIOD.as_secs();
+    let liveness = match tcp_port {
+        Some(port) => format!("tcpSocket:\n        host: 127.0.0.1\n        port: {port}"),
+        None => "exec:\n        command: [\"sh\", \"-c\", \"adjtimex >> /probe/live\"]".into(),
+    };
     format!(
         "apiVersion: v1
 kind: Pod
 metadata:
-  name: {name}
+  name: probes-{i}
 spec:
   terminationGracePeriodSeconds: 0
   volumes:
@@ -71,27 +92,84 @@ spec:
       path: {host}
       type: Directory
   containers:
-  - name: httpd
+  - name: app
     image: docker.io/library/busybox:1.36
     imagePullPolicy: IfNotPresent
-    command: [\"httpd\", \"-f\", \"-p\", \"8080\", \"-h\", \"/probe/www\"]
+    command: [\"sleep\", \"1000000\"]
     volumeMounts:
     - name: probe
       mountPath: /probe
     livenessProbe:
-      exec:
-        command: [\"sh\", \"-c\", \"adjtimex >> /probe/live\"]
+      {liveness}
       periodSeconds: {period}
       failureThreshold: 30
     readinessProbe:
       httpGet:
-        path: /cgi-bin/ready
-        port: 8080
+        host: 127.0.0.1
+        path: /ready
+        port: {http_port}
       periodSeconds: {period}
 ",
         host = host_dir.display(),
-        period = PERIOD.as_secs(),
     )
+}
+
+/// One probe type's runs over the window, from one clock.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Series {
+    /// Probes of this type.
+    pub(crate) probes: usize,
+    /// Runs seen in the window.
+    pub(crate) runs: usize,
+    /// Runs skipped between runs seen (gaps of two periods or more).
+    pub(crate) skipped: usize,
+    /// How late each run started behind its ticker, ms.
+    pub(crate) lateness_ms: Vec<f64>,
+    /// `interval − period` of consecutive runs, ms.
+    pub(crate) deviation_ms: Vec<f64>,
+}
+
+impl Series {
+    /// The series of `probes`, each probe's run times, kept within `[t0, t1]`.
+    fn of(probes: &[Vec<f64>], (t0, t1): (f64, f64)) -> Series {
+        let mut s = Series::default();
+        for times in probes {
+            let mut times: Vec<f64> = times
+                .iter()
+                .copied()
+                .filter(|t| (t0..=t1).contains(t))
+                .collect();
+            times.sort_by(f64::total_cmp);
+            s.probes += 1;
+            s.runs += times.len();
+            s.skipped += skipped(&times, PERIOD);
+            s.lateness_ms.extend(lateness_ms(&times, PERIOD));
+            s.deviation_ms.extend(deviations_ms(&times, PERIOD));
+        }
+        s
+    }
+
+    fn to_json(&self) -> Value {
+        json!({
+            "probes": self.probes,
+            "runs": self.runs,
+            "skipped": self.skipped,
+            "lateness_ms": self.lateness_ms,
+            "interval_minus_period_ms": self.deviation_ms,
+        })
+    }
+
+    fn summary(&self) -> String {
+        let dev: Vec<f64> = self.deviation_ms.iter().map(|d| d.abs()).collect();
+        format!(
+            "{} runs, {} skipped; late p50 {:.1} ms, p99 {:.1} ms; |interval − 1 s| p99 {:.1} ms",
+            self.runs,
+            self.skipped,
+            median(&self.lateness_ms),
+            percentile(&self.lateness_ms, 99.0),
+            percentile(&dev, 99.0),
+        )
+    }
 }
 
 /// What one run measured.
@@ -101,50 +179,52 @@ pub(crate) struct Probes {
     pub(crate) pods: usize,
     /// The window's length, s.
     pub(crate) window_s: f64,
-    /// CPU over the window, % of one core: the kubelet, containerd, the shims (summed).
+    /// CPU over the window, % of one core: the kubelet.
     pub(crate) kubelet_pct: f64,
     /// containerd's CPU, % of one core.
     pub(crate) containerd_pct: f64,
     /// The pods' shims' CPU (with their reaped `runc` children), % of one core.
     pub(crate) shims_pct: f64,
-    /// `interval − period` of every pair of consecutive exec (liveness) runs, ms.
-    pub(crate) exec_dev_ms: Vec<f64>,
-    /// The same for the httpGet (readiness) runs, ms.
-    pub(crate) http_dev_ms: Vec<f64>,
-    /// Probe runs seen in the window (both probes, every pod).
-    pub(crate) runs: usize,
-}
-
-/// `|x|` of each.
-fn abs(xs: &[f64]) -> Vec<f64> {
-    xs.iter().map(|x| x.abs()).collect()
+    /// httpGet readiness runs, from the server's accept times.
+    pub(crate) http: Series,
+    /// tcpSocket liveness runs, from the server's accept times.
+    pub(crate) tcp: Series,
+    /// exec liveness runs, from the container's own clock.
+    pub(crate) exec: Series,
+    /// The same three (httpGet, tcpSocket, exec) from the kubelet's log: its own lateness.
+    pub(crate) kubelet: [Series; 3],
+    /// Exec runs: the kubelet's start of the run → the command's start, ms (the runtime's
+    /// share: CRI, containerd, the shim and runc exec).
+    pub(crate) exec_runtime_ms: Vec<f64>,
+    /// Whether the listeners' timestamps were taken at real-time priority.
+    pub(crate) realtime: bool,
 }
 
 impl Probes {
-    /// Every probe's deviations, ms.
-    fn all_dev_ms(&self) -> Vec<f64> {
-        self.exec_dev_ms
-            .iter()
-            .chain(&self.http_dev_ms)
-            .copied()
-            .collect()
+    fn expected(&self, s: &Series) -> f64 {
+        s.probes as f64 * self.window_s / PERIOD.as_secs_f64()
     }
 
-    /// Runs expected in the window: two probes per pod per period.
-    fn expected_runs(&self) -> f64 {
-        self.pods as f64 * 2.0 * self.window_s / PERIOD.as_secs_f64()
+    fn series(&self) -> [(&'static str, &Series, &Series); 3] {
+        [
+            ("httpGet readiness", &self.http, &self.kubelet[0]),
+            ("tcpSocket liveness", &self.tcp, &self.kubelet[1]),
+            ("exec liveness", &self.exec, &self.kubelet[2]),
+        ]
     }
 
     /// The report's rows.
     pub(crate) fn rows(&self) -> Vec<Row> {
-        let what = format!("{} pods × 2 probes, 1 s period", self.pods);
-        let cpu_per_run_us =
-            self.kubelet_pct / 100.0 * self.window_s / self.runs.max(1) as f64 * 1e6;
+        let runs: usize = [&self.http, &self.tcp, &self.exec]
+            .iter()
+            .map(|s| s.runs)
+            .sum();
+        let cpu_per_run_us = self.kubelet_pct / 100.0 * self.window_s / runs.max(1) as f64 * 1e6;
         let mut rows = vec![
             Row::info(
                 format!(
-                    "Probes: kubelet CPU, {what} ({:.0} s window)",
-                    self.window_s
+                    "Probes: kubelet CPU, {} pods × 2 probes, 1 s period ({:.0} s window)",
+                    self.pods, self.window_s
                 ),
                 format!("{:.1} % of a core", self.kubelet_pct),
                 format!(
@@ -159,38 +239,69 @@ impl Probes {
                 format!("{cpu_per_run_us:.0} µs"),
                 String::new(),
                 String::new(),
-                format!(
-                    "(info: {} runs, {:.0} expected)",
-                    self.runs,
-                    self.expected_runs()
-                ),
+                format!("(info: {runs} runs)"),
             ),
         ];
-        for (name, devs) in [
-            ("exec liveness", &self.exec_dev_ms),
-            ("httpGet readiness", &self.http_dev_ms),
-            ("both", &self.all_dev_ms()),
-        ] {
-            let dev = abs(devs);
-            rows.push(Row::info(
-                format!(
-                    "Probe start jitter |interval − 1 s|, {name} (n={})",
-                    dev.len()
-                ),
-                format!(
-                    "p50 {:.1} ms, p99 {:.1} ms",
-                    median(&dev),
-                    percentile(&dev, 99.0)
-                ),
+        for (name, seen, kubelet) in self.series() {
+            let network = !name.starts_with("exec");
+            let expected = self.expected(seen);
+            rows.push(Row::new(
+                format!("Probe runs, {name} ({} probes)", seen.probes),
+                format!("{} of {expected:.0}, {} skipped", seen.runs, seen.skipped),
+                format!("kubelet log: {}", kubelet.runs),
                 String::new(),
-                String::new(),
-                "(info)",
+                "0 skipped".into(),
+                if seen.skipped == 0 {
+                    Verdict::Stretch
+                } else {
+                    Verdict::Miss
+                },
+            ));
+            let p99 = percentile(&seen.lateness_ms, 99.0);
+            let dev: Vec<f64> = seen.deviation_ms.iter().map(|d| d.abs()).collect();
+            rows.push(Row::new(
+                format!(
+                    "Probe start lateness, {name}, {} (n={})",
+                    if network { "server" } else { "in container" },
+                    seen.lateness_ms.len()
+                ),
+                format!("p50 {:.1} ms, p99 {p99:.1} ms", median(&seen.lateness_ms)),
+                format!(
+                    "kubelet p50 {:.1} ms, p99 {:.1} ms",
+                    median(&kubelet.lateness_ms),
+                    percentile(&kubelet.lateness_ms, 99.0)
+                ),
+                format!("|interval − 1 s| p99 {:.1} ms", percentile(&dev, 99.0)),
+                if network {
+                    format!("p99 ≤ {LATENESS_P99_MS:.0} ms")
+                } else {
+                    "(info)".into()
+                },
+                if network {
+                    Verdict::le(p99, LATENESS_P99_MS, LATENESS_P99_MS / 2.0)
+                } else {
+                    Verdict::Info
+                },
             ));
         }
+        rows.push(Row::info(
+            format!(
+                "Probe exec: kubelet start → command start, the runtime's share (n={})",
+                self.exec_runtime_ms.len()
+            ),
+            format!(
+                "p50 {:.1} ms, p99 {:.1} ms",
+                median(&self.exec_runtime_ms),
+                percentile(&self.exec_runtime_ms, 99.0)
+            ),
+            String::new(),
+            String::new(),
+            "(info: CRI ExecSync, shim, runc exec)",
+        ));
         rows
     }
 
-    /// As JSON, with every deviation.
+    /// As JSON, with every sample.
     pub(crate) fn to_json(&self) -> Value {
         json!({
             "pods": self.pods,
@@ -201,30 +312,50 @@ impl Probes {
                 "containerd": self.containerd_pct,
                 "shims": self.shims_pct,
             },
-            "runs": self.runs,
-            "expected_runs": self.expected_runs(),
-            "exec_interval_minus_period_ms": self.exec_dev_ms,
-            "http_interval_minus_period_ms": self.http_dev_ms,
+            "http_server": self.http.to_json(),
+            "tcp_server": self.tcp.to_json(),
+            "exec_container": self.exec.to_json(),
+            "kubelet_log": {
+                "http": self.kubelet[0].to_json(),
+                "tcp": self.kubelet[1].to_json(),
+                "exec": self.kubelet[2].to_json(),
+            },
+            "exec_runtime_ms": self.exec_runtime_ms,
+            "listeners_realtime": self.realtime,
         })
     }
 
-    /// One line for the notes.
+    /// The notes' lines.
     pub(crate) fn note(&self) -> String {
-        let dev = abs(&self.all_dev_ms());
-        format!(
-            "Probes: {} pods, exec liveness + httpGet readiness at 1 s, {:.0} s window: kubelet \
-             {:.1} % of a core (containerd {:.1} %, shims {:.1} %), {} of {:.0} expected runs, \
-             start jitter p50 {:.1} ms, p99 {:.1} ms (timestamps taken in the container).",
+        let mut out = format!(
+            "Probes: {} pods (httpGet readiness each, exec liveness on half, tcpSocket on the \
+             other half) at 1 s, {:.0} s window: kubelet {:.1} % of a core (containerd {:.1} %, \
+             shims {:.1} %); server timestamps {}.",
             self.pods,
             self.window_s,
             self.kubelet_pct,
             self.containerd_pct,
             self.shims_pct,
-            self.runs,
-            self.expected_runs(),
-            median(&dev),
-            percentile(&dev, 99.0),
-        )
+            if self.realtime {
+                "at SCHED_FIFO"
+            } else {
+                "at normal priority"
+            },
+        );
+        for (name, seen, kubelet) in self.series() {
+            out.push_str(&format!(
+                "\n  {name}: {} (expected {:.0}); kubelet's own: {}",
+                seen.summary(),
+                self.expected(seen),
+                kubelet.summary()
+            ));
+        }
+        out.push_str(&format!(
+            "\n  exec runtime share (kubelet start → command start): p50 {:.1} ms, p99 {:.1} ms",
+            median(&self.exec_runtime_ms),
+            percentile(&self.exec_runtime_ms, 99.0)
+        ));
+        out
     }
 }
 
@@ -240,21 +371,29 @@ pub(crate) fn run(
     window: Duration,
     interrupted: &Receiver<()>,
 ) -> Result<Probes> {
-    let shims_before = shims(socket)?.len();
+    let shims_before = procfs::shims(socket)?.len();
     let host_dirs = prepare(work)?;
+    let http = Listeners::start(PODS, Protocol::Http)?;
+    let tcp = Listeners::start(PODS, Protocol::Tcp)?;
     let names: Vec<String> = (0..PODS).map(|i| format!("probes-{i}")).collect();
-    for (name, dir) in names.iter().zip(&host_dirs) {
+    for (i, (name, dir)) in names.iter().zip(&host_dirs).enumerate() {
+        let tcp_port = (!exec_liveness(i)).then(|| tcp.port(i));
         write_atomically(
             &manifests.join(format!("{name}.yaml")),
-            &manifest(name, dir),
+            &manifest(i, dir, http.port(i), tcp_port),
         )?;
     }
-    let measured = measure(kubelet, containerd, socket, &host_dirs, window, interrupted);
+    let pods = Pods {
+        host_dirs: &host_dirs,
+        http: &http,
+        tcp: &tcp,
+    };
+    let measured = measure(kubelet, containerd, socket, &pods, window, interrupted);
     for name in &names {
         let _ = fs::remove_file(manifests.join(format!("{name}.yaml")));
     }
     let deadline = Instant::now() + TIMEOUT;
-    while shims(socket)?.len() > shims_before {
+    while procfs::shims(socket)?.len() > shims_before {
         if Instant::now() > deadline {
             bail!("the probe pods were not removed within {TIMEOUT:?}");
         }
@@ -263,7 +402,26 @@ pub(crate) fn run(
     measured
 }
 
-/// Fresh hostPath directories `work/probes/<i>` with the CGI script; returns them.
+/// Where the pods' runs land.
+struct Pods<'a> {
+    host_dirs: &'a [PathBuf],
+    http: &'a Listeners,
+    tcp: &'a Listeners,
+}
+
+impl Pods<'_> {
+    /// Pod `i`'s runs so far: httpGet, then its liveness probe (tcpSocket or exec).
+    fn runs(&self, i: usize) -> [Vec<f64>; 2] {
+        let liveness = if exec_liveness(i) {
+            stamps_in(&self.host_dirs[i].join("live"))
+        } else {
+            self.tcp.hits(i)
+        };
+        [self.http.hits(i), liveness]
+    }
+}
+
+/// Fresh hostPath directories `work/probes/<i>`; returns them.
 fn prepare(work: &Path) -> Result<Vec<PathBuf>> {
     let root = work.join("probes");
     match fs::remove_dir_all(&root) {
@@ -275,11 +433,7 @@ fn prepare(work: &Path) -> Result<Vec<PathBuf>> {
     (0..PODS)
         .map(|i| {
             let dir = root.join(i.to_string());
-            let cgi = dir.join("www").join("cgi-bin");
-            fs::create_dir_all(&cgi).with_context(|| format!("cannot create {}", cgi.display()))?;
-            let script = cgi.join("ready");
-            fs::write(&script, READY_CGI)?;
-            fs::set_permissions(&script, fs::Permissions::from_mode(0o755))?;
+            fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
             Ok(dir)
         })
         .collect()
@@ -299,29 +453,23 @@ fn measure(
     kubelet: &mut Kubelet,
     containerd: u32,
     socket: &Path,
-    host_dirs: &[PathBuf],
+    pods: &Pods<'_>,
     window: Duration,
     interrupted: &Receiver<()>,
 ) -> Result<Probes> {
     let deadline = Instant::now() + TIMEOUT;
-    println!("    waiting for {} pods' probes to run", host_dirs.len());
+    println!("    waiting for {PODS} pods' probes to run");
     loop {
         check(interrupted, kubelet)?;
-        let running = host_dirs
-            .iter()
-            .filter(|d| {
-                ["live", "ready"]
-                    .iter()
-                    .all(|f| stamps_in(&d.join(f)).len() >= 3)
-            })
+        let running = (0..PODS)
+            .filter(|&i| pods.runs(i).iter().all(|r| r.len() >= 3))
             .count();
-        if running == host_dirs.len() {
+        if running == PODS {
             break;
         }
         if Instant::now() > deadline {
             bail!(
-                "only {running} of {} probe pods ran their probes within {TIMEOUT:?}; see {}",
-                host_dirs.len(),
+                "only {running} of {PODS} probe pods ran their probes within {TIMEOUT:?}; see {}",
                 kubelet.log().display()
             );
         }
@@ -329,16 +477,18 @@ fn measure(
     }
     sleep_checked(WARM_UP, interrupted, kubelet)?;
 
-    let shim_pids = shims(socket)?;
+    let shim_pids = procfs::shims(socket)?;
     let pids: Vec<u32> = [kubelet.pid(), containerd]
         .into_iter()
         .chain(shim_pids.iter().copied())
         .collect();
     let (t0, wall0) = (unix_now(), Instant::now());
-    let cpu0 = pids.iter().map(|&p| cpu_seconds(p)).collect::<Vec<_>>();
+    let cpu0 = pids.iter().map(|&p| procfs::cpu_seconds(p)).collect::<Vec<_>>();
     sleep_checked(window, interrupted, kubelet)?;
-    let cpu1 = pids.iter().map(|&p| cpu_seconds(p)).collect::<Vec<_>>();
+    let cpu1 = pids.iter().map(|&p| procfs::cpu_seconds(p)).collect::<Vec<_>>();
     let (t1, wall) = (unix_now(), wall0.elapsed().as_secs_f64());
+    // Runs that started within the window have landed a moment later.
+    sleep_checked(Duration::from_secs(2), interrupted, kubelet)?;
 
     let pct = |i: usize| -> Result<f64> {
         match (&cpu0[i], &cpu1[i]) {
@@ -348,28 +498,64 @@ fn measure(
     };
     // A shim that went away meanwhile (a pod restarted) is left out rather than failing.
     let shims_pct = (2..pids.len()).filter_map(|i| pct(i).ok()).sum::<f64>();
-    let mut probes = Probes {
-        pods: host_dirs.len(),
+
+    let log = fs::read_to_string(kubelet.log())
+        .with_context(|| format!("cannot read {}", kubelet.log().display()))?;
+    let logged = timeline::logged_runs(&log);
+    let logged_of = |i: usize, probe: &str| -> Vec<f64> {
+        logged
+            .iter()
+            .find(|((pod, p), _)| p == probe && pod_index(pod) == Some(i))
+            .map(|(_, times)| times.clone())
+            .unwrap_or_default()
+    };
+    let (mut http, mut tcp, mut exec) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut k_http, mut k_tcp, mut k_exec) = (Vec::new(), Vec::new(), Vec::new());
+    let mut exec_runtime_ms = Vec::new();
+    for i in 0..PODS {
+        let [ready, live] = pods.runs(i);
+        http.push(ready);
+        k_http.push(logged_of(i, "Readiness"));
+        let k_live = logged_of(i, "Liveness");
+        if exec_liveness(i) {
+            let in_window: Vec<f64> = live
+                .iter()
+                .copied()
+                .filter(|t| (t0..=t1).contains(t))
+                .collect();
+            exec_runtime_ms.extend(delays_ms(&k_live, &in_window));
+            exec.push(live);
+            k_exec.push(k_live);
+        } else {
+            tcp.push(live);
+            k_tcp.push(k_live);
+        }
+    }
+    let window = (t0, t1);
+    Ok(Probes {
+        pods: PODS,
         window_s: wall,
         kubelet_pct: pct(0)?,
         containerd_pct: pct(1)?,
         shims_pct,
-        ..Probes::default()
-    };
-    for dir in host_dirs {
-        for (file, devs) in [
-            ("live", &mut probes.exec_dev_ms),
-            ("ready", &mut probes.http_dev_ms),
-        ] {
-            let stamps: Vec<f64> = stamps_in(&dir.join(file))
-                .into_iter()
-                .filter(|t| (t0..=t1).contains(t))
-                .collect();
-            probes.runs += stamps.len();
-            devs.extend(deviations_ms(&stamps, PERIOD));
-        }
-    }
-    Ok(probes)
+        http: Series::of(&http, window),
+        tcp: Series::of(&tcp, window),
+        exec: Series::of(&exec, window),
+        kubelet: [
+            Series::of(&k_http, window),
+            Series::of(&k_tcp, window),
+            Series::of(&k_exec, window),
+        ],
+        exec_runtime_ms,
+        realtime: pods.http.realtime() && pods.tcp.realtime(),
+    })
+}
+
+/// `i` of a pod named `probes-<i>-<node>_<namespace>` (static pods carry the node's name).
+fn pod_index(full_name: &str) -> Option<usize> {
+    let rest = full_name.strip_prefix("probes-")?;
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
 }
 
 /// Sleeps `total` in steps, failing on Ctrl-C or when the kubelet died.
@@ -392,160 +578,36 @@ fn check(interrupted: &Receiver<()>, kubelet: &mut Kubelet) -> Result<()> {
     kubelet.check_alive()
 }
 
-/// Seconds since the epoch, now (the clock `adjtimex` reads in the containers).
-fn unix_now() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
-}
-
-/// The probe start times appended to `file` (none if it does not exist yet).
+/// The exec probe's start times appended to `file` (none if it does not exist yet).
 fn stamps_in(file: &Path) -> Vec<f64> {
     fs::read_to_string(file)
-        .map(|t| stamps(&t))
+        .map(|t| adjtimex_stamps(&t))
         .unwrap_or_default()
-}
-
-/// The times in concatenated `adjtimex` outputs: each `time.tv_sec:` line with the
-/// `time.tv_usec:` line after it, in seconds. A torn last entry is skipped.
-fn stamps(text: &str) -> Vec<f64> {
-    let value = |line: &str, key: &str| -> Option<f64> {
-        line.trim()
-            .strip_prefix(key)?
-            .trim()
-            .parse::<u64>()
-            .ok()
-            .map(|v| v as f64)
-    };
-    let mut out = Vec::new();
-    let mut sec = None;
-    for line in text.lines() {
-        if let Some(s) = value(line, "time.tv_sec:") {
-            sec = Some(s);
-        } else if let (Some(s), Some(us)) = (sec, value(line, "time.tv_usec:")) {
-            out.push(s + us / 1e6);
-            sec = None;
-        }
-    }
-    out
-}
-
-/// `interval − period` of each pair of consecutive times (sorted), in ms.
-fn deviations_ms(stamps: &[f64], period: Duration) -> Vec<f64> {
-    let mut sorted = stamps.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    sorted
-        .windows(2)
-        .map(|w| (w[1] - w[0] - period.as_secs_f64()) * 1e3)
-        .collect()
-}
-
-/// CPU seconds `pid` and the children it reaped have used (`utime + stime + cutime + cstime`).
-fn cpu_seconds(pid: u32) -> Result<f64> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat"))
-        .with_context(|| format!("process {pid} is gone"))?;
-    parse_cpu(&stat).with_context(|| format!("malformed /proc/{pid}/stat"))
-}
-
-/// `utime + stime + cutime + cstime` of a `/proc/PID/stat` line, in seconds. The command name
-/// (field 2) may hold spaces and parentheses, so fields are counted after its last `)`.
-fn parse_cpu(stat: &str) -> Option<f64> {
-    let rest = &stat[stat.rfind(')')? + 1..];
-    // After the name: state (3), ppid (4), …, utime (14), stime (15), cutime (16), cstime (17).
-    let ticks: Vec<u64> = rest
-        .split_whitespace()
-        .skip(11)
-        .take(4)
-        .map(|f| f.parse().ok())
-        .collect::<Option<_>>()?;
-    (ticks.len() == 4).then(|| ticks.iter().sum::<u64>() as f64 / TICKS_PER_SECOND)
-}
-
-/// The pids of the containerd shims serving `socket` (their command line names it).
-fn shims(socket: &Path) -> Result<Vec<u32>> {
-    let socket = socket.to_string_lossy();
-    let mut out = Vec::new();
-    for entry in fs::read_dir("/proc").context("cannot list /proc")? {
-        let entry = entry?;
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        // Processes come and go while we look: skip what cannot be read.
-        let Ok(cmdline) = fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        let args: Vec<String> = cmdline
-            .split(|b| *b == 0)
-            .map(|a| String::from_utf8_lossy(a).into_owned())
-            .collect();
-        let is_shim = args.first().is_some_and(|a| {
-            a.rsplit('/')
-                .next()
-                .is_some_and(|n| n.starts_with("containerd-shim"))
-        });
-        if is_shim && args.iter().any(|a| *a == socket) {
-            out.push(pid);
-        }
-    }
-    Ok(out)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    const ADJTIMEX: &str = "    mode:         0
--o  offset:       0 us
-    status:       64 (UNSYNC)
--t  tick:         10000 us
-    time.tv_sec:  1795292004
-    time.tv_usec: 804000
-    return value: 5 (clock not synchronized)
-";
-
     #[test]
-    fn parses_adjtimex_outputs_and_skips_a_torn_one() {
-        let text = format!(
-            "{ADJTIMEX}{}    time.tv_sec:  1795292007\n",
-            ADJTIMEX
-                .replace("1795292004", "1795292005")
-                .replace("804000", "806500")
-        );
-        let got = stamps(&text);
-        assert_eq!(got.len(), 2);
-        assert!((got[0] - 1_795_292_004.804).abs() < 1e-6, "{got:?}");
-        assert!((got[1] - 1_795_292_005.806_5).abs() < 1e-6, "{got:?}");
+    fn manifests_probe_the_bench_listeners() {
+        let exec = manifest(0, Path::new("/x/0"), 4000, None);
+        assert!(exec.contains("path: /x/0"));
+        assert!(exec.contains("adjtimex >> /probe/live"));
+        assert!(exec.contains("port: 4000") && exec.contains("host: 127.0.0.1"));
+        assert_eq!(exec.matches("periodSeconds: 1\n").count(), 2);
+        let tcp = manifest(1, Path::new("/x/1"), 4001, Some(5001));
+        assert!(tcp.contains("tcpSocket:\n        host: 127.0.0.1\n        port: 5001"));
+        assert!(!tcp.contains("adjtimex"));
+        assert_eq!(pod_index("probes-17-bench-node_default"), Some(17));
+        assert_eq!(pod_index("web-1_default"), None);
     }
 
     #[test]
-    fn deviations_are_intervals_minus_the_period() {
-        let devs = deviations_ms(&[12.0, 10.0, 11.002, 13.5], Duration::from_secs(1));
-        let want = [2.0, -2.0, 500.0];
-        assert_eq!(devs.len(), 3);
-        for (d, w) in devs.iter().zip(want) {
-            assert!((d - w).abs() < 1e-6, "{devs:?}");
-        }
-        assert!(deviations_ms(&[1.0], Duration::from_secs(1)).is_empty());
-    }
-
-    #[test]
-    fn parses_cpu_of_proc_stat() {
-        let stat = "42 (a (b) c) S 1 42 42 0 -1 4194560 100 0 0 0 250 50 7 3 20 0 1 0 5 0 0";
-        assert_eq!(parse_cpu(stat), Some(3.1));
-        assert_eq!(parse_cpu("42 (x) S 1"), None);
-        assert!(cpu_seconds(std::process::id()).is_ok());
-    }
-
-    #[test]
-    fn manifest_has_both_probes_at_one_second() {
-        let m = manifest("probes-0", Path::new("/x/0"));
-        assert!(m.contains("path: /x/0"));
-        assert!(m.contains("adjtimex >> /probe/live"));
-        assert!(m.contains("path: /cgi-bin/ready"));
-        assert_eq!(m.matches("periodSeconds: 1\n").count(), 2);
+    fn series_count_runs_in_the_window_only() {
+        let runs = vec![vec![9.0, 10.0, 11.01, 13.0, 14.0, 20.0], vec![10.5, 11.5]];
+        let s = Series::of(&runs, (10.0, 14.5));
+        assert_eq!((s.probes, s.runs, s.skipped), (2, 6, 1));
+        assert_eq!(s.lateness_ms.len(), 6);
     }
 }
