@@ -24,6 +24,8 @@ pub(crate) enum Wake {
 #[derive(Debug)]
 pub(crate) struct Schedule {
     ticker: Interval,
+    /// When the run the last wake-up started was due.
+    due: Instant,
 }
 
 impl Schedule {
@@ -32,7 +34,17 @@ impl Schedule {
     pub(crate) fn new(period: Duration) -> Self {
         let mut ticker = tokio::time::interval_at(Instant::now() + period, period);
         ticker.set_missed_tick_behavior(MissedTickBehavior::Skip);
-        Self { ticker }
+        Self {
+            ticker,
+            due: Instant::now(),
+        }
+    }
+
+    /// When the current run was due: its tick's time on the grid, the trigger's time for a
+    /// manual run, the schedule's creation for the first run. How late a run starts is
+    /// `due().elapsed()` at its start.
+    pub(crate) fn due(&self) -> Instant {
+        self.due
     }
 
     /// Waits for the next run: the next tick (at once if it passed during the last run), or a
@@ -45,9 +57,13 @@ impl Schedule {
         tokio::select! {
             biased;
             _ = stop.cancelled() => None,
-            _ = self.ticker.tick() => Some(Wake::Tick),
+            scheduled = self.ticker.tick() => {
+                self.due = scheduled;
+                Some(Wake::Tick)
+            }
             _ = trigger.notified() => {
                 self.ticker.reset();
+                self.due = Instant::now();
                 Some(Wake::Manual)
             }
         }
@@ -99,6 +115,21 @@ mod tests {
         )
         .await;
         assert_eq!(got, [0, 1000, 2500, 3000, 4000]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_late_run_knows_when_it_was_due() {
+        let t0 = Instant::now();
+        let (stop, trigger) = (CancellationToken::new(), Notify::new());
+        let mut schedule = Schedule::new(P);
+        assert_eq!(schedule.due(), t0);
+        tokio::time::sleep(Duration::from_millis(1300)).await;
+        assert_eq!(schedule.next(&stop, &trigger).await, Some(Wake::Tick));
+        assert_eq!(ms(schedule.due() - t0), 1000);
+        assert_eq!(ms(schedule.due().elapsed()), 300);
+        assert_eq!(schedule.next(&stop, &trigger).await, Some(Wake::Tick));
+        assert_eq!(ms(schedule.due() - t0), 2000);
+        assert_eq!(ms(schedule.due().elapsed()), 0);
     }
 
     #[tokio::test(start_paused = true)]

@@ -65,6 +65,8 @@ pub(crate) struct Worker {
     result_run: u32,
     /// The last probe error, to log each new one once.
     last_error: Option<String>,
+    /// When the current run was due ([`Schedule::due`]).
+    due: Instant,
 }
 
 impl Worker {
@@ -101,6 +103,7 @@ impl Worker {
             last_result: ProbeResult::Unknown,
             result_run: 0,
             last_error: None,
+            due: Instant::now(),
         }
     }
 
@@ -132,6 +135,7 @@ impl Worker {
         }
         let mut schedule = Schedule::new(period);
         loop {
+            self.due = schedule.due();
             let keep_going = tokio::select! {
                 biased;
                 _ = stop.cancelled() => false,
@@ -233,9 +237,9 @@ impl Worker {
                 .then(|| self.env.host_ips.first())
                 .flatten()
         });
-        // The start of each run, for `cargo xtask bench --probes` (upstream logs its ticks at
-        // V(3)-V(4)).
-        trace!(pod = %self.pod_name, container = %self.container.name, probe = %self.kind, "probe running");
+        // The start of each run and how late it is behind its tick, for `cargo xtask bench
+        // --probes` (upstream logs its ticks at V(3)-V(4)).
+        trace!(pod = %self.pod_name, container = %self.container.name, probe = %self.kind, late_us = self.due.elapsed().as_micros(), "probe running");
         let outcome = match prober::run(
             self.env.runtime.as_ref(),
             &self.probe,

@@ -118,17 +118,21 @@ pub(crate) struct LoggedRun {
     pub(crate) pod: String,
     /// `Liveness`, `Readiness` or `Startup`.
     pub(crate) probe: String,
+    /// How late the run started behind its tick by the kubelet's own clock, ms.
+    pub(crate) late_ms: Option<f64>,
 }
 
 /// The message of the worker's trace event at the start of each probe run.
 pub(crate) const RUN_MESSAGE: &str = "probe running";
 
-/// The runs in the kubelet's log (lines `<RFC 3339 time> TRACE probe running pod=… probe=…`),
-/// grouped by pod and probe type.
-pub(crate) fn logged_runs(log: &str) -> HashMap<(String, String), Vec<f64>> {
-    let mut out: HashMap<(String, String), Vec<f64>> = HashMap::new();
+/// The runs in the kubelet's log (lines `<RFC 3339 time> TRACE probe running pod=… probe=…
+/// late_us=…`), grouped by pod and probe type.
+pub(crate) fn logged_runs(log: &str) -> HashMap<(String, String), Vec<LoggedRun>> {
+    let mut out: HashMap<(String, String), Vec<LoggedRun>> = HashMap::new();
     for run in log.lines().filter_map(logged_run) {
-        out.entry((run.pod, run.probe)).or_default().push(run.at);
+        out.entry((run.pod.clone(), run.probe.clone()))
+            .or_default()
+            .push(run);
     }
     out
 }
@@ -148,6 +152,9 @@ fn logged_run(line: &str) -> Option<LoggedRun> {
         at,
         pod: field("pod=")?,
         probe: field("probe=")?,
+        late_ms: field("late_us=")
+            .and_then(|us| us.parse::<f64>().ok())
+            .map(|us| us / 1e3),
     })
 }
 
@@ -238,15 +245,18 @@ mod tests {
             Some(1_795_682_591.123_456)
         );
         assert_eq!(rfc3339_seconds("2026-11-26 08:43:11"), None);
-        let log = "2026-11-26T08:43:11.100000Z TRACE probe running pod=probes-1-bench-node_default container=app probe=Liveness
+        let log = "2026-11-26T08:43:11.100000Z TRACE probe running pod=probes-1-bench-node_default container=app probe=Liveness late_us=1500
 2026-11-26T08:43:11.200000Z  INFO pod started pod=probes-1-bench-node_default
-2026-11-26T08:43:12.100000Z TRACE probe running pod=probes-1-bench-node_default container=app probe=Liveness
+2026-11-26T08:43:12.100000Z TRACE probe running pod=probes-1-bench-node_default container=app probe=Liveness late_us=20
 2026-11-26T08:43:12.300000Z TRACE probe running pod=probes-2-bench-node_default container=app probe=Readiness
 ";
         let runs = logged_runs(log);
         assert_eq!(runs.len(), 2);
         let live = &runs[&("probes-1-bench-node_default".into(), "Liveness".into())];
         assert_eq!(live.len(), 2);
-        assert!((live[1] - live[0] - 1.0).abs() < 1e-6);
+        assert!((live[1].at - live[0].at - 1.0).abs() < 1e-6);
+        assert_eq!((live[0].late_ms, live[1].late_ms), (Some(1.5), Some(0.02)));
+        let ready = &runs[&("probes-2-bench-node_default".into(), "Readiness".into())];
+        assert_eq!(ready[0].late_ms, None);
     }
 }
