@@ -219,6 +219,13 @@ impl Worker {
         if self.on_hold {
             return true;
         }
+        if c.state == ContainerState::Created {
+            // Created, not started yet: wait for it to run. The runtime cache shows a container
+            // between CreateContainer and StartContainer (seconds on a loaded node), which
+            // upstream's status manager, written once per sync, never does; a liveness or
+            // startup Failure set here would kill the container as soon as it runs.
+            return true;
+        }
         if c.state != ContainerState::Running {
             self.results.set(&id, ProbeResult::Failure, &self.pod_uid);
             return !(c.state == ContainerState::Exited && self.restart_never);

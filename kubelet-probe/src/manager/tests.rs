@@ -327,6 +327,35 @@ async fn stop_liveness_keeps_readiness_and_remove_stops_all() {
     assert_eq!(f.manager.inner.results.readiness.get(CID), None);
 }
 
+/// Issue 17: the runtime cache shows a container between CreateContainer and StartContainer;
+/// a liveness Failure set then made the runtime kill the container as soon as it ran.
+#[tokio::test(start_paused = true)]
+async fn a_created_container_waits_for_its_start_without_failing() {
+    let mut f = fixture(secs(60.0)).await;
+    let set_state = |state| {
+        let mut st = (*f.cache.get(&PodUid::from(UID)).expect("status").0).clone();
+        st.containers[0].state = state;
+        f.cache.set(&PodUid::from(UID), st, Instant::now());
+    };
+    set_state(kubelet_core::runtime::ContainerState::Created);
+    let t0 = Instant::now();
+    f.manager.add_pod(&pod(json!({"name": "app", "livenessProbe": exec("live", json!({"periodSeconds": 1}))})));
+    sleep_until(t0 + secs(2.5)).await;
+    assert_eq!(execs(&f.runtime, "live"), 0);
+    assert_eq!(
+        drain(&mut f.updates),
+        [(ProbeKind::Liveness, ProbeResult::Success)]
+    );
+    assert_eq!(
+        f.manager.inner.results.liveness.get(CID),
+        Some(ProbeResult::Success)
+    );
+    set_state(kubelet_core::runtime::ContainerState::Running);
+    sleep_until(t0 + secs(3.5)).await;
+    assert_eq!(execs(&f.runtime, "live"), 1);
+    assert!(drain(&mut f.updates).is_empty());
+}
+
 #[tokio::test(start_paused = true)]
 async fn exited_container_fails_and_never_policy_stops_the_worker() {
     let mut f = fixture(secs(60.0)).await;

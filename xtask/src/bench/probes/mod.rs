@@ -40,7 +40,9 @@ use serde_json::{Value, json};
 
 use self::{
     server::{Listeners, Protocol},
-    timeline::{adjtimex_stamps, delays_ms, deviations_ms, lateness_ms, skipped, unix_now},
+    timeline::{
+        adjtimex_stamps, delays_ms, deviations_ms, lateness_ms, skipped_in_window, unix_now,
+    },
 };
 use super::{
     kubelet::Kubelet,
@@ -142,7 +144,7 @@ impl Series {
             times.sort_by(f64::total_cmp);
             s.probes += 1;
             s.runs += times.len();
-            s.skipped += skipped(&times, PERIOD);
+            s.skipped += skipped_in_window(&times, (t0, t1), PERIOD);
             s.lateness_ms.extend(lateness_ms(&times, PERIOD));
             s.deviation_ms.extend(deviations_ms(&times, PERIOD));
         }
@@ -179,6 +181,8 @@ pub(crate) struct Probes {
     pub(crate) pods: usize,
     /// The window's length, s.
     pub(crate) window_s: f64,
+    /// The window's start and end, seconds since the epoch.
+    pub(crate) window_unix_s: (f64, f64),
     /// CPU over the window, % of one core: the kubelet.
     pub(crate) kubelet_pct: f64,
     /// containerd's CPU, % of one core.
@@ -329,6 +333,7 @@ impl Probes {
             "pods": self.pods,
             "period_s": PERIOD.as_secs_f64(),
             "window_s": self.window_s,
+            "window_unix_s": self.window_unix_s,
             "cpu_pct": {
                 "kubelet": self.kubelet_pct,
                 "containerd": self.containerd_pct,
@@ -575,6 +580,7 @@ fn measure(
     Ok(Probes {
         pods: PODS,
         window_s: wall,
+        window_unix_s: (t0, t1),
         kubelet_pct: pct(0)?,
         containerd_pct: pct(1)?,
         shims_pct,
@@ -648,7 +654,8 @@ mod tests {
     fn series_count_runs_in_the_window_only() {
         let runs = vec![vec![9.0, 10.0, 11.01, 13.0, 14.0, 20.0], vec![10.5, 11.5]];
         let s = Series::of(&runs, (10.0, 14.5));
-        assert_eq!((s.probes, s.runs, s.skipped), (2, 6, 1));
+        // The first probe misses 12 s; the second runs at 10.5 and 11.5 only (12.5, 13.5).
+        assert_eq!((s.probes, s.runs, s.skipped), (2, 6, 3));
         assert_eq!(s.lateness_ms.len(), 6);
     }
 }

@@ -71,6 +71,21 @@ pub(crate) fn skipped(times: &[f64], period: Duration) -> usize {
         .sum()
 }
 
+/// [`skipped`] over the window `[t0, t1]` that `times` (all within it) were taken from,
+/// counting the ticks missed at its edges too: a probe that stopped running for a while in
+/// the window, or for all of it, skipped those runs.
+pub(crate) fn skipped_in_window(times: &[f64], (t0, t1): (f64, f64), period: Duration) -> usize {
+    let p = period.as_secs_f64();
+    let missed = |gap: f64| ((gap / p).round() as usize).saturating_sub(1);
+    let (Some(first), Some(last)) = (
+        times.iter().copied().reduce(f64::min),
+        times.iter().copied().reduce(f64::max),
+    ) else {
+        return ((t1 - t0) / p).round() as usize;
+    };
+    skipped(times, period) + missed(first - t0) + missed(t1 - last)
+}
+
 /// For each time in `ends`, how long after the latest time of `starts` before it (ms): the
 /// runtime's share of an exec probe is from the kubelet's start of the run to the command's own
 /// first instruction. Times with no start before them are left out.
@@ -208,6 +223,11 @@ mod tests {
         assert_eq!(skipped(&[10.0, 11.0, 12.01, 13.0], P), 0);
         // 12 and 14 are missing; a late run (15.4) is no skip.
         assert_eq!(skipped(&[10.0, 11.0, 13.0, 15.4, 16.0], P), 2);
+        // At the window's edges too: 5 s to 7 s has no run, nor 18 s to 20 s.
+        let window = (5.0, 20.0);
+        assert_eq!(skipped_in_window(&[7.2, 8.2, 17.2], window, P), 1 + 8 + 2);
+        assert_eq!(skipped_in_window(&[5.9, 6.9, 19.1], window, P), 11);
+        assert_eq!(skipped_in_window(&[], window, P), 15);
     }
 
     #[test]
