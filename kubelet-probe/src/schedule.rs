@@ -53,7 +53,11 @@ impl Schedule {
     ///
     /// A notification sent while the worker was busy is kept (a [`Notify`] permit, as
     /// upstream's one-slot channel) and several collapse into one.
-    pub(crate) async fn next(&mut self, stop: &CancellationToken, trigger: &Notify) -> Option<Wake> {
+    pub(crate) async fn next(
+        &mut self,
+        stop: &CancellationToken,
+        trigger: &Notify,
+    ) -> Option<Wake> {
         tokio::select! {
             biased;
             _ = stop.cancelled() => None,

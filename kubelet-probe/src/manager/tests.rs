@@ -339,7 +339,9 @@ async fn a_created_container_waits_for_its_start_without_failing() {
     };
     set_state(kubelet_core::runtime::ContainerState::Created);
     let t0 = Instant::now();
-    f.manager.add_pod(&pod(json!({"name": "app", "livenessProbe": exec("live", json!({"periodSeconds": 1}))})));
+    f.manager.add_pod(&pod(
+        json!({"name": "app", "livenessProbe": exec("live", json!({"periodSeconds": 1}))}),
+    ));
     sleep_until(t0 + secs(2.5)).await;
     assert_eq!(execs(&f.runtime, "live"), 0);
     assert_eq!(

@@ -70,7 +70,7 @@ pub(crate) const LOG_RUNS: &str = "kubelet_probe::worker=trace";
 
 /// Pod `i`'s liveness probe: exec on even pods, tcpSocket on odd ones.
 fn exec_liveness(i: usize) -> bool {
-    i % 2 == 0
+    i.is_multiple_of(2)
 }
 
 /// Pod `i`'s manifest: its readiness probe asks `http_port`, its liveness probe connects to
@@ -518,9 +518,15 @@ fn measure(
         .chain(shim_pids.iter().copied())
         .collect();
     let (t0, wall0) = (unix_now(), Instant::now());
-    let cpu0 = pids.iter().map(|&p| procfs::cpu_seconds(p)).collect::<Vec<_>>();
+    let cpu0 = pids
+        .iter()
+        .map(|&p| procfs::cpu_seconds(p))
+        .collect::<Vec<_>>();
     sleep_checked(window, interrupted, kubelet)?;
-    let cpu1 = pids.iter().map(|&p| procfs::cpu_seconds(p)).collect::<Vec<_>>();
+    let cpu1 = pids
+        .iter()
+        .map(|&p| procfs::cpu_seconds(p))
+        .collect::<Vec<_>>();
     let (t1, wall) = (unix_now(), wall0.elapsed().as_secs_f64());
     // Runs that started within the window have landed a moment later.
     sleep_checked(Duration::from_secs(2), interrupted, kubelet)?;

@@ -254,7 +254,10 @@ mod tests {
                 .replace("804000", "806500")
         );
         let got = adjtimex_stamps(&text);
-        assert!(close(&got, &[1_795_292_004.804, 1_795_292_005.806_5]), "{got:?}");
+        assert!(
+            close(&got, &[1_795_292_004.804, 1_795_292_005.806_5]),
+            "{got:?}"
+        );
     }
 
     #[test]
