@@ -26,6 +26,7 @@
 mod procfs;
 mod server;
 mod timeline;
+mod wakeup;
 
 use std::{
     fs,
@@ -203,6 +204,9 @@ pub(crate) struct Probes {
     /// The kubelet's own account (`late_us` in its log) of how late each run started behind
     /// its tick (httpGet, tcpSocket, exec), ms: the tokio timer and the worker threads.
     pub(crate) tick_late_ms: [Vec<f64>; 3],
+    /// How late a plain thread of the bench woke from its sleeps over the window, ms: the
+    /// machine's share of the kubelet's tick → run lateness.
+    pub(crate) wakeup_ms: Vec<f64>,
     /// Whether the listeners' timestamps were taken at real-time priority.
     pub(crate) realtime: bool,
 }
@@ -312,6 +316,20 @@ impl Probes {
         }
         rows.push(Row::info(
             format!(
+                "Wake-up lateness of a plain thread, the machine's share (n={})",
+                self.wakeup_ms.len()
+            ),
+            format!(
+                "p50 {:.1} ms, p99 {:.1} ms",
+                median(&self.wakeup_ms),
+                percentile(&self.wakeup_ms, 99.0)
+            ),
+            String::new(),
+            String::new(),
+            "(info: baseline of the kubelet's tick → run)",
+        ));
+        rows.push(Row::info(
+            format!(
                 "Probe exec: kubelet start → command start, the runtime's share (n={})",
                 self.exec_runtime_ms.len()
             ),
@@ -348,6 +366,7 @@ impl Probes {
                 "exec": self.kubelet[2].to_json(),
             },
             "exec_runtime_ms": self.exec_runtime_ms,
+            "wakeup_baseline_ms": self.wakeup_ms,
             "kubelet_tick_late_ms": {
                 "http": self.tick_late_ms[0],
                 "tcp": self.tick_late_ms[1],
@@ -385,6 +404,12 @@ impl Probes {
                 percentile(tick_late, 99.0),
             ));
         }
+        out.push_str(&format!(
+            "\n  a plain thread's wake-up lateness (the machine's share): p50 {:.1} ms, p99 \
+             {:.1} ms",
+            median(&self.wakeup_ms),
+            percentile(&self.wakeup_ms, 99.0)
+        ));
         out.push_str(&format!(
             "\n  exec runtime share (kubelet start → command start): p50 {:.1} ms, p99 {:.1} ms",
             median(&self.exec_runtime_ms),
@@ -512,6 +537,7 @@ fn measure(
     }
     sleep_checked(WARM_UP, interrupted, kubelet)?;
 
+    let sampler = wakeup::Sampler::start()?;
     let shim_pids = procfs::shims(socket)?;
     let pids: Vec<u32> = [kubelet.pid(), containerd]
         .into_iter()
@@ -522,7 +548,10 @@ fn measure(
         .iter()
         .map(|&p| procfs::cpu_seconds(p))
         .collect::<Vec<_>>();
+    sampler.take();
     sleep_checked(window, interrupted, kubelet)?;
+    let wakeup_ms = sampler.take();
+    drop(sampler);
     let cpu1 = pids
         .iter()
         .map(|&p| procfs::cpu_seconds(p))
@@ -600,6 +629,7 @@ fn measure(
         ],
         exec_runtime_ms,
         tick_late_ms,
+        wakeup_ms,
         realtime: pods.http.realtime() && pods.tcp.realtime(),
     })
 }
