@@ -7,7 +7,9 @@
 //! - [`apiserver`]: a real kube-apiserver + etcd per test ([`apiserver::Cluster`]), built once
 //!   from Debian's source package by `cargo xtask apiserver`;
 //! - [`images`]: busybox and pause images built as OCI layout tarballs, no registry needed;
-//! - [`registry`]: a password-protected image registry on loopback holding the busybox image.
+//! - [`registry`]: a password-protected image registry on loopback holding the busybox image;
+//! - [`systemd`]: a systemd as PID 1 of its own namespaces, with a D-Bus system bus, for the
+//!   systemd cgroup driver's tests on machines that do not boot systemd.
 //!
 //! The `cargo xtask` binary (`testbed up`, `images`, `apiserver`, `demo`, `ci`, `bench`) is built on these.
 //!
@@ -23,6 +25,7 @@
 pub mod apiserver;
 pub mod images;
 pub mod registry;
+pub mod systemd;
 pub mod testbed;
 mod util;
 

@@ -31,14 +31,18 @@ const PACKAGES: &[(&str, Probe)] = &[
     ("docker-registry", Probe::Program("docker-registry")),
     ("apache2-utils", Probe::Program("htpasswd")),
     ("skopeo", Probe::Program("skopeo")),
+    // The systemd cgroup driver's tests (`crate::systemd`): systemd and its system bus.
+    ("systemd", Probe::File("/lib/systemd/systemd")),
+    ("dbus", Probe::Program("dbus-daemon")),
 ];
 
 /// Installs the Debian packages the testbed and the build need, if any is missing.
 ///
 /// The packages are containerd, runc, containernetworking-plugins, busybox-static,
-/// protobuf-compiler, iptables, iproute2, gcc, libc6-dev, and docker-registry, apache2-utils and
-/// skopeo for the registry. A package counts as present when its program or file is found, so a
-/// containerd installed another way is left alone. When one is missing this runs `apt-get update`
+/// protobuf-compiler, iptables, iproute2, gcc, libc6-dev, docker-registry, apache2-utils and
+/// skopeo for the registry, and systemd and dbus for the namespaced systemd. A package counts as
+/// present when its program or file is found, so a containerd installed another way is left
+/// alone. When one is missing this runs `apt-get update`
 /// once and `apt-get install -y --no-install-recommends` for the missing ones; that needs root,
 /// and the error says so. When nothing is missing it only checks files, so it is cheap to call
 /// before every testbed.
