@@ -12,6 +12,10 @@
 //!    message; so is a pod whose container writes 4 MiB into its writable layer past its
 //!    `ephemeral-storage` limit of 1 MiB.
 //!
+//! An evicted pod keeps its record in the API (`Failed` / `Evicted`) while container GC
+//! (every 5 s here) removes its containers and sandbox from containerd (upstream `IsEvicted`),
+//! and `/metrics` counts each eviction under its signal (`kubelet_evictions`).
+//!
 //! The memory part reads the root memory cgroup (v1) the way the kubelet's summary does, and
 //! is skipped without it. The memory of a shared machine moves: the 2 GiB margins on both
 //! sides of X are what keeps it from deciding the outcome.
@@ -99,7 +103,11 @@ fn pods_are_evicted_under_memory_pressure_and_past_their_local_storage_limits() 
     let kubeconfig = cluster.node_kubeconfig(NODE).expect("node kubeconfig");
     let memory = v1_cgroups();
     let threshold_mi = memory.then(|| node_memory_available() / MI - 2048);
-    node.extra_args = vec!["--kubeconfig".into(), kubeconfig.display().to_string()];
+    node.extra_args = vec![
+        "--kubeconfig".into(),
+        kubeconfig.display().to_string(),
+        "--experimental-container-gc-period=5s".into(),
+    ];
     if let Some(x) = threshold_mi {
         node.extra_args
             .push(format!("--eviction-hard=memory.available<{x}Mi"));
@@ -118,6 +126,53 @@ fn pods_are_evicted_under_memory_pressure_and_past_their_local_storage_limits() 
         memory_pressure(&cluster, &node);
     }
     local_storage(&cluster, &node);
+
+    let metrics = secure_get(&node, "/metrics");
+    let evictions = |signal: &str| -> u64 {
+        let prefix = format!("kubelet_evictions{{eviction_signal=\"{signal}\"}} ");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    assert!(
+        metrics.contains("# TYPE kubelet_evictions counter\n"),
+        "{metrics}"
+    );
+    assert_eq!(evictions("emptydirfs.limit"), 1, "{metrics}");
+    assert_eq!(evictions("ephemeralcontainerfs.limit"), 1, "{metrics}");
+    if threshold_mi.is_some() {
+        // The hog, and whatever else a moving shared machine made go.
+        assert!(evictions("memory.available") >= 1, "{metrics}");
+    }
+}
+
+/// `curl -k` of `path` on the node's secure port (anonymous, AlwaysAllow by default).
+fn secure_get(node: &Node, path: &str) -> String {
+    let out = std::process::Command::new("curl")
+        .args(["-sS", "-k", "--fail"])
+        .arg(format!("https://127.0.0.1:{}{path}", node.port))
+        .output()
+        .expect("curl runs");
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Upstream `IsEvicted`: the evicted pod's containers and sandbox leave containerd while its
+/// record stays in the API.
+fn wait_content_removed(cluster: &Cluster, node: &Node, evicted: &Value) {
+    let name = evicted["metadata"]["name"].as_str().unwrap_or_default();
+    let uid = evicted["metadata"]["uid"].as_str().unwrap_or_default();
+    assert!(!uid.is_empty(), "{evicted}");
+    node.wait_for(
+        Duration::from_secs(120),
+        &format!("{name}'s containers removed from containerd"),
+        |n| n.runtime_containers(uid).is_empty().then_some(()),
+    );
+    let p = pod(cluster, name);
+    assert_eq!(p["status"]["phase"], "Failed", "the record stays: {p}");
+    assert_eq!(p["status"]["reason"], "Evicted", "{p}");
 }
 
 /// Acceptance 3.
@@ -239,9 +294,11 @@ fn local_storage(cluster: &Cluster, node: &Node) {
         message(&p),
         "Usage of EmptyDir volume \"scratch\" exceeds the limit \"1Mi\". "
     );
+    wait_content_removed(cluster, node, &p);
     let p = wait_evicted(cluster, node, "layer-writer");
     assert_eq!(
         message(&p),
         "Container writer exceeded its local ephemeral storage limit \"1Mi\". "
     );
+    wait_content_removed(cluster, node, &p);
 }
