@@ -46,6 +46,10 @@ enum Cmd {
     /// Pod start latency and memory of the release kubelet against a raw-CRI baseline from the
     /// same run; writes target/bench/bench.md and bench.json.
     Bench(bench::Args),
+    /// Half an hour of pod churn over 110 steady pods with the release kubelet's RSS, threads,
+    /// open fds and mounts sampled; fails unless each stays flat within 10 % after the warm-up.
+    /// Writes target/soak/soak.md and soak.json. Not part of `ci`.
+    Soak(bench::soak::Args),
     /// Run the cargo-fuzz targets of kubelet-core/fuzz (nightly + cargo-fuzz) for a while each
     /// and print their executions; a crash fails with the input saved under fuzz/artifacts.
     Fuzz {
@@ -106,6 +110,7 @@ fn run(cmd: Cmd) -> Result<()> {
         Cmd::Demo { kubelet } => demo::run(kubelet),
         Cmd::Ci => ci::run(),
         Cmd::Bench(args) => bench::run(args),
+        Cmd::Soak(args) => bench::soak::run(args),
         Cmd::Fuzz { seconds, targets } => fuzz::run(seconds, &targets),
     }
 }

@@ -36,6 +36,7 @@ mod probes;
 mod report;
 mod rss;
 mod scenario;
+pub(crate) mod soak;
 mod stats;
 
 use std::{

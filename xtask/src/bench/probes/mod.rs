@@ -501,7 +501,7 @@ fn prepare(work: &Path) -> Result<Vec<PathBuf>> {
 
 /// Writes `path` through a hidden temporary file and a rename, so the kubelet never reads a
 /// half-written manifest.
-fn write_atomically(path: &Path, text: &str) -> Result<()> {
+pub(crate) fn write_atomically(path: &Path, text: &str) -> Result<()> {
     let name = path.file_name().context("manifest path has no file name")?;
     let tmp = path.with_file_name(format!(".{}.tmp", name.to_string_lossy()));
     fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
