@@ -4,10 +4,17 @@
 //! and pod slices must be active units with the limits upstream's kubelet gives them, in
 //! systemd's view (`systemctl show`/`status`) and in the cgroup tree, and go away on destroy.
 //!
+//! The second test boots a whole node in that systemd: containerd with runc's systemd
+//! driver (`SystemdCgroup = true`) and the `kubelet` binary with `--cgroup-driver=systemd`;
+//! a pod's containers must run in scopes of its pod slice.
+//!
 //! Skips, saying why, without root, systemd or dbus-daemon, or when systemd cannot start.
+
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kubelet::systemd::{Address, DbusSystemd};
@@ -61,19 +68,26 @@ fn read(p: PathBuf) -> String {
         .to_owned()
 }
 
-#[test]
-fn pod_slices_in_a_real_systemd() -> anyhow::Result<()> {
+/// A namespaced systemd, or why there is none (the test then skips).
+fn systemd(dir: &Path) -> Option<NamespacedSystemd> {
     if !xtask::is_root() {
         eprintln!("SKIPPED: a namespaced systemd needs root");
-        return Ok(());
+        return None;
     }
-    let dir_ = tempfile::tempdir()?;
-    let systemd = match NamespacedSystemd::start(dir_.path()) {
-        Ok(s) => s,
+    match NamespacedSystemd::start(dir) {
+        Ok(s) => Some(s),
         Err(e) => {
             eprintln!("SKIPPED: systemd cannot start in its own namespaces here: {e:#}");
-            return Ok(());
+            None
         }
+    }
+}
+
+#[test]
+fn pod_slices_in_a_real_systemd() -> anyhow::Result<()> {
+    let dir_ = tempfile::tempdir()?;
+    let Some(systemd) = systemd(dir_.path()) else {
+        return Ok(());
     };
     let layout = layout_below(systemd.cgroup_subdir())?;
     let v1 = layout.version() == 1;
@@ -188,4 +202,47 @@ fn pod_slices_in_a_real_systemd() -> anyhow::Result<()> {
     assert_eq!(cgroups.pod_cgroups()?, [PodUid::from(GUARANTEED_UID)]);
     cgroups.destroy(&PodUid::from(BURSTABLE_UID))?;
     Ok(())
+}
+
+#[test]
+fn containers_run_in_their_pod_slice() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let Some(systemd) = systemd(dir.path()) else {
+        return;
+    };
+    let mut node = support::Node::new_in_systemd("systemd", &systemd);
+    node.start_kubelet();
+    node.write_manifest(
+        "web.yaml",
+        &support::pod_yaml("web", "Always", &[("c", "sleep 3600")]),
+    );
+    let pod = node.wait_for(Duration::from_secs(60), "web running", |n| {
+        n.pod("web").filter(|p| support::phase(p) == "Running")
+    });
+    let uid = support::uid(&pod);
+    let unit = format!("kubepods-besteffort-pod{}.slice", uid.replace('-', "_"));
+    assert_eq!(
+        systemd.property(&unit, "ActiveState").expect("show"),
+        "active"
+    );
+    // The sandbox and the container: runc's scopes in the pod slice.
+    let status = systemd.systemctl(&["status", &unit]).expect("status");
+    assert!(
+        status.contains(&format!(
+            "CGroup: /kubepods.slice/kubepods-besteffort.slice/{unit}"
+        )),
+        "{status}"
+    );
+    eprintln!("{status}");
+    let scopes = status.matches("cri-containerd-").count();
+    assert_eq!(scopes, 2, "sandbox and container scopes in {status}");
+    assert!(status.contains("sleep 3600"), "{status}");
+    assert!(status.contains("/pause"), "{status}");
+
+    // Gone with the pod: the kubelet's housekeeping stops the orphaned slice.
+    node.remove_manifest("web.yaml");
+    node.wait_for(Duration::from_secs(90), "the pod slice stopped", |_| {
+        (systemd.property(&unit, "ActiveState").ok()? != "active").then_some(())
+    });
+    node.kill9_kubelet();
 }

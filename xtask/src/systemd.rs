@@ -251,15 +251,8 @@ impl NamespacedSystemd {
 
     /// Runs `systemctl args` inside its namespaces; stdout, whatever the exit status.
     pub fn systemctl(&self, args: &[&str]) -> Result<String> {
-        let out = Command::new("nsenter")
-            .args([
-                "-t",
-                &self.pid.to_string(),
-                "-m",
-                "-p",
-                "systemctl",
-                "--no-pager",
-            ])
+        let out = entered(self.pid, "systemctl")
+            .arg("--no-pager")
             .args(args)
             .stdin(Stdio::null())
             .output()
@@ -274,6 +267,36 @@ impl NamespacedSystemd {
             .trim()
             .to_owned())
     }
+}
+
+/// `nsenter` into the PID, mount and cgroup namespaces of the systemd with host PID
+/// `systemd_pid`, running `program` (add its arguments). `nsenter` forks: the program is its
+/// child ([`entered_pid`]); signal that one, `nsenter` does not forward signals.
+pub fn entered(systemd_pid: u32, program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut c = Command::new("nsenter");
+    c.args(["-t", &systemd_pid.to_string(), "-p", "-m", "-C", "--"])
+        .arg(program);
+    c
+}
+
+/// The host PID of the program an [`entered`] `nsenter` (host PID `nsenter_pid`) forked,
+/// once it runs (waits up to 5 s).
+pub fn entered_pid(nsenter_pid: u32) -> Option<u32> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        if let Some(pid) = first_child(nsenter_pid) {
+            return Some(pid);
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn first_child(pid: u32) -> Option<u32> {
+    let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
+    children.split_whitespace().next()?.parse().ok()
 }
 
 /// The child of `unshare` (PID 1 in the new namespace).

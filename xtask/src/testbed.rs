@@ -143,6 +143,8 @@ pub struct Testbed {
     child: Option<Child>,
     /// Where the current containerd's output starts in the log.
     log_start: u64,
+    /// The host PID of the namespaced systemd containerd runs under, if any.
+    systemd_pid: Option<u32>,
     _dir_lock: File,
 }
 
@@ -155,6 +157,22 @@ impl Testbed {
     /// (output in `dir/containerd.log`) and imports the images into namespace `k8s.io`.
     /// Blocks for about a second or two on a warm machine.
     pub fn start(dir: &Path) -> Result<Testbed> {
+        Self::start_with(dir, None)
+    }
+
+    /// A testbed whose runc uses the systemd cgroup driver (`SystemdCgroup = true`) of
+    /// `systemd`: containerd runs in its PID, mount and cgroup namespaces
+    /// ([`crate::systemd::entered`]), so runc reaches that systemd on its bus and the
+    /// container PIDs it hands over are systemd's. Pair it with a kubelet with
+    /// `--cgroup-driver=systemd` in the same namespaces.
+    pub fn start_in_systemd(
+        dir: &Path,
+        systemd: &crate::systemd::NamespacedSystemd,
+    ) -> Result<Testbed> {
+        Self::start_with(dir, Some(systemd.pid()))
+    }
+
+    fn start_with(dir: &Path, systemd_pid: Option<u32>) -> Result<Testbed> {
         if !util::is_root() {
             bail!("the containerd testbed needs root (mounts, cgroups, CNI)");
         }
@@ -175,7 +193,7 @@ impl Testbed {
         }
         let images = images::ensure_images(&images::default_dir())?;
         let slot = net::Slot::take(&dir)?;
-        config::write(&layout, &slot)?;
+        config::write(&layout, &slot, systemd_pid.is_some())?;
         fs::write(&layout.log, "")?; // a fresh log per start; restarts append
         let mut testbed = Testbed {
             layout,
@@ -183,6 +201,7 @@ impl Testbed {
             slot: Some(slot),
             child: None,
             log_start: 0,
+            systemd_pid,
             _dir_lock: dir_lock,
         };
         testbed.spawn()?;
@@ -271,7 +290,7 @@ impl Testbed {
         let Some(mut child) = self.child.take() else {
             return Ok(());
         };
-        util::signal(child.id(), Signal::SIGTERM)?;
+        util::signal(self.containerd_pid(&child), Signal::SIGTERM)?;
         let deadline = Instant::now() + STOP_TIMEOUT;
         while child.try_wait()?.is_none() {
             if Instant::now() > deadline {
@@ -287,6 +306,10 @@ impl Testbed {
     /// Kills containerd with SIGKILL, for outage tests; shims and containers keep running.
     pub fn kill(&mut self) -> Result<()> {
         if let Some(mut child) = self.child.take() {
+            let pid = self.containerd_pid(&child);
+            if pid != child.id() {
+                util::signal(pid, Signal::SIGKILL)?;
+            }
             child.kill()?;
             child.wait()?;
         }
@@ -302,6 +325,15 @@ impl Testbed {
         self.wait_ready()
     }
 
+    /// containerd's host PID: the child's, or in a namespaced systemd the process `nsenter`
+    /// forked.
+    fn containerd_pid(&self, child: &Child) -> u32 {
+        match self.systemd_pid {
+            Some(_) => crate::systemd::entered_pid(child.id()).unwrap_or(child.id()),
+            None => child.id(),
+        }
+    }
+
     /// Tears the testbed down like `drop`, but returns what went wrong.
     pub fn shutdown(mut self) -> Result<()> {
         self.teardown()
@@ -315,7 +347,11 @@ impl Testbed {
             .with_context(|| format!("cannot open {}", self.layout.log.display()))?;
         writeln!(log, "==== xtask: starting containerd")?;
         self.log_start = log.metadata()?.len();
-        let child = Command::new("containerd")
+        let mut cmd = match self.systemd_pid {
+            Some(pid) => crate::systemd::entered(pid, "containerd"),
+            None => Command::new("containerd"),
+        };
+        let child = cmd
             .arg("--config")
             .arg(&self.layout.config)
             .stdin(Stdio::null())

@@ -37,6 +37,8 @@ pub struct Node {
     /// `--container-runtime-endpoint` instead of the testbed's (e.g. a
     /// `kubelet_cri::testing::FaultProxy` in front of it).
     pub runtime_endpoint: Option<String>,
+    /// The host PID of the namespaced systemd the kubelet runs under ([`Node::new_in_systemd`]).
+    systemd_pid: Option<u32>,
 }
 
 /// Four hex digits from this checkout's path, so test runs in two checkouts (git worktrees)
@@ -67,6 +69,26 @@ impl Node {
         let dir = node_dir(name);
         let _ = std::fs::remove_dir_all(dir.join("kubelet"));
         let testbed = Testbed::start(&dir.join("cd")).expect("containerd testbed");
+        Self::with_testbed(name, dir, testbed)
+    }
+
+    /// A node "booted" with `systemd`: containerd (runc's systemd cgroup driver) and the
+    /// kubelet (`--cgroup-driver=systemd`, `--cgroup-root=/`) run in its PID, mount and cgroup
+    /// namespaces.
+    pub fn new_in_systemd(name: &str, systemd: &xtask::systemd::NamespacedSystemd) -> Node {
+        let dir = node_dir(name);
+        let _ = std::fs::remove_dir_all(dir.join("kubelet"));
+        let testbed =
+            Testbed::start_in_systemd(&dir.join("cd"), systemd).expect("containerd testbed");
+        let mut node = Self::with_testbed(name, dir, testbed);
+        node.systemd_pid = Some(systemd.pid());
+        node.cgroup_root = "/".into();
+        node.extra_args
+            .extend(["--cgroup-driver".to_owned(), "systemd".to_owned()]);
+        node
+    }
+
+    fn with_testbed(name: &str, dir: PathBuf, testbed: Testbed) -> Node {
         let manifests = dir.join("kubelet").join("manifests");
         std::fs::create_dir_all(&manifests).expect("manifest dir");
         Node {
@@ -82,6 +104,7 @@ impl Node {
             starts: 0,
             extra_args: Vec::new(),
             runtime_endpoint: None,
+            systemd_pid: None,
         }
     }
 
@@ -102,7 +125,10 @@ impl Node {
         self.starts += 1;
         let log = std::fs::File::create(self.log_path()).expect("log file");
         let kdir = self.dir.join("kubelet");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_kubelet"));
+        let mut cmd = match self.systemd_pid {
+            Some(pid) => xtask::systemd::entered(pid, env!("CARGO_BIN_EXE_kubelet")),
+            None => Command::new(env!("CARGO_BIN_EXE_kubelet")),
+        };
         let given = |flag: &str| {
             self.extra_args
                 .iter()
@@ -149,6 +175,13 @@ impl Node {
     /// SIGKILLs the kubelet (containers keep running).
     pub fn kill9_kubelet(&mut self) {
         if let Some(mut child) = self.kubelet.take() {
+            if self.systemd_pid.is_some()
+                && let Some(pid) = xtask::systemd::entered_pid(child.id())
+            {
+                let _ = Command::new("kill")
+                    .args(["-KILL", &pid.to_string()])
+                    .status();
+            }
             let _ = child.kill();
             let _ = child.wait();
         }

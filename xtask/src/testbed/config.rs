@@ -20,9 +20,9 @@ const DISABLED_PLUGINS: &[&str] = &[
 
 /// Writes `containerd.toml` and the CNI conflist (before containerd starts, so that CRI reports
 /// NetworkReady from the first Status call).
-pub(crate) fn write(layout: &Layout, slot: &Slot) -> Result<()> {
+pub(crate) fn write(layout: &Layout, slot: &Slot, systemd_cgroup: bool) -> Result<()> {
     fs::create_dir_all(&layout.cni_conf)?;
-    fs::write(&layout.config, containerd_toml(layout))
+    fs::write(&layout.config, containerd_toml(layout, systemd_cgroup))
         .with_context(|| format!("cannot write {}", layout.config.display()))?;
     let conflist = json!({
         "cniVersion": "1.0.0",
@@ -51,7 +51,9 @@ pub(crate) fn write(layout: &Layout, slot: &Slot) -> Result<()> {
         .with_context(|| format!("cannot write {}", path.display()))
 }
 
-fn containerd_toml(l: &Layout) -> String {
+/// `systemd_cgroup`: runc's systemd cgroup driver (`SystemdCgroup = true`), for kubelets with
+/// `--cgroup-driver=systemd`.
+fn containerd_toml(l: &Layout, systemd_cgroup: bool) -> String {
     let disabled: Vec<String> = DISABLED_PLUGINS.iter().map(|p| quote(p)).collect();
     format!(
         r#"# Written by xtask's testbed; regenerated on every start.
@@ -88,7 +90,7 @@ disabled_plugins = [{disabled}]
       runtime_type = "io.containerd.runc.v2"
 
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        SystemdCgroup = false
+        SystemdCgroup = {systemd_cgroup}
         Root = {runc_root}
 "#,
         root = quote_path(&l.root),
