@@ -15,6 +15,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::cm::cgroup_name::CgroupName;
 use crate::cm::cgroupfs::Layout;
 use crate::cm::{cgroupfs_name, pod_cgroup_suffix};
 use crate::pod::PodUid;
@@ -78,20 +79,24 @@ impl Reader {
         self.dir("memory", name).is_some_and(|d| d.is_dir())
     }
 
-    /// The cgroup of pod `uid` below `root` with the cgroupfs driver, wherever its QoS class
-    /// put it (`kubepods`, `kubepods/burstable`, `kubepods/besteffort`), if it exists.
+    /// The cgroup of pod `uid` below `root`, wherever its QoS class put it (`kubepods`,
+    /// `kubepods/burstable`, `kubepods/besteffort`), if it exists: named as the cgroupfs
+    /// driver names it, or as the systemd driver does
+    /// (`/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid>.slice`).
     pub fn pod_cgroup(&self, root: &str, uid: &PodUid) -> Option<String> {
         let suffix = pod_cgroup_suffix(uid);
+        let root_name = CgroupName::parse_cgroupfs(root);
         [
             &["kubepods"][..],
             &["kubepods", "burstable"],
             &["kubepods", "besteffort"],
         ]
         .into_iter()
-        .map(|parent| {
+        .flat_map(|parent| {
             let mut segments = parent.to_vec();
             segments.push(&suffix);
-            cgroupfs_name(root, &segments)
+            let systemd = root_name.child(segments.iter().copied()).to_systemd();
+            [cgroupfs_name(root, &segments), systemd]
         })
         .find(|name| self.exists(name))
     }
@@ -231,6 +236,15 @@ mod tests {
             })
         );
         assert_eq!(reader.pod_cgroup("/", &PodUid::from("u2")), None);
+        // The systemd driver's slice of the same pod class.
+        std::fs::create_dir_all(root.join(
+            "memory/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-podu_3.slice",
+        ))
+        .expect("mkdir");
+        assert_eq!(
+            reader.pod_cgroup("/", &PodUid::from("u-3")).as_deref(),
+            Some("/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-podu_3.slice")
+        );
     }
 
     #[test]
