@@ -8,6 +8,8 @@ pub mod file;
 pub mod merge;
 pub mod static_pod;
 pub mod validate;
+mod validate_meta;
+pub mod validate_resources;
 
 pub use channel::{ChannelSource, ChannelSourceSender};
 pub use file::FileSource;

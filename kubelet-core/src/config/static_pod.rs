@@ -716,13 +716,9 @@ metadata:
 spec:
   containers: [{name: a, image: b}]
 ";
-        let start = std::time::Instant::now();
+        // Refused by a budget, before expanding 9^9 nodes (no timed assertion: under CI load
+        // any time limit flakes; the budget is what keeps it fast).
         let err = decode_str(bomb).expect_err("alias bomb");
-        assert!(
-            start.elapsed() < std::time::Duration::from_secs(2),
-            "took {:?}",
-            start.elapsed()
-        );
         assert!(matches!(err, Error::Parse { .. }), "{err}");
         assert!(err.to_string().contains("budget breached"), "{err}");
     }

@@ -15,6 +15,8 @@ use std::fmt;
 
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 
+use super::{validate_meta, validate_resources};
+
 /// Longest DNS-1123 label (upstream `DNS1123LabelMaxLength`).
 pub const DNS1123_LABEL_MAX_LEN: usize = 63;
 /// Longest DNS-1123 subdomain (upstream `DNS1123SubdomainMaxLength`).
@@ -45,21 +47,34 @@ impl fmt::Display for FieldError {
 #[derive(Clone, Debug, Default, PartialEq, Eq, thiserror::Error)]
 pub struct ValidationErrors(pub Vec<FieldError>);
 
+/// Most errors [`ValidationErrors`] shows; a hostile manifest can have thousands.
+const MAX_SHOWN_ERRORS: usize = 16;
+/// Longest value an error quotes, in bytes; a hostile manifest's values can be megabytes.
+const MAX_QUOTED_VALUE: usize = 256;
+
 impl fmt::Display for ValidationErrors {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("[")?;
-        for (i, e) in self.0.iter().enumerate() {
+        for (i, e) in self.0.iter().take(MAX_SHOWN_ERRORS).enumerate() {
             if i > 0 {
                 f.write_str(", ")?;
             }
             write!(f, "{e}")?;
+        }
+        if let Some(more) = self
+            .0
+            .len()
+            .checked_sub(MAX_SHOWN_ERRORS)
+            .filter(|n| *n > 0)
+        {
+            write!(f, ", and {more} more")?;
         }
         f.write_str("]")
     }
 }
 
 impl ValidationErrors {
-    fn push(&mut self, field: impl Into<String>, detail: impl Into<String>) {
+    pub(super) fn push(&mut self, field: impl Into<String>, detail: impl Into<String>) {
         self.0.push(FieldError {
             field: field.into(),
             detail: detail.into(),
@@ -70,8 +85,22 @@ impl ValidationErrors {
         self.push(field, "Required value");
     }
 
-    fn invalid(&mut self, field: impl Into<String>, value: &str, msg: &str) {
-        self.push(field, format!("Invalid value: {value:?}: {msg}"));
+    /// `Invalid value: "<value>": <msg>`, the value cut at [`MAX_QUOTED_VALUE`] bytes.
+    pub(super) fn invalid(&mut self, field: impl Into<String>, value: &str, msg: &str) {
+        if value.len() > MAX_QUOTED_VALUE {
+            let mut end = MAX_QUOTED_VALUE;
+            while !value.is_char_boundary(end) {
+                end -= 1;
+            }
+            let more = value.len() - end;
+            let value = &value[..end];
+            self.push(
+                field,
+                format!("Invalid value: {value:?}... ({more} more bytes): {msg}"),
+            );
+        } else {
+            self.push(field, format!("Invalid value: {value:?}: {msg}"));
+        }
     }
 }
 
@@ -137,9 +166,15 @@ fn check_subdomain(errs: &mut ValidationErrors, field: &str, value: &str) {
 /// - `spec.restartPolicy` is `Always`, `OnFailure` or `Never` when set;
 /// - container ports are in `1..=65535`, host ports in `0..=65535`, protocols
 ///   `TCP`/`UDP`/`SCTP`;
-/// - volume names are unique DNS-1123 labels and every volume mount names a volume.
+/// - volume names are unique DNS-1123 labels and every volume mount names a volume;
+/// - env var names are given, of printable ASCII other than `=` (upstream's
+///   `RelaxedEnvironmentVariableValidation`);
+/// - label keys and values, annotation keys and the annotations' total size as upstream
+///   `ValidateObjectMeta` (see `validate_meta`);
+/// - resource limits and requests, and emptyDir size limits, are well-formed non-negative
+///   quantities, requests at most limits (see [`validate_resources`]).
 ///
-/// Returns every failure found, not only the first.
+/// Returns every failure found, not only the first (the message shows the first 16).
 pub fn validate_pod(pod: &Pod) -> Result<(), ValidationErrors> {
     let mut errs = ValidationErrors::default();
 
@@ -147,6 +182,12 @@ pub fn validate_pod(pod: &Pod) -> Result<(), ValidationErrors> {
         None | Some("") => errs.required("metadata.name"),
         Some(name) => check_subdomain(&mut errs, "metadata.name", name),
     }
+    validate_meta::validate_labels(&mut errs, "metadata.labels", pod.metadata.labels.as_ref());
+    validate_meta::validate_annotations(
+        &mut errs,
+        "metadata.annotations",
+        pod.metadata.annotations.as_ref(),
+    );
     if let Some(ns) = pod
         .metadata
         .namespace
@@ -189,6 +230,8 @@ fn validate_spec(errs: &mut ValidationErrors, spec: &PodSpec) {
             }
         }
     }
+
+    validate_resources::validate_volume_quantities(errs, spec);
 
     if spec.containers.is_empty() {
         errs.required("spec.containers");
@@ -264,6 +307,26 @@ fn validate_container<'a>(
             );
         }
     }
+
+    for (i, e) in c.env.iter().flatten().enumerate() {
+        let field = format!("{path}.env[{i}].name");
+        if e.name.is_empty() {
+            errs.required(field);
+        } else if !e
+            .name
+            .bytes()
+            .all(|b| (b' '..=b'~').contains(&b) && b != b'=')
+        {
+            errs.invalid(
+                field,
+                &e.name,
+                "a valid environment variable name must consist only of printable ASCII \
+                 characters other than '='",
+            );
+        }
+    }
+
+    validate_resources::validate_container_resources(errs, path, c);
 
     for (i, m) in c.volume_mounts.iter().flatten().enumerate() {
         if m.name.is_empty() {
