@@ -9,6 +9,8 @@ mod cluster_settings;
 mod configz;
 mod container_log_settings;
 mod eviction_settings;
+#[cfg(test)]
+mod fuzz_corpus;
 mod gc_settings;
 mod heap_trim;
 mod log_writer;

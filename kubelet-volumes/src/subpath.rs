@@ -113,17 +113,14 @@ fn safe_open(root: OwnedFd, rel: &Path, create: bool) -> Result<OwnedFd> {
     Ok(cur)
 }
 
-/// Resolves `sub_path` inside `volume` and bind-mounts it at `target`; returns `target`.
-///
-/// A missing subPath is created as a directory inside the volume (as upstream). Refused when
-/// `sub_path` is absolute or has `..`, or when it resolves (through symlinks) outside the
-/// volume. An existing mount at `target` (a restarted container, a restarted kubelet) is
-/// reused.
-pub fn prepare(volume: &Path, sub_path: &str, target: &Path) -> Result<PathBuf> {
+/// Resolves `sub_path` inside `volume` as [`prepare`] does before mounting: checked with
+/// [`validate`], the deepest existing ancestor resolved (through symlinks) and checked to be
+/// inside the volume, missing directories created below it, then opened (`O_PATH`) component
+/// by component from the volume root without following any symlink. The descriptor is what
+/// gets mounted: it names a file or directory inside the volume however the path changes
+/// afterwards.
+pub fn open(volume: &Path, sub_path: &str) -> Result<OwnedFd> {
     validate(sub_path)?;
-    if mount::is_mount_point(target) {
-        return Ok(target.to_path_buf());
-    }
     let root = std::fs::canonicalize(volume).map_err(|source| Error::VolumePath {
         path: volume.to_path_buf(),
         source,
@@ -153,7 +150,21 @@ pub fn prepare(volume: &Path, sub_path: &str, target: &Path) -> Result<PathBuf> 
         .strip_prefix(&root)
         .unwrap_or(Path::new(""))
         .join(rest);
-    let fd = safe_open(open_root(&root)?, &rel, true)?;
+    safe_open(open_root(&root)?, &rel, true)
+}
+
+/// Resolves `sub_path` inside `volume` and bind-mounts it at `target`; returns `target`.
+///
+/// A missing subPath is created as a directory inside the volume (as upstream). Refused when
+/// `sub_path` is absolute or has `..`, or when it resolves (through symlinks) outside the
+/// volume. An existing mount at `target` (a restarted container, a restarted kubelet) is
+/// reused.
+pub fn prepare(volume: &Path, sub_path: &str, target: &Path) -> Result<PathBuf> {
+    validate(sub_path)?;
+    if mount::is_mount_point(target) {
+        return Ok(target.to_path_buf());
+    }
+    let fd = open(volume, sub_path)?;
     if is_dir_fd(&fd) {
         std::fs::DirBuilder::new()
             .recursive(true)

@@ -1,60 +1,52 @@
-//! `cargo xtask fuzz`: runs each cargo-fuzz target of `kubelet-core/fuzz` (issue 16 item 4)
-//! for a while and prints its executions; a crash fails the command and leaves the input
-//! under `kubelet-core/fuzz/artifacts/<target>/`.
+//! `cargo xtask fuzz`: runs each cargo-fuzz target (issue 16 item 4) for a while and prints
+//! its executions; a crash fails the command and leaves the input under
+//! `<crate>/fuzz/artifacts/<target>/`.
+//!
+//! The targets live in two cargo-fuzz crates, each its own workspace: `kubelet-core/fuzz`
+//! (kubelet-core's and kubelet-volumes' parsers) and `kubelet-bin/fuzz` (the
+//! `KubeletConfiguration` file and the API watch-event decoder, which need the kubelet
+//! library). Each target's body is in `<crate>/fuzz/harness/<target>.rs`; the workspace's
+//! `tests/fuzz_corpus.rs` run it over the checked-in inputs `<crate>/fuzz/seeds/<target>/`
+//! on stable, which is what CI does (it has no nightly).
 //!
 //! Needs the nightly toolchain and cargo-fuzz (`cargo install cargo-fuzz`). The corpus
-//! (`kubelet-core/fuzz/corpus/<target>/`, not in git) is seeded from `examples/manifests` and a
-//! few valid inputs of each parser, and grows from run to run.
+//! (`<crate>/fuzz/corpus/<target>/`, not in git) starts from the seeds (and, for the
+//! manifest targets, `examples/manifests`) and grows from run to run.
 
 use std::{fs, path::Path, process::Command};
 
 use anyhow::{Context, Result, bail};
 use xtask::project_root;
 
-/// The targets, in `kubelet-core/fuzz/fuzz_targets/`.
-pub const TARGETS: [&str; 4] = ["manifest_decode", "quantity", "duration", "cri_log_line"];
-
-/// Valid inputs each corpus starts from, besides the example manifests.
-fn seeds(target: &str) -> &'static [&'static str] {
-    match target {
-        "manifest_decode" => &[
-            r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"j"},"spec":{"containers":[{"name":"c","image":"busybox"}]}}"#,
-        ],
-        "quantity" => &[
-            "100m",
-            "1Gi",
-            "1.5",
-            "2e3",
-            "128974848",
-            "129e6",
-            "123Mi",
-            "0.1Ki",
-        ],
-        "duration" => &["2s", "1h30m", "500ms", "1.5h", "0", "3µs", "2m3s"],
-        "cri_log_line" => &[
-            "2024-01-01T00:00:00.000000001Z stdout F hello\n",
-            "2024-01-01T00:00:00Z stderr P part",
-            r#"{"log":"hello\n","stream":"stdout","time":"2024-01-01T00:00:00.000000001Z"}"#,
-        ],
-        _ => &[],
-    }
-}
+/// The targets and the crate whose `fuzz/` holds each.
+pub const TARGETS: [(&str, &str); 9] = [
+    ("manifest_decode", "kubelet-core"),
+    ("manifest_dir", "kubelet-core"),
+    ("quantity", "kubelet-core"),
+    ("duration", "kubelet-core"),
+    ("cri_log_line", "kubelet-core"),
+    ("atomic_writer", "kubelet-core"),
+    ("subpath", "kubelet-core"),
+    ("kubelet_config", "kubelet-bin"),
+    ("watch_event", "kubelet-bin"),
+];
 
 /// Runs `targets` (all when empty) for `seconds` each.
 pub fn run(seconds: u64, targets: &[String]) -> Result<()> {
-    let crate_dir = project_root().join("kubelet-core");
+    let names: Vec<&str> = TARGETS.iter().map(|(t, _)| *t).collect();
     let selected: Vec<&str> = if targets.is_empty() {
-        TARGETS.to_vec()
+        names.clone()
     } else {
         targets.iter().map(String::as_str).collect()
     };
     let mut summary = Vec::new();
     for target in selected {
-        if !TARGETS.contains(&target) {
-            bail!("unknown fuzz target {target:?}; the targets are {TARGETS:?}");
-        }
+        let Some((_, krate)) = TARGETS.iter().find(|(t, _)| *t == target) else {
+            bail!("unknown fuzz target {target:?}; the targets are {names:?}");
+        };
+        let crate_dir = project_root().join(krate);
         let corpus = crate_dir.join("fuzz/corpus").join(target);
-        seed(&corpus, target)?;
+        seed(&crate_dir, &corpus, target)?;
         println!("fuzz: {target} for {seconds}s");
         let output = Command::new("cargo")
             .args(["+nightly", "fuzz", "run", target, "--"])
@@ -68,7 +60,7 @@ pub fn run(seconds: u64, targets: &[String]) -> Result<()> {
         if !output.status.success() {
             let tail: Vec<&str> = log.lines().rev().take(40).collect();
             bail!(
-                "fuzz target {target} failed ({}); the input is under kubelet-core/fuzz/artifacts/{target}/\n{}",
+                "fuzz target {target} failed ({}); the input is under {krate}/fuzz/artifacts/{target}/\n{}",
                 output.status,
                 tail.into_iter().rev().collect::<Vec<_>>().join("\n")
             );
@@ -83,15 +75,16 @@ pub fn run(seconds: u64, targets: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// Writes the seeds (once) into a target's corpus directory.
-fn seed(corpus: &Path, target: &str) -> Result<()> {
+/// Copies the checked-in seeds (and for the manifest decoder the example manifests) into a
+/// target's corpus directory.
+fn seed(crate_dir: &Path, corpus: &Path, target: &str) -> Result<()> {
     fs::create_dir_all(corpus).with_context(|| format!("creating {}", corpus.display()))?;
-    for (i, s) in seeds(target).iter().enumerate() {
-        fs::write(corpus.join(format!("seed-{i}")), s)?;
-    }
+    let mut dirs = vec![crate_dir.join("fuzz/seeds").join(target)];
     if target == "manifest_decode" {
-        let examples = project_root().join("examples/manifests");
-        for entry in fs::read_dir(&examples).with_context(|| examples.display().to_string())? {
+        dirs.push(project_root().join("examples/manifests"));
+    }
+    for dir in dirs {
+        for entry in fs::read_dir(&dir).with_context(|| dir.display().to_string())? {
             let path = entry?.path();
             if let Some(name) = path.file_name() {
                 fs::copy(&path, corpus.join(name))?;

@@ -50,8 +50,10 @@ enum Cmd {
     /// open fds and mounts sampled; fails unless each stays flat within 10 % after the warm-up.
     /// Writes target/soak/soak.md and soak.json. Not part of `ci`.
     Soak(bench::soak::Args),
-    /// Run the cargo-fuzz targets of kubelet-core/fuzz (nightly + cargo-fuzz) for a while each
-    /// and print their executions; a crash fails with the input saved under fuzz/artifacts.
+    /// Run the cargo-fuzz targets of kubelet-core/fuzz and kubelet-bin/fuzz (nightly +
+    /// cargo-fuzz) for a while each and print their executions; a crash fails with the input
+    /// saved under <crate>/fuzz/artifacts. CI replays the checked-in inputs instead
+    /// (tests/fuzz_corpus.rs).
     Fuzz {
         /// How long each target runs.
         #[arg(long, default_value_t = 60)]

@@ -1,10 +1,7 @@
-//! The container log line parsers (`logs::parse::parse_cri`, `parse_docker_json`; upstream
-//! `parseCRILog`, `parseDockerJSONLog`): lines a container writes, so any bytes.
+//! cargo-fuzz target `cri_log_line`: see `harness/cri_log_line.rs`, which the workspace's corpus test runs too.
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
+#[path = "../harness/cri_log_line.rs"]
+mod harness;
 
-fuzz_target!(|line: &[u8]| {
-    let _ = kubelet_core::logs::parse::parse_cri(line);
-    let _ = kubelet_core::logs::parse::parse_docker_json(line);
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| harness::run(data));

@@ -1,15 +1,10 @@
-//! The Go duration parser of flags and the `KubeletConfiguration` file (`kubelet-bin`'s
-//! `duration::parse`, Go `time.ParseDuration`). Its source file is compiled in here rather
-//! than depending on the binary's crate (which would build the whole kubelet under the
-//! sanitizer).
+//! cargo-fuzz target `duration`: see `harness/duration.rs`, which the workspace's corpus test runs too.
 #![no_main]
-
-use libfuzzer_sys::fuzz_target;
 
 #[path = "../../../kubelet-bin/src/duration.rs"]
 #[allow(dead_code)]
 mod duration;
+#[path = "../harness/duration.rs"]
+mod harness;
 
-fuzz_target!(|s: &str| {
-    let _ = duration::parse(s);
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| harness::run(data));

@@ -1,12 +1,7 @@
-//! The static pod manifest decoder (`config::static_pod::decode`, upstream
-//! `tryDecodeSinglePod`): YAML or JSON bytes from a file the kubelet does not control. Any
-//! input must give a pod or an error, never a panic.
+//! cargo-fuzz target `manifest_decode`: see `harness/manifest_decode.rs`, which the workspace's corpus test runs too.
 #![no_main]
 
-use std::path::Path;
+#[path = "../harness/manifest_decode.rs"]
+mod harness;
 
-use libfuzzer_sys::fuzz_target;
-
-fuzz_target!(|data: &[u8]| {
-    let _ = kubelet_core::config::static_pod::decode(data, Path::new("/fuzz/pod.yaml"), "node-1");
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| harness::run(data));

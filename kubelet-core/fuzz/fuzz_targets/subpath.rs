@@ -1,0 +1,11 @@
+//! cargo-fuzz target `subpath`: see `harness/subpath.rs`, which the workspace's corpus test runs too.
+#![no_main]
+
+#[path = "../harness/subpath.rs"]
+mod harness;
+#[path = "../harness/scratch.rs"]
+mod scratch;
+#[path = "../harness/split.rs"]
+mod split;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| harness::run(data));
