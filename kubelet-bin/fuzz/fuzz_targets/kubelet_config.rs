@@ -25,6 +25,7 @@ mod settings;
 #[path = "../harness/kubelet_config.rs"]
 mod harness;
 #[path = "../../../kubelet-core/fuzz/harness/scratch.rs"]
+#[allow(dead_code)] // clean() is for the corpus tests
 mod scratch;
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| harness::run(data));

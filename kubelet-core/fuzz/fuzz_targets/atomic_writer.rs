@@ -4,6 +4,7 @@
 #[path = "../harness/atomic_writer.rs"]
 mod harness;
 #[path = "../harness/scratch.rs"]
+#[allow(dead_code)] // clean() is for the corpus tests
 mod scratch;
 #[path = "../harness/split.rs"]
 mod split;
