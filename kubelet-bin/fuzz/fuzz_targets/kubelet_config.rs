@@ -12,6 +12,9 @@ use kubelet::duration;
 mod eviction_settings;
 #[path = "../../src/gc_settings.rs"]
 mod gc_settings;
+#[path = "../../src/node_allocatable.rs"]
+#[allow(dead_code)]
+mod node_allocatable;
 #[path = "../../src/node_status_flags.rs"]
 mod node_status_flags;
 #[path = "../../src/pod_runtime.rs"]
