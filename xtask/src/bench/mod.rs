@@ -41,7 +41,7 @@ mod stats;
 
 use std::{
     env, fs,
-    path::PathBuf,
+    path::{Path, PathBuf},
     process::Command,
     sync::mpsc::Receiver,
     thread,
@@ -152,18 +152,12 @@ pub(crate) fn run(args: Args) -> Result<()> {
     println!("==> starting the kubelet ({})", kubelet_bin.display());
     let mut kubelet = Kubelet::start(&kubelet_bin, &endpoint, &dirs, scenario::NODE)?;
     if args.probes {
-        let window = Duration::from_secs(if args.quick { 20 } else { 60 });
-        println!(
-            "==> probes: {} pods × 2 probes at 1 s, {window:?} window",
-            probes::PODS
-        );
-        let probes = probes::run(
+        let probes = probe_window(
+            args.quick,
             &mut kubelet,
-            containerd,
-            testbed.socket(),
-            &dirs.manifests,
+            &testbed,
+            &dirs,
             &work,
-            window,
             &interrupted,
         )?;
         println!("\n{}\n\n{}\n", report::text(&probes.rows()), probes.note());
@@ -259,18 +253,12 @@ pub(crate) fn run(args: Args) -> Result<()> {
     )?;
     check(&interrupted, &mut kubelet)?;
 
-    let window = Duration::from_secs(if args.quick { 20 } else { 60 });
-    println!(
-        "==> probes: {} pods × 2 probes at 1 s, {window:?} window",
-        probes::PODS
-    );
-    let probes = probes::run(
+    let probes = probe_window(
+        args.quick,
         &mut kubelet,
-        containerd,
-        testbed.socket(),
-        &dirs.manifests,
+        &testbed,
+        &dirs,
         &work,
-        window,
         &interrupted,
     )?;
 
@@ -332,6 +320,32 @@ pub(crate) fn run(args: Args) -> Result<()> {
     drop(agent);
     kubelet.stop();
     testbed.shutdown()
+}
+
+/// The probe scenario (see [`probes`]) over a 20 s window with `quick`, else 60 s.
+fn probe_window(
+    quick: bool,
+    kubelet: &mut Kubelet,
+    testbed: &testbed::Testbed,
+    dirs: &Dirs,
+    work: &Path,
+    interrupted: &Receiver<()>,
+) -> Result<probes::Probes> {
+    let window = Duration::from_secs(if quick { 20 } else { 60 });
+    println!(
+        "==> probes: {} pods × 2 probes at 1 s, {window:?} window",
+        probes::PODS
+    );
+    let containerd = testbed.pid().context("containerd is not running")?;
+    probes::run(
+        kubelet,
+        containerd,
+        testbed.socket(),
+        &dirs.manifests,
+        work,
+        window,
+        interrupted,
+    )
 }
 
 /// G6 and G8: the relist and sync-loop examples on fakes, without containerd.
