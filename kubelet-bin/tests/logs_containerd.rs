@@ -43,7 +43,9 @@ fn logs_of_a_running_container_with_the_query_options() {
             "Always",
             &[(
                 "app",
-                "for i in 1 2 3 4 5; do echo line $i; done; echo oops >&2; exec sleep 3600",
+                // containerd copies stdout and stderr in two goroutines: without the pause
+                // its log file sometimes has `oops` first (2 of 7 runs on a loaded machine).
+                "for i in 1 2 3 4 5; do echo line $i; done; sleep 0.5; echo oops >&2; exec sleep 3600",
             )],
         ),
     );
