@@ -397,12 +397,16 @@ fn exec_and_port_forward_over_websockets_straight_to_the_kubelet() {
     );
     let status: serde_json::Value = serde_json::from_slice(&status).expect("a Status");
     assert_eq!(status["details"]["causes"][0]["message"], "7", "{status}");
-    // With stdin, v5 goes to containerd as it is (v4 cannot close stdin alone), which
-    // refuses it: a client falls back to SPDY.
+    // With stdin, v5 is relayed to containerd over SPDY (v4 cannot close stdin alone, SPDY
+    // can): the kubelet accepts it as v5 itself.
     let (head, _) = connect_with(
         &node,
         &exec_path(&["cat"], "input=1&output=1"),
         "v5.channel.k8s.io",
     );
-    assert!(!head.starts_with("HTTP/1.1 101 "), "{head}");
+    assert!(head.starts_with("HTTP/1.1 101 "), "{head}");
+    assert!(
+        head.contains("sec-websocket-protocol: v5.channel.k8s.io"),
+        "{head}"
+    );
 }
