@@ -12,10 +12,7 @@ use support::{Node, phase};
 
 /// A free TCP port on this machine (for `hostPort`).
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("0.0.0.0:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
+    xtask::ports::free_port().expect("a free port")
 }
 
 /// `GET /` on `addr`, returning the body when the response is a 200.

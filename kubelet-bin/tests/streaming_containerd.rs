@@ -90,10 +90,7 @@ fn ps(cluster: &Cluster) -> String {
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
+    xtask::ports::free_port().expect("a free port")
 }
 
 #[test]

@@ -7,6 +7,7 @@
 //! - [`apiserver`]: a real kube-apiserver + etcd per test ([`apiserver::Cluster`]), built once
 //!   from Debian's source package by `cargo xtask apiserver`;
 //! - [`images`]: busybox and pause images built as OCI layout tarballs, no registry needed;
+//! - [`ports`]: free ports below the ephemeral range, for processes started on a known port;
 //! - [`registry`]: a password-protected image registry on loopback holding the busybox image;
 //! - [`systemd`]: a systemd as PID 1 of its own namespaces, with a D-Bus system bus, for the
 //!   systemd cgroup driver's tests on machines that do not boot systemd.
@@ -24,6 +25,7 @@
 
 pub mod apiserver;
 pub mod images;
+pub mod ports;
 pub mod registry;
 pub mod systemd;
 pub mod testbed;

@@ -22,7 +22,7 @@
 use std::{
     fs,
     io::{Read, Write},
-    net::{TcpListener, TcpStream},
+    net::TcpStream,
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     time::Duration,
@@ -54,7 +54,7 @@ impl Registry {
             .with_context(|| format!("cannot create {}", dir.display()))?;
         let htpasswd = util::output(Command::new("htpasswd").args(["-Bbn", username, password]))?;
         fs::write(dir.join("htpasswd"), htpasswd)?;
-        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let port = crate::ports::free_port()?;
         let config = format!(
             "version: 0.1\nlog:\n  level: info\nstorage:\n  filesystem:\n    rootdirectory: {data}\n\
              http:\n  addr: 127.0.0.1:{port}\nauth:\n  htpasswd:\n    realm: xtask-registry\n    \

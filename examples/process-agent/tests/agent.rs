@@ -24,10 +24,7 @@ const PATIENCE: Duration = Duration::from_secs(30);
 const POLL: Duration = Duration::from_millis(100);
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
+    xtask::ports::free_port().expect("a free port")
 }
 
 /// Seconds since the epoch, as the containers' `date +%s.%N` writes them.

@@ -51,10 +51,7 @@ fn checkout_tag() -> String {
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
+    xtask::ports::free_port().expect("a free port")
 }
 
 /// The directory of node `name` (everything of [`Node::new`] lives there; a test may prepare
@@ -233,8 +230,12 @@ impl Node {
     }
 
     fn get(&self, port: u16, path: &str) -> Option<(u16, String)> {
-        let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+        let address = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        let mut stream = TcpStream::connect_timeout(&address, Duration::from_secs(5)).ok()?;
         stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        stream
+            .set_write_timeout(Some(Duration::from_secs(5)))
+            .ok()?;
         write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
         let mut response = String::new();
         stream.read_to_string(&mut response).ok()?;
@@ -243,8 +244,8 @@ impl Node {
         Some((code, body.to_owned()))
     }
 
-    /// `GET path` on `port` with how long it took, connect to last byte (a 5 s read limit;
-    /// `None` when there was no complete answer).
+    /// `GET path` on `port` with how long it took, connect to last byte (5 s limits on
+    /// connect, write and read; `None` when there was no complete answer).
     pub fn timed_get(&self, port: u16, path: &str) -> (Duration, Option<(u16, String)>) {
         let started = Instant::now();
         let answer = self.get(port, path);

@@ -5,7 +5,7 @@ use std::{
     ffi::OsString,
     fs::{self, File},
     io::{Read, Write},
-    net::{TcpListener, TcpStream},
+    net::TcpStream,
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     thread,
@@ -327,17 +327,13 @@ impl Drop for KillOnDrop {
     }
 }
 
-/// Three distinct free loopback ports (held together while picking, so they differ).
+/// Three distinct free ports ([`crate::ports`]).
 fn free_ports() -> Result<[u16; 3]> {
-    let listeners = [(); 3].map(|()| TcpListener::bind("127.0.0.1:0"));
-    let mut ports = [0u16; 3];
-    for (port, listener) in ports.iter_mut().zip(listeners) {
-        *port = listener
-            .and_then(|l| l.local_addr())
-            .context("cannot pick a free loopback port")?
-            .port();
-    }
-    Ok(ports)
+    Ok([
+        crate::ports::free_port()?,
+        crate::ports::free_port()?,
+        crate::ports::free_port()?,
+    ])
 }
 
 /// Spawns `cmd` with stdout and stderr appended to `log`.
@@ -366,7 +362,7 @@ mod tests {
 
     /// Serves one connection on a free port with `answer`, returning the port.
     fn serve_once(answer: &'static str) -> u16 {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         let port = listener.local_addr().expect("addr").port();
         thread::spawn(move || {
             if let Ok((mut stream, _)) = listener.accept() {

@@ -5,7 +5,7 @@ use std::{
     env,
     fs::{self, File},
     io::{Read, Write},
-    net::{TcpListener, TcpStream},
+    net::TcpStream,
     os::unix::process::CommandExt,
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
@@ -59,11 +59,6 @@ pub(crate) struct Kubelet {
     log: PathBuf,
 }
 
-/// A port that was free a moment ago.
-fn free_port() -> Result<u16> {
-    Ok(TcpListener::bind(("127.0.0.1", 0))?.local_addr()?.port())
-}
-
 impl Kubelet {
     /// Starts `bin` on the CRI `endpoint` as node `node`; output goes to `dirs.logs/kubelet.log`
     /// at `RUST_LOG` (default `info`, and trace for the probe workers' runs). Returns once
@@ -80,7 +75,8 @@ impl Kubelet {
         node: &str,
         extra: &[String],
     ) -> Result<Kubelet> {
-        let (read_only_port, healthz_port) = (free_port()?, free_port()?);
+        let (read_only_port, healthz_port) =
+            (xtask::ports::free_port()?, xtask::ports::free_port()?);
         let log = dirs.logs.join("kubelet.log");
         let out = File::create(&log)?;
         let child = Command::new(bin)
@@ -96,7 +92,7 @@ impl Kubelet {
             .args(["--healthz-port", &healthz_port.to_string()])
             .arg(crate::testbed::EVICTION_HARD)
             // The secure port: not upstream's 10250, which another kubelet may hold.
-            .args(["--port", &free_port()?.to_string()])
+            .args(["--port", &xtask::ports::free_port()?.to_string()])
             // Long on purpose: the start path must not depend on the periodic rescan.
             .args(["--file-check-frequency", "20s"])
             .args(extra)
