@@ -298,8 +298,10 @@ spec:
     };
     node.write_manifest("keep.yaml", &pod("keep"));
     node.write_manifest("gone.yaml", &pod("gone"));
+    // keep.now too: the test removes it below and waits for the loop to write it again.
     let boot = node.wait_for(Duration::from_secs(20), "both pods wrote", |_| {
         read(&out.join("gone"))?;
+        read(&out.join("keep.now"))?;
         read(&out.join("keep"))
     });
     let keep = node.pod("keep").expect("keep");
@@ -325,8 +327,9 @@ spec:
         })
     });
     assert_eq!(uid(&pod), uid(&keep));
+    // Non-empty: `cp` truncates the file before it writes it.
     let now = node.wait_for(Duration::from_secs(5), "keep still sees its tmpfs", |_| {
-        read(&out.join("keep.now"))
+        read(&out.join("keep.now")).filter(|now| !now.is_empty())
     });
     assert_eq!(now, boot, "the Memory emptyDir kept its data");
     assert_eq!(

@@ -31,8 +31,30 @@ pub const TARGETS: [(&str, &str); 9] = [
     ("watch_event", "kubelet-bin"),
 ];
 
-/// Runs `targets` (all when empty) for `seconds` each.
-pub fn run(seconds: u64, targets: &[String]) -> Result<()> {
+/// How cargo-fuzz builds the targets (its defaults when `None`).
+pub struct Build {
+    /// `--sanitizer`.
+    pub sanitizer: Option<String>,
+    /// `--codegen-units`.
+    pub codegen_units: Option<u32>,
+}
+
+impl Build {
+    /// The `cargo fuzz run` options for these settings.
+    fn options(&self) -> Vec<String> {
+        let mut options = Vec::new();
+        if let Some(sanitizer) = &self.sanitizer {
+            options.extend(["--sanitizer".to_owned(), sanitizer.clone()]);
+        }
+        if let Some(units) = self.codegen_units {
+            options.extend(["--codegen-units".to_owned(), units.to_string()]);
+        }
+        options
+    }
+}
+
+/// Runs `targets` (all when empty) for `seconds` each, built as `build` says.
+pub fn run(build: &Build, seconds: u64, targets: &[String]) -> Result<()> {
     let names: Vec<&str> = TARGETS.iter().map(|(t, _)| *t).collect();
     let selected: Vec<&str> = if targets.is_empty() {
         names.clone()
@@ -49,7 +71,9 @@ pub fn run(seconds: u64, targets: &[String]) -> Result<()> {
         seed(&crate_dir, &corpus, target)?;
         println!("fuzz: {target} for {seconds}s");
         let output = Command::new("cargo")
-            .args(["+nightly", "fuzz", "run", target, "--"])
+            .args(["+nightly", "fuzz", "run"])
+            .args(build.options())
+            .args([target, "--"])
             .arg(format!("-max_total_time={seconds}"))
             .current_dir(&crate_dir)
             .output()

@@ -58,6 +58,13 @@ enum Cmd {
         /// How long each target runs.
         #[arg(long, default_value_t = 60)]
         seconds: u64,
+        /// cargo-fuzz's `--sanitizer` (`address` by default; `none` builds the kubelet-bin
+        /// targets in about half the time, and a panic is still a crash).
+        #[arg(long)]
+        sanitizer: Option<String>,
+        /// cargo-fuzz's `--codegen-units` (1 by default: slower to build, faster to run).
+        #[arg(long)]
+        codegen_units: Option<u32>,
         /// Targets to run [default: all].
         targets: Vec<String>,
     },
@@ -113,7 +120,19 @@ fn run(cmd: Cmd) -> Result<()> {
         Cmd::Ci => ci::run(),
         Cmd::Bench(args) => bench::run(args),
         Cmd::Soak(args) => bench::soak::run(args),
-        Cmd::Fuzz { seconds, targets } => fuzz::run(seconds, &targets),
+        Cmd::Fuzz {
+            seconds,
+            sanitizer,
+            codegen_units,
+            targets,
+        } => fuzz::run(
+            &fuzz::Build {
+                sanitizer,
+                codegen_units,
+            },
+            seconds,
+            &targets,
+        ),
     }
 }
 
