@@ -175,6 +175,6 @@ fn over_the_high_threshold_unused_images_go_down_to_the_low_threshold() {
     );
     assert!(log.contains("Removing image to free bytes"));
     // The pod still runs.
-    let pod = node.pod("user").expect("pod");
+    let pod = node.listed_pod("user");
     assert!(container_status(&pod, "app").expect("status")["state"]["running"].is_object());
 }

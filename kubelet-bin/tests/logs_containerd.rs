@@ -146,7 +146,7 @@ fn follow_streams_until_the_container_exits_and_previous_reads_the_last_instance
         "{body}"
     );
     assert!(body.ends_with(" c\n"), "{body}");
-    assert!(phase(&node.pod("tick").expect("pod")) == "Running");
+    assert!(phase(&node.listed_pod("tick")) == "Running");
 }
 
 #[test]
@@ -184,7 +184,7 @@ fn rotation_keeps_50_mib_in_3_files_of_about_1_mib() {
         .join("logs")
         .join(format!(
             "default_chatty-{NODE}_{}",
-            support::uid(&node.pod("chatty").expect("pod"))
+            support::uid(&node.listed_pod("chatty"))
         ))
         .join("app");
     let mut most_files = 0;

@@ -163,7 +163,7 @@ fn tcp_readiness_open_and_closed_ports() {
     });
     // Give the closed port's probe a few periods: it must stay not ready.
     std::thread::sleep(Duration::from_secs(3));
-    let pod2 = node.pod("tcp").expect("pod");
+    let pod2 = node.listed_pod("tcp");
     for p in [&pod, &pod2] {
         assert_eq!(
             container_status(p, "closed").expect("closed")["ready"],

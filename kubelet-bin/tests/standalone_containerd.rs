@@ -92,7 +92,7 @@ fn restart_policies_decide_the_outcome() {
         let count = container_status(&pod, "job")?["restartCount"].as_i64()?;
         (count >= 2).then_some(())
     });
-    let pod = node.pod("loop").expect("loop pod");
+    let pod = node.listed_pod("loop");
     assert_eq!(
         phase(&pod),
         "Running",

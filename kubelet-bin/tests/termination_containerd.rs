@@ -314,7 +314,7 @@ fn termination_messages_post_start_failures_and_active_deadlines_show_in_the_sta
     );
     // It stays that way.
     std::thread::sleep(Duration::from_secs(2));
-    let p = node.pod("deadline").expect("pod");
+    let p = node.listed_pod("deadline");
     assert_eq!(p["status"]["phase"], "Failed");
     assert_eq!(p["status"]["reason"], "DeadlineExceeded");
 }

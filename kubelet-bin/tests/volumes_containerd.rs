@@ -258,7 +258,7 @@ spec:
         assert!(!out.join(name).exists(), "{name}'s container never ran");
     }
     // Deleting the pods unmounts the subPath bind mount and leaves the hostPath intact.
-    let good = node.pod("good").expect("good");
+    let good = node.listed_pod("good");
     let dir = pod_dir(&node, &good);
     for f in ["good.yaml", "root.yaml", "up.yaml"] {
         node.remove_manifest(f);
@@ -304,8 +304,8 @@ spec:
         read(&out.join("keep.now"))?;
         read(&out.join("keep"))
     });
-    let keep = node.pod("keep").expect("keep");
-    let gone = node.pod("gone").expect("gone");
+    let keep = node.listed_pod("keep");
+    let gone = node.listed_pod("gone");
     let keep_dir = pod_dir(&node, &keep);
     let gone_dir = pod_dir(&node, &gone);
     let mounts_before = kubelet_volumes::mount::mounts_under(&keep_dir);

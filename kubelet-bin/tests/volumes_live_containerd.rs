@@ -284,7 +284,7 @@ spec:
         read(&out.join("mismatch"))
     );
     assert!(old > 0 && new > 0, "old={old} new={new}");
-    let after = node.pod("dapi").expect("dapi");
+    let after = node.listed_pod("dapi");
     assert_eq!(
         uid(&after),
         uid(&before),

@@ -277,6 +277,16 @@ impl Node {
             .find(|p| p["metadata"]["name"] == full.as_str())
     }
 
+    /// The pod `name` from `/pods`, waiting up to 15 s for it to be listed (one `GET` of a
+    /// loaded machine may time out); panics with the log tail and threads otherwise.
+    pub fn listed_pod(&self, name: &str) -> Value {
+        self.wait_for(
+            Duration::from_secs(15),
+            &format!("pod {name} in /pods"),
+            |n| n.pod(name),
+        )
+    }
+
     /// Polls `check` every 100 ms until it returns `Some`, or panics after `limit` with `what`
     /// and the kubelet's log tail.
     pub fn wait_for<T>(

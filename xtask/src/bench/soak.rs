@@ -172,13 +172,37 @@ pub(crate) fn run(args: Args) -> Result<()> {
     println!("==> starting a private containerd in {}", work.display());
     let testbed = testbed::Testbed::start(&work.join("containerd"))?;
     println!("==> starting the kubelet ({})", kubelet_bin.display());
-    let mut kubelet = Kubelet::start(&kubelet_bin, &testbed.endpoint(), &dirs, NODE)?;
+    // Room for the churn pods beside the steady ones (upstream's default is 110, which the
+    // steady pods alone fill): those alive and as many again still terminating.
+    let max_pods = args.steady + 2 * churn_in_flight(&args)?;
+    let mut kubelet = Kubelet::start_with(
+        &kubelet_bin,
+        &testbed.endpoint(),
+        &dirs,
+        NODE,
+        &["--max-pods".to_owned(), max_pods.to_string()],
+    )?;
     let result = soak(&args, &mut kubelet, &dirs.manifests, &interrupted);
     kubelet.stop();
     let shutdown = testbed.shutdown();
     let samples = result?;
     shutdown?;
+    let log = fs::read_to_string(dirs.logs.join("kubelet.log")).unwrap_or_default();
+    let refused = log.matches("pod admission denied").count();
+    if refused > 0 {
+        bail!(
+            "the kubelet refused {refused} pods (see {}): the churn did not run",
+            dirs.logs.display()
+        );
+    }
     report(&args, &samples, &out)
+}
+
+/// How many churn pods are alive at once: `rate` × `lifetime`.
+fn churn_in_flight(args: &Args) -> Result<usize> {
+    Ok(usize::try_from(
+        u64::from(args.rate.max(1)) * args.lifetime,
+    )?)
 }
 
 /// Starts the steady pods, churns, and returns every sample.
@@ -211,7 +235,7 @@ fn soak(
     let churn_began = Instant::now();
     let end = churn_began + Duration::from_secs(args.minutes * 60);
     let step = Duration::from_secs(1) / args.rate.max(1);
-    let in_flight = usize::try_from(u64::from(args.rate.max(1)) * args.lifetime)?;
+    let in_flight = churn_in_flight(args)?;
     let mut live: VecDeque<PathBuf> = VecDeque::new();
     let mut next_sample = churn_began;
     let mut created = 0u64;
