@@ -70,6 +70,9 @@ impl Slot {
                 continue; // someone else's network uses this range
             }
             slot.clean_previous_owner(dir)?;
+            if let Err(e) = clean_abandoned_hostport_rules() {
+                eprintln!("testbed network slots: {e:#}");
+            }
             return Ok(slot);
         }
         bail!("no free testbed network slot in {LOCK_DIR} (all {SLOTS} held or overlapping routes)")
@@ -104,6 +107,54 @@ impl Slot {
         self.lock.set_len(0)?;
         Ok(())
     }
+}
+
+/// Deletes the hostPort rules into every testbed subnet whose slot nobody holds: a testbed
+/// killed before its cleanup leaves them, and until its slot is taken again its ports send
+/// connections to a pod that is gone (a later kubelet that listens on such a port cannot be
+/// reached: the connect hangs).
+fn clean_abandoned_hostport_rules() -> Result<()> {
+    let rules = util::output(Command::new("iptables").args(["-w", "-t", "nat", "-S"]))?;
+    for n in hostport_slots(&rules) {
+        let path = Path::new(LOCK_DIR).join(format!("net-{n}.lock"));
+        let held = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .with_context(|| format!("cannot open {}", path.display()))?;
+        // Held while its rules go, so no testbed takes the slot meanwhile.
+        if held.try_lock().is_ok() {
+            delete_hostport_rules(&format!("10.{OCTET}.{n}.0/24"))?;
+        }
+    }
+    Ok(())
+}
+
+/// The slots (`n` of `10.77.<n>.0/24`) that `iptables -S` output has DNAT rules into.
+fn hostport_slots(rules: &str) -> Vec<u64> {
+    let prefix = format!("10.{OCTET}.");
+    let mut slots: Vec<u64> = rules
+        .lines()
+        .filter(|line| line.starts_with("-A CNI-DN-"))
+        .filter_map(|line| {
+            let target = line
+                .split_whitespace()
+                .skip_while(|w| *w != "--to-destination")
+                .nth(1)?;
+            target
+                .strip_prefix(&prefix)?
+                .split('.')
+                .next()?
+                .parse()
+                .ok()
+        })
+        .filter(|n| (1..=SLOTS).contains(n))
+        .collect();
+    slots.sort_unstable();
+    slots.dedup();
+    slots
 }
 
 /// The chain of the CNI portmap plugin that every `hostPort` DNAT rule is jumped to from.
@@ -240,6 +291,8 @@ mod tests {
         assert_eq!(hostport_chains(rules, "10.77.3.0/24"), ["CNI-DN-aaa"]);
         assert_eq!(hostport_chains(rules, "10.77.31.0/24"), ["CNI-DN-bbb"]);
         assert!(hostport_chains(rules, "10.77.4.0/24").is_empty());
+        assert_eq!(hostport_slots(rules), [3, 31]);
+        assert!(hostport_slots("-A CNI-DN-x -j DNAT --to-destination 10.88.3.2:80\n").is_empty());
 
         let listing = "Chain CNI-HOSTPORT-DNAT (2 references)\n\
             num  target     prot opt source               destination\n\
