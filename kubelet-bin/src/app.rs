@@ -29,6 +29,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         move |ctx: &RuntimeContext| remote_runtime(&settings, ctx)
     })
     .node_name(settings.node_name.clone())
+    .max_pods(settings.node_status.max_pods)
     .node_ips(settings.node_ips.clone())
     .root_dir(settings.root_dir.clone())
     .cgroups(cgroups)

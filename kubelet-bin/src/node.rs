@@ -140,6 +140,7 @@ type Task = Pin<Box<dyn Future<Output = ()> + Send>>;
 pub struct NodeBuilder {
     runtime: RuntimeConstructor,
     node_name: String,
+    max_pods: u32,
     node_ips: Vec<String>,
     root_dir: PathBuf,
     pod_manifest_path: Option<PathBuf>,
@@ -227,6 +228,7 @@ impl NodeBuilder {
         Self {
             runtime,
             node_name: hostname(),
+            max_pods: kubelet_core::kubelet::node::DEFAULT_MAX_PODS,
             node_ips: Vec::new(),
             root_dir: PathBuf::from("/var/lib/kubelet"),
             pod_manifest_path: None,
@@ -293,6 +295,13 @@ impl NodeBuilder {
     /// The node's name (static pods get `-<node name>` appended).
     pub fn node_name(mut self, name: impl Into<String>) -> Self {
         self.node_name = name.into();
+        self
+    }
+
+    /// How many pods the standalone node admits (`--max-pods`, default 110); in cluster mode
+    /// the Node's `pods` capacity, which the node status sets from the same flag, counts.
+    pub fn max_pods(mut self, max_pods: u32) -> Self {
+        self.max_pods = max_pods;
         self
     }
 
@@ -749,6 +758,7 @@ impl NodeBuilder {
 
         let mut kubelet = KubeletBuilder::new(managers, pleg_events, probe_updates)
             .node_name(self.node_name.clone())
+            .max_pods(self.max_pods)
             .root_dir(self.root_dir)
             .node_ips(self.node_ips)
             .sync_loop_config(self.sync_loop)

@@ -73,3 +73,47 @@ async fn the_builder_wires_admit_handlers_and_the_read_only_endpoints() {
     assert!(get(addr, "/healthz").await.starts_with("HTTP/1.1 200"));
     assert!(node.stop().await, "every task stops");
 }
+
+#[tokio::test]
+async fn max_pods_caps_what_the_standalone_node_admits() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let runtime = FakeRuntime::new();
+    let (source, pods) = ChannelSource::new("test");
+    let mut node = NodeBuilder::with_runtime(Arc::new(runtime.clone()))
+        .node_name("node-a")
+        .max_pods(1)
+        .root_dir(root.path())
+        .source(Box::new(source))
+        .build()
+        .await
+        .expect("builds");
+    node.spawn().await;
+
+    let (first, second) = (pod("first"), pod("second"));
+    pods.send(Operation::Set, vec![first.clone()])
+        .await
+        .expect("node running");
+    let status = node.local_status_manager().expect("default status manager");
+    let mut changes = status.subscribe();
+    while runtime.running_pods().is_empty() {
+        tokio::time::timeout(Duration::from_secs(30), changes.changed())
+            .await
+            .expect("the first pod starts within 30 s")
+            .expect("status manager alive");
+    }
+    pods.send(Operation::Set, vec![first.clone(), second.clone()])
+        .await
+        .expect("node running");
+    let refused = loop {
+        if let Some(status) = status.versioned_status(&second.uid()) {
+            break status;
+        }
+        tokio::time::timeout(Duration::from_secs(30), changes.changed())
+            .await
+            .expect("a status for the second pod within 30 s")
+            .expect("status manager alive");
+    };
+    assert_eq!(refused.status.reason.as_deref(), Some("OutOfpods"));
+    assert_eq!(runtime.running_pods().len(), 1, "only the first pod runs");
+    assert!(node.stop().await, "every task stops");
+}

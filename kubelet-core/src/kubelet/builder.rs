@@ -66,6 +66,7 @@ pub struct KubeletBuilder {
     admit: AdmitChain,
     predicates: bool,
     node_name: String,
+    max_pods: u32,
     nodes: Option<Arc<dyn NodeProvider>>,
     mirror: Arc<dyn MirrorClient>,
     root_dir: PathBuf,
@@ -114,6 +115,7 @@ impl KubeletBuilder {
             admit: AdmitChain::default(),
             predicates: true,
             node_name: String::new(),
+            max_pods: node::DEFAULT_MAX_PODS,
             nodes: None,
             mirror: Arc::new(NoMirrorPods),
             root_dir: PathBuf::from("/var/lib/kubelet"),
@@ -202,10 +204,17 @@ impl KubeletBuilder {
         self
     }
 
+    /// The `pods` capacity of the default standalone node (`--max-pods`; default
+    /// [`node::DEFAULT_MAX_PODS`]); a [`node_provider`](Self::node_provider) brings its own.
+    pub fn max_pods(mut self, max_pods: u32) -> Self {
+        self.max_pods = max_pods;
+        self
+    }
+
     /// Where the node object comes from, for predicate admission and mirror pods' owner.
     /// Default: a [`FixedNode`] with [`node::standalone_node`] named
     /// [`node_name`](Self::node_name), with this machine's cpu and memory and
-    /// [`node::DEFAULT_MAX_PODS`] pods.
+    /// [`max_pods`](Self::max_pods) pods.
     pub fn node_provider(mut self, nodes: Arc<dyn NodeProvider>) -> Self {
         self.nodes = Some(nodes);
         self
@@ -255,7 +264,7 @@ impl KubeletBuilder {
             let machine = crate::resources::NodeAllocatable::detect();
             Arc::new(FixedNode::new(node::standalone_node(
                 &self.node_name,
-                node::machine_capacity(&machine, node::DEFAULT_MAX_PODS),
+                node::machine_capacity(&machine, self.max_pods),
                 node::default_labels(&self.node_name),
             )))
         });
