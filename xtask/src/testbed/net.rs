@@ -42,19 +42,12 @@ impl Slot {
         let routes = routes()?;
         for i in 0..SLOTS {
             let n = (first + i) % SLOTS + 1;
-            let path = Path::new(LOCK_DIR).join(format!("net-{n}.lock"));
-            let lock = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(&path)
-                .with_context(|| format!("cannot open {}", path.display()))?;
+            let lock = open_lock(n)?;
             match lock.try_lock() {
                 Ok(()) => {}
                 Err(TryLockError::WouldBlock) => continue,
                 Err(TryLockError::Error(e)) => {
-                    return Err(e).with_context(|| format!("cannot lock {}", path.display()));
+                    return Err(e).with_context(|| format!("cannot lock slot {n}'s lock file"));
                 }
             }
             let slot = Slot {
@@ -109,6 +102,18 @@ impl Slot {
     }
 }
 
+/// Opens (creating it) the lock file of slot `n`, `/run/xtask-testbed/net-<n>.lock`.
+fn open_lock(n: u64) -> Result<File> {
+    let path = Path::new(LOCK_DIR).join(format!("net-{n}.lock"));
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .with_context(|| format!("cannot open {}", path.display()))
+}
+
 /// Deletes the hostPort rules into every testbed subnet whose slot nobody holds: a testbed
 /// killed before its cleanup leaves them, and until its slot is taken again its ports send
 /// connections to a pod that is gone (a later kubelet that listens on such a port cannot be
@@ -116,16 +121,9 @@ impl Slot {
 fn clean_abandoned_hostport_rules() -> Result<()> {
     let rules = util::output(Command::new("iptables").args(["-w", "-t", "nat", "-S"]))?;
     for n in hostport_slots(&rules) {
-        let path = Path::new(LOCK_DIR).join(format!("net-{n}.lock"));
-        let held = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .with_context(|| format!("cannot open {}", path.display()))?;
         // Held while its rules go, so no testbed takes the slot meanwhile.
-        if held.try_lock().is_ok() {
+        let lock = open_lock(n)?;
+        if lock.try_lock().is_ok() {
             delete_hostport_rules(&format!("10.{OCTET}.{n}.0/24"))?;
         }
     }
