@@ -10,11 +10,6 @@ use std::time::Duration;
 
 use support::{Node, phase};
 
-/// A free TCP port on this machine (for `hostPort`).
-fn free_port() -> u16 {
-    xtask::ports::free_port().expect("a free port")
-}
-
 /// `GET /` on `addr`, returning the body when the response is a 200.
 fn http_get(addr: &str) -> Option<String> {
     let mut stream =
@@ -40,7 +35,7 @@ fn host_port_reaches_the_container() {
         .strip_suffix(".0/24")
         .map(|net| format!("{net}.1"))
         .expect("a /24 testbed subnet");
-    let host_port = free_port();
+    let host_port = support::free_port();
     node.write_manifest(
         "web.yaml",
         &format!(

@@ -89,10 +89,6 @@ fn ps(cluster: &Cluster) -> String {
     text(&out.stdout)
 }
 
-fn free_port() -> u16 {
-    xtask::ports::free_port().expect("a free port")
-}
-
 #[test]
 fn kubectl_exec_attach_and_port_forward_through_the_api_server() {
     let Some(cluster) = Cluster::builder()
@@ -221,7 +217,7 @@ fn kubectl_exec_attach_and_port_forward_through_the_api_server() {
     );
 
     // Port-forward carrying an HTTP request.
-    let local = free_port();
+    let local = support::free_port();
     let mut forward = Command::new("kubectl")
         .arg("--kubeconfig")
         .arg(cluster.admin_kubeconfig())

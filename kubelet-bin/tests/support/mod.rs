@@ -50,7 +50,8 @@ fn checkout_tag() -> String {
     format!("{:04x}", hasher.finish() & 0xffff)
 }
 
-fn free_port() -> u16 {
+/// A free port for a process the test starts on a known port ([`xtask::ports`]).
+pub fn free_port() -> u16 {
     xtask::ports::free_port().expect("a free port")
 }
 

@@ -133,14 +133,8 @@ fn clean_abandoned_hostport_rules() -> Result<()> {
 /// The slots (`n` of `10.77.<n>.0/24`) that `iptables -S` output has DNAT rules into.
 fn hostport_slots(rules: &str) -> Vec<u64> {
     let prefix = format!("10.{OCTET}.");
-    let mut slots: Vec<u64> = rules
-        .lines()
-        .filter(|line| line.starts_with("-A CNI-DN-"))
-        .filter_map(|line| {
-            let target = line
-                .split_whitespace()
-                .skip_while(|w| *w != "--to-destination")
-                .nth(1)?;
+    let mut slots: Vec<u64> = hostport_dnats(rules)
+        .filter_map(|(_, target)| {
             target
                 .strip_prefix(&prefix)?
                 .split('.')
@@ -153,6 +147,20 @@ fn hostport_slots(rules: &str) -> Vec<u64> {
     slots.sort_unstable();
     slots.dedup();
     slots
+}
+
+/// `(chain, target)` of each portmap DNAT rule in `iptables -S` output:
+/// `-A CNI-DN-<id> … -j DNAT --to-destination <ip>:<port>`.
+fn hostport_dnats(rules: &str) -> impl Iterator<Item = (&str, &str)> {
+    rules.lines().filter_map(|line| {
+        let mut words = line.split_whitespace();
+        if words.next()? != "-A" {
+            return None;
+        }
+        let chain = words.next().filter(|c| c.starts_with("CNI-DN-"))?;
+        let target = words.skip_while(|w| *w != "--to-destination").nth(1)?;
+        Some((chain, target))
+    })
 }
 
 /// The chain of the CNI portmap plugin that every `hostPort` DNAT rule is jumped to from.
@@ -189,17 +197,9 @@ pub(crate) fn delete_hostport_rules(subnet: &str) -> Result<()> {
 /// The `CNI-DN-*` chains in `iptables -S` output with a DNAT rule into `subnet` (`a.b.c.0/24`).
 fn hostport_chains(rules: &str, subnet: &str) -> Vec<String> {
     let prefix = subnet.strip_suffix("0/24").unwrap_or(subnet);
-    let mut chains: Vec<String> = rules
-        .lines()
-        .filter_map(|line| {
-            let mut words = line.split_whitespace();
-            let chain = (words.next()? == "-A").then(|| words.next()).flatten()?;
-            let target = line
-                .split_whitespace()
-                .skip_while(|w| *w != "--to-destination")
-                .nth(1)?;
-            (chain.starts_with("CNI-DN-") && target.starts_with(prefix)).then(|| chain.to_owned())
-        })
+    let mut chains: Vec<String> = hostport_dnats(rules)
+        .filter(|(_, target)| target.starts_with(prefix))
+        .map(|(chain, _)| chain.to_owned())
         .collect();
     chains.dedup();
     chains
