@@ -51,6 +51,7 @@ pub mod qos;
 pub mod quantity;
 pub mod resources;
 pub mod runtime;
+pub mod start_path;
 pub mod stats;
 pub mod status;
 pub mod sync;

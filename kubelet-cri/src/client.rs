@@ -21,6 +21,7 @@ use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use kubelet_core::kuberuntime::api;
 use kubelet_core::metrics::KubeletMetrics;
 use kubelet_core::runtime::{Error, Result};
+use kubelet_core::start_path;
 use tokio::net::UnixStream;
 use tokio::time::Instant;
 use tonic::transport::{Channel, Endpoint, Uri};
@@ -104,6 +105,7 @@ async fn unary_call<T>(
     timeout: Option<Duration>,
     call: impl Future<Output = std::result::Result<tonic::Response<T>, tonic::Status>>,
 ) -> Result<T> {
+    let started = std::time::Instant::now();
     let result = match timeout {
         Some(t) => match tokio::time::timeout(t, call).await {
             Ok(r) => r,
@@ -116,6 +118,12 @@ async fn unary_call<T>(
         },
         None => call.await,
     };
+    tracing::trace!(
+        target: start_path::TARGET,
+        op,
+        us = started.elapsed().as_micros() as u64,
+        "cri call"
+    );
     result.map(tonic::Response::into_inner).map_err(|s| {
         tracing::debug!(op, code = ?s.code(), message = s.message(), "CRI call failed");
         match (timeout, s.code()) {

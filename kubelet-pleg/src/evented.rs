@@ -25,6 +25,7 @@ use kubelet_core::PodUid;
 use kubelet_core::backoff::Backoff;
 use kubelet_core::pleg::{HealthError, Pleg};
 use kubelet_core::runtime;
+use kubelet_core::start_path;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -330,6 +331,7 @@ async fn settle(generic: GenericPleg, event: Event, config: Config) {
         match generic.relist_container(&event.container_id).await {
             Ok(ContainerRelist::Relisted(state)) if event.kind.shown_by(state) => {
                 trace!(?event, waited = ?start.elapsed(), "pleg: the runtime shows the event");
+                trace!(target: start_path::TARGET, step = start_path::PLEG_EVENT, kind = ?event.kind, "start path");
                 return;
             }
             Ok(ContainerRelist::Relisted(state)) => {

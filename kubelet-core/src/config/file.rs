@@ -53,6 +53,7 @@ use tracing::{debug, info, warn};
 use super::static_pod::{self, Error};
 use super::{CONFIG_SEEN_ANNOTATION, FILE_SOURCE, Operation, PodSource, PodUpdate};
 use crate::pod::{PodExt, PodUid};
+use crate::start_path;
 
 /// Default period of the full rescan (upstream `fileCheckFrequency`, 20 s).
 pub const DEFAULT_CHECK_FREQUENCY: Duration = Duration::from_secs(20);
@@ -257,7 +258,10 @@ async fn handle_event(
             *watcher = None;
             return true;
         }
-        Relevance::Rescan => debug!(?event, "manifest change"),
+        Relevance::Rescan => {
+            debug!(?event, "manifest change");
+            tracing::trace!(target: start_path::TARGET, step = start_path::MANIFEST_EVENT, "start path");
+        }
     }
     while let Some(next) = w.stream.next().now_or_never() {
         match next {
@@ -403,6 +407,7 @@ impl State {
             return Some(is_dir);
         }
         debug!(pods = pods.len(), "sending static pod snapshot");
+        tracing::trace!(target: start_path::TARGET, step = start_path::CONFIG_SNAPSHOT, "start path");
         self.last_sent = Some(pods.clone());
         let update = PodUpdate {
             pods,

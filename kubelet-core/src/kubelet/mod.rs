@@ -37,6 +37,7 @@ use crate::pod_manager::PodManager;
 use crate::pod_workers::{PodWorkers, UpdatePodOptions, WorkerPhase};
 use crate::probe::ProbeManager;
 use crate::runtime::Runtime;
+use crate::start_path;
 use crate::status::StatusManager;
 use crate::sync::{CleanupError, SyncHandler, SyncPodType};
 use crate::volume::VolumeManager;
@@ -264,6 +265,7 @@ impl SyncHandler for Kubelet {
                 }
                 active.push(pod.clone());
             }
+            tracing::trace!(target: start_path::TARGET, pod = %pod.full_name(), step = start_path::ADMITTED, "start path");
             self.dispatch(SyncPodType::Create, vec![pod]);
         }
     }

@@ -22,6 +22,7 @@ use crate::probe::ProbeManager;
 use crate::runtime::{
     ContainerState, PodStatus, PodSyncResult, RunningPod, Runtime, RuntimeHelper,
 };
+use crate::start_path;
 use crate::status::{StatusInputs, StatusManager, is_terminal_phase};
 use crate::sync::{Error, PodSyncer, Result, SyncPodType};
 use crate::volume::VolumeManager;
@@ -277,6 +278,10 @@ impl PodSyncer for KubeletPodSyncer {
     async fn sync_pod(&self, kind: SyncPodType, pod: &Pod, status: &PodStatus) -> Result<bool> {
         let uid = pod.uid();
         debug!(pod = %pod.full_name(), ?kind, "sync pod");
+        let step = |step: &'static str| {
+            tracing::trace!(target: start_path::TARGET, pod = %pod.full_name(), step, "start path");
+        };
+        step(start_path::SYNC_START);
         let reasons = self.reasons.as_result(&uid);
         if self.record_status(pod, status, &self.inputs(reasons.as_ref())) {
             return Ok(true);
@@ -314,6 +319,7 @@ impl PodSyncer for KubeletPodSyncer {
                 "failed to ensure that the pod cgroups exist and are correctly applied: {e}"
             ))
         })?;
+        step(start_path::POD_CGROUP);
         // Upstream `tryReconcileMirrorPods`, between the pod cgroup and the pod directories.
         self.reconcile_mirror_pod(pod).await;
         if let Err(e) = self.make_pod_dirs(&uid).await {
@@ -325,6 +331,7 @@ impl PodSyncer for KubeletPodSyncer {
             );
             return Err(e);
         }
+        step(start_path::POD_DIRS);
         if let Err(e) = self.managers.volumes.wait_for_attach_and_mount(pod).await {
             self.events.event(
                 &pod_ref(pod),
@@ -340,6 +347,7 @@ impl PodSyncer for KubeletPodSyncer {
             self.record_status(pod, status, &inputs);
             return Err(e.into());
         }
+        step(start_path::VOLUMES);
         self.managers.probes.add_pod(pod);
         let result = self
             .managers
@@ -351,6 +359,7 @@ impl PodSyncer for KubeletPodSyncer {
                 &self.crash_backoff,
             )
             .await?;
+        step(start_path::RUNTIME_SYNCED);
         let fresh = if result.changed || !result.is_ok() {
             self.refresh(
                 &uid,
@@ -365,6 +374,7 @@ impl PodSyncer for KubeletPodSyncer {
         self.reasons.update(&uid, &result);
         let reasons = self.reasons.as_result(&uid);
         let terminal = self.record_status(pod, &fresh, &self.inputs(reasons.as_ref()));
+        step(start_path::STATUS_STORED);
         if terminal {
             return Ok(true);
         }

@@ -38,6 +38,33 @@ pub struct Replay {
     pub calls: Vec<&'static str>,
 }
 
+impl Replay {
+    /// The same pod bare: the kubelet's metadata and labels (the poller finds containers by
+    /// the pod labels) and the container's image (by tag, resolved by the runtime), command
+    /// and args. Nothing else: no log directory or path, hostname, DNS config, port mappings,
+    /// security context, cgroup parent, annotations, environment or mounts; the pod network as
+    /// the replayed pod's (CNI).
+    pub fn minimal(&self) -> (cri::PodSandboxConfig, cri::ContainerConfig) {
+        let sandbox = cri::PodSandboxConfig {
+            metadata: self.sandbox.metadata.clone(),
+            labels: self.sandbox.labels.clone(),
+            ..Default::default()
+        };
+        let container = cri::ContainerConfig {
+            metadata: self.container.metadata.clone(),
+            image: Some(cri::ImageSpec {
+                image: self.image.image.clone(),
+                ..Default::default()
+            }),
+            command: self.container.command.clone(),
+            args: self.container.args.clone(),
+            labels: self.container.labels.clone(),
+            ..Default::default()
+        };
+        (sandbox, container)
+    }
+}
+
 /// The container options `kubelet-bin`'s helper gives a pod without volumes: literal env
 /// values, no mounts, hostname = `spec.hostname` or the pod name.
 struct NoVolumesHelper;

@@ -16,7 +16,8 @@
 //! - `{"op": "kubelet_start", …, "timeout_ms": T, "status_port": P}`: writes every manifest as
 //!   a hidden temporary file, then, from `t0`, renames them into place (the kubelet sees them
 //!   appear atomically) and polls CRI until each pod has a running container. Replies
-//!   `total_ms` and `running_ms` (per pod, from `t0`). With `status_port` (the kubelet's
+//!   `t0_unix_s` (`t0` by the wall clock, to find the start in the kubelet's log), `total_ms`
+//!   and `running_ms` (per pod, from `t0`). With `status_port` (the kubelet's
 //!   read-only port), it then polls `/pods` until the kubelet reports each pod running:
 //!   `reported_ms`.
 //! - `{"op": "kubelet_stop", "timeout_ms": T}`: deletes those manifests and waits until the
@@ -30,7 +31,10 @@
 //!   kubelet's sequence (`RunPodSandbox`, `PodSandboxStatus`, `ImageStatus`,
 //!   `CreateContainer`, `StartContainer`) for all pods, N at a time, while the same poller as
 //!   above waits for running containers. Replies `total_ms`, `running_ms`, `started_ms` (when
-//!   `StartContainer` returned) and `calls` (what the kubelet's `sync_pod` called).
+//!   `StartContainer` returned), `calls` (what the kubelet's `sync_pod` called) and
+//!   `timings` (per pod, each call as `[method, began_ms, took_ms]`, from `t0`). With
+//!   `"minimal": true` it starts each pod with a bare config instead (see `Replay::minimal`):
+//!   the floor of a pod start on this runtime.
 //! - `{"op": "raw_stop"}`: `StopPodSandbox` + `RemovePodSandbox` of every replayed pod.
 //! - `{"op": "quit"}`.
 
@@ -130,6 +134,7 @@ impl Agent {
             staged.push((tmp, path, key(&pod)));
         }
         let t0 = Instant::now();
+        let t0_unix_s = unix_seconds();
         for (tmp, path, key) in &staged {
             std::fs::rename(tmp, path)?;
             self.kubelet_pods.push(Started {
@@ -149,6 +154,7 @@ impl Agent {
             None => Vec::new(),
         };
         Ok(json!({
+            "t0_unix_s": t0_unix_s,
             "total_ms": running.iter().max().map_or(0.0, |d| ms(*d)),
             "running_ms": running.iter().map(|d| ms(*d)).collect::<Vec<_>>(),
             "reported_ms": reported.iter().map(|d| ms(*d)).collect::<Vec<_>>(),
@@ -189,6 +195,7 @@ impl Agent {
     async fn raw_start(&mut self, cmd: &Value) -> Result<Value, Error> {
         let dir = dir(cmd)?;
         let concurrency = cmd["concurrency"].as_u64().unwrap_or(1).max(1) as usize;
+        let minimal = cmd["minimal"] == json!(true);
         let mut replays = Vec::new();
         for (file, text) in manifests(cmd)? {
             let pod = self.decode(&dir, &file, &text)?;
@@ -207,11 +214,16 @@ impl Agent {
                 tokio::spawn(async move {
                     let _permit = permits.acquire_owned().await;
                     let mut sandbox_id = None;
-                    let result = replay_one(&client, &replay, &mut sandbox_id, t0).await;
+                    let mut timer = Timer::new(t0);
+                    let result = if minimal {
+                        start_minimal(&client, &replay, &mut sandbox_id, &mut timer).await
+                    } else {
+                        replay_one(&client, &replay, &mut sandbox_id, &mut timer).await
+                    };
                     if result.is_err() {
                         failed.notify_one();
                     }
-                    (sandbox_id, replay.pod_log_dir, result)
+                    (sandbox_id, replay.pod_log_dir, result, timer.calls)
                 })
             })
             .collect();
@@ -220,9 +232,11 @@ impl Agent {
             () = failed.notified() => Err("a replay failed".into()),
         };
         let mut started = Vec::new();
+        let mut timings = Vec::new();
         let mut first_error = None;
         for (task, key) in tasks.into_iter().zip(keys) {
-            let (sandbox_id, log_dir, result) = task.await?;
+            let (sandbox_id, log_dir, result, calls) = task.await?;
+            timings.push(calls);
             self.raw_pods.push(Started {
                 file: PathBuf::new(),
                 key,
@@ -245,6 +259,7 @@ impl Agent {
             "running_ms": running.iter().map(|d| ms(*d)).collect::<Vec<_>>(),
             "started_ms": started,
             "calls": calls,
+            "timings": timings,
         }))
     }
 
@@ -269,6 +284,13 @@ impl Agent {
     }
 }
 
+/// Now by the wall clock, seconds since the epoch (the kubelet's log's clock).
+fn unix_seconds() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
 /// Now as the kubelet's file source writes it into `kubernetes.io/config.seen`.
 fn seen_now() -> String {
     let nanos = std::time::SystemTime::now()
@@ -279,29 +301,96 @@ fn seen_now() -> String {
         .to_string()
 }
 
+/// The CRI calls of one pod's start, each timed from `t0`.
+struct Timer {
+    t0: Instant,
+    /// `[method, began_ms, took_ms]` per call.
+    calls: Vec<Value>,
+}
+
+impl Timer {
+    fn new(t0: Instant) -> Self {
+        Self {
+            t0,
+            calls: Vec::new(),
+        }
+    }
+
+    async fn time<T>(
+        &mut self,
+        method: &str,
+        call: impl std::future::Future<Output = Result<T, Error>>,
+    ) -> Result<T, Error> {
+        let began = self.t0.elapsed();
+        let result = call.await;
+        self.calls
+            .push(json!([method, ms(began), ms(self.t0.elapsed() - began)]));
+        result
+    }
+}
+
 /// The kubelet's first-sync sequence for one pod, as `RemoteRuntime::sync_pod` issues it;
-/// returns when `StartContainer` returned, measured from `t0`.
+/// returns when `StartContainer` returned, measured from the timer's `t0`.
 async fn replay_one(
     client: &Client,
     replay: &Replay,
     sandbox_id: &mut Option<String>,
-    t0: Instant,
+    timer: &mut Timer,
 ) -> Result<Duration, Error> {
     tokio::fs::create_dir_all(&replay.pod_log_dir).await?;
-    let id = client.run_pod_sandbox(replay.sandbox.clone()).await?;
+    let id = timer
+        .time(
+            "RunPodSandbox",
+            client.run_pod_sandbox(replay.sandbox.clone()),
+        )
+        .await?;
     *sandbox_id = Some(id.clone());
-    client.pod_sandbox_status(&id).await?;
-    let image_id = client.image_id(replay.image.clone()).await?;
+    timer
+        .time("PodSandboxStatus", client.pod_sandbox_status(&id))
+        .await?;
+    let image_id = timer
+        .time("ImageStatus", client.image_id(replay.image.clone()))
+        .await?;
     tokio::fs::create_dir_all(&replay.container_log_dir).await?;
     let mut config = replay.container.clone();
     if let Some(image) = config.image.as_mut() {
         image.image = image_id;
     }
-    let container_id = client
-        .create_container(&id, config, replay.sandbox.clone())
+    let container_id = timer
+        .time(
+            "CreateContainer",
+            client.create_container(&id, config, replay.sandbox.clone()),
+        )
         .await?;
-    client.start_container(&container_id).await?;
-    Ok(t0.elapsed())
+    timer
+        .time("StartContainer", client.start_container(&container_id))
+        .await?;
+    Ok(timer.t0.elapsed())
+}
+
+/// The floor of a pod start: `RunPodSandbox`, `CreateContainer` and `StartContainer` of the
+/// same pod with bare configs; returns when `StartContainer` returned, from the timer's `t0`.
+async fn start_minimal(
+    client: &Client,
+    replay: &Replay,
+    sandbox_id: &mut Option<String>,
+    timer: &mut Timer,
+) -> Result<Duration, Error> {
+    let (sandbox, container) = replay.minimal();
+    let id = timer
+        .time("RunPodSandbox", client.run_pod_sandbox(sandbox.clone()))
+        .await?;
+    *sandbox_id = Some(id.clone());
+    let container_id = timer
+        .time(
+            "CreateContainer",
+            client.create_container(&id, container, sandbox),
+        )
+        .await?;
+    timer
+        .time("StartContainer", client.start_container(&container_id))
+        .await?;
+    Ok(timer.t0.elapsed())
 }
 
 struct Args {

@@ -61,7 +61,8 @@ pub(crate) struct Kubelet {
 
 impl Kubelet {
     /// Starts `bin` on the CRI `endpoint` as node `node`; output goes to `dirs.logs/kubelet.log`
-    /// at `RUST_LOG` (default `info`, and trace for the probe workers' runs). Returns once
+    /// at `RUST_LOG` (default `info`, and trace for the probe workers' runs and the start
+    /// path). Returns once
     /// `/healthz` answers.
     pub(crate) fn start(bin: &Path, endpoint: &str, dirs: &Dirs, node: &str) -> Result<Kubelet> {
         Self::start_with(bin, endpoint, dirs, node, &[])
@@ -98,9 +99,15 @@ impl Kubelet {
             .args(extra)
             .env(
                 "RUST_LOG",
-                // The probe arm reads each probe run's start from the log.
-                env::var("RUST_LOG")
-                    .unwrap_or_else(|_| format!("info,{}", super::probes::LOG_RUNS)),
+                // The probe arm reads each probe run's start from the log, G1's breakdown
+                // the start path's steps.
+                env::var("RUST_LOG").unwrap_or_else(|_| {
+                    format!(
+                        "info,{},{}",
+                        super::probes::LOG_RUNS,
+                        super::breakdown::LOG_FILTER
+                    )
+                }),
             )
             .stdin(Stdio::null())
             .stdout(out.try_clone()?)

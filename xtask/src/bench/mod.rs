@@ -25,6 +25,7 @@
 //! goes to stdout and, with every sample, to `bench.md` and `bench.json`.
 
 mod agent;
+mod breakdown;
 mod chart;
 mod cluster;
 mod cpu;
@@ -201,6 +202,8 @@ pub(crate) fn run(args: Args) -> Result<()> {
     println!("==> G1: single pod, {rounds} rounds per arm (A = kubelet, B = raw CRI)");
     let g1 = scenario::single_pod(&mut agent, &kubelet, &dirs.manifests, rounds, &interrupted)?;
     check(&interrupted, &mut kubelet)?;
+    let start_path = breakdown::Breakdown::new(&fs::read_to_string(kubelet.log())?, &g1);
+    println!("\n{}", start_path.markdown());
 
     println!("==> G2: batches of {batch} pods, {blocks} blocks per arm");
     let kubelet_pid = kubelet.pid();
@@ -270,7 +273,12 @@ pub(crate) fn run(args: Args) -> Result<()> {
     rows.extend(offline::sync_rows(&g8));
     let table = report::text(&rows);
     println!("\n{table}\n");
-    let notes = format!("{}\n{}", notes(&g1, &busy), probes.note());
+    let notes = format!(
+        "{}\n{}\n\n{}",
+        notes(&g1, &busy),
+        probes.note(),
+        start_path.markdown()
+    );
     println!("{notes}");
 
     fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
@@ -288,6 +296,7 @@ pub(crate) fn run(args: Args) -> Result<()> {
         "env": env,
         "rows": report::json(&rows),
         "g1": runs_json(&g1),
+        "g1_start_path": start_path.to_json(),
         "g2": runs_json(&g2),
         "g3_exit_detect_ms": g3.detect_ms,
         "g3_after_task_delete_ms": g3.after_delete_ms,
@@ -440,6 +449,7 @@ fn runs_json(runs: &Runs) -> Value {
     json!({
         "kubelet_total_ms": runs.a_totals(),
         "raw_total_ms": runs.b_totals(),
+        "minimal_total_ms": runs.c_totals(),
         "kubelet_pod_ms": runs.a.iter().map(|s| &s.running_ms).collect::<Vec<_>>(),
         "raw_pod_ms": runs.b.iter().map(|s| &s.running_ms).collect::<Vec<_>>(),
         "kubelet_reported_pod_ms": runs.a.iter().map(|s| &s.reported_ms).collect::<Vec<_>>(),

@@ -176,6 +176,21 @@ fn start_rows(g1: &Runs) -> Vec<Row> {
             verdict: Verdict::le(r, must, stretch),
         });
     }
+    let c = g1.c_totals();
+    if !c.is_empty() {
+        // Issue 17: against the floor, a bare pod's start on the same runtime.
+        let (pa, pc) = (percentile(&a, 50.0), percentile(&c, 50.0));
+        let r = ratio(pa, pc);
+        let (lo, hi) = ratio_ci(&a, &c, 50.0);
+        rows.push(Row {
+            metric: format!("G1 pod start p50 vs a bare pod (n={n})"),
+            kubelet: ms(pa),
+            baseline: format!("{} minimal CRI", ms(pc)),
+            ratio: format!("{r:.2} [{lo:.2}–{hi:.2}] ({:+.1} ms)", pa - pc),
+            goal: "ratio ≤ 1.10 (+20 ms), or the breakdown".into(),
+            verdict: Verdict::le(r, 1.10, 1.10).and(Verdict::le(pa - pc, 20.0, 20.0)),
+        });
+    }
     let reported = g1.a_reported();
     for (p, name) in [(50.0, "p50"), (99.0, "p99")] {
         let (pa, pb) = (percentile(&reported, p), percentile(&b, p));

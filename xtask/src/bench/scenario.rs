@@ -1,6 +1,8 @@
 //! The two start-latency scenarios, each alternating the arms in short blocks (ABAB…):
 //! A = the kubelet (the agent writes manifests and times until CRI shows the containers
 //! running), B = the agent's raw CRI replay of the same requests, timed by the same poller.
+//! G1 adds C = the same pod started raw with a bare config (`RunPodSandbox`,
+//! `CreateContainer`, `StartContainer`): the floor of a pod start on this runtime.
 
 use std::{path::Path, sync::mpsc::Receiver, time::Duration};
 
@@ -56,6 +58,10 @@ pub(crate) struct Start {
     pub(crate) started_ms: Vec<f64>,
     /// B only: the CRI methods the kubelet's `sync_pod` calls for such a pod.
     pub(crate) calls: Vec<String>,
+    /// A only: the first write by the wall clock, seconds since the epoch.
+    pub(crate) t0_unix_s: f64,
+    /// B and C: the CRI calls of the first pod as `(method, began, took)`, ms from the start.
+    pub(crate) timings: Vec<(String, f64, f64)>,
 }
 
 fn floats(v: &Value) -> Vec<f64> {
@@ -63,6 +69,15 @@ fn floats(v: &Value) -> Vec<f64> {
         .into_iter()
         .flatten()
         .filter_map(Value::as_f64)
+        .collect()
+}
+
+/// `[[method, began_ms, took_ms], …]` as the agent replies it.
+fn timed_calls(v: &Value) -> Vec<(String, f64, f64)> {
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| Some((c[0].as_str()?.to_owned(), c[1].as_f64()?, c[2].as_f64()?)))
         .collect()
 }
 
@@ -79,6 +94,8 @@ impl Start {
                 .flatten()
                 .filter_map(|c| c.as_str().map(str::to_owned))
                 .collect(),
+            t0_unix_s: v["t0_unix_s"].as_f64().unwrap_or(f64::NAN),
+            timings: timed_calls(&v["timings"][0]),
         }
     }
 }
@@ -111,14 +128,24 @@ pub(crate) fn kubelet_start(
     Ok(start)
 }
 
-/// Arm B: the raw client starts `n` pods with the kubelet's requests, `n` at a time, while
-/// the kubelet is frozen (see [`Kubelet::freeze`]).
+/// What a raw arm sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Raw {
+    /// Arm B: the kubelet's own requests for the pod.
+    Replay,
+    /// Arm C: a bare config, three calls.
+    Minimal,
+}
+
+/// Arm B or C: the raw client starts `n` pods, `n` at a time, while the kubelet is frozen
+/// (see [`Kubelet::freeze`]).
 pub(crate) fn raw_start(
     agent: &mut Agent,
     kubelet: &Kubelet,
     dir: &Path,
     prefix: &str,
     n: usize,
+    raw: Raw,
 ) -> Result<Start> {
     let _frozen = kubelet.freeze()?;
     let reply = agent.call(json!({
@@ -126,6 +153,7 @@ pub(crate) fn raw_start(
         "dir": dir,
         "pods": pods(prefix, n),
         "concurrency": n,
+        "minimal": raw == Raw::Minimal,
         "timeout_ms": TIMEOUT.as_millis() as u64,
     }));
     // Clean up even when the start failed half-way.
@@ -135,13 +163,15 @@ pub(crate) fn raw_start(
     Ok(start)
 }
 
-/// Results of one scenario: the A and B starts, in run order.
+/// Results of one scenario: the A, B (and C) starts, in run order.
 #[derive(Debug, Default)]
 pub(crate) struct Runs {
     /// Kubelet starts.
     pub(crate) a: Vec<Start>,
-    /// Raw CRI starts.
+    /// Raw CRI starts, the kubelet's requests.
     pub(crate) b: Vec<Start>,
+    /// G1 only: raw CRI starts of a bare pod.
+    pub(crate) c: Vec<Start>,
 }
 
 impl Runs {
@@ -153,6 +183,11 @@ impl Runs {
     /// Totals of arm B, ms.
     pub(crate) fn b_totals(&self) -> Vec<f64> {
         self.b.iter().map(|s| s.total_ms).collect()
+    }
+
+    /// Totals of arm C, ms.
+    pub(crate) fn c_totals(&self) -> Vec<f64> {
+        self.c.iter().map(|s| s.total_ms).collect()
     }
 
     /// Every per-pod time of arm A, ms.
@@ -179,7 +214,8 @@ impl Runs {
     }
 }
 
-/// G1: `rounds` single-pod starts per arm, sequential, A B A B…, after one warm-up of each.
+/// G1: `rounds` single-pod starts per arm, sequential, A B C A B C…, after one warm-up of
+/// each.
 pub(crate) fn single_pod(
     agent: &mut Agent,
     kubelet: &Kubelet,
@@ -188,20 +224,24 @@ pub(crate) fn single_pod(
     interrupted: &Receiver<()>,
 ) -> Result<Runs> {
     kubelet_start(agent, kubelet, dir, "warm-a", 1, || Ok(()))?;
-    raw_start(agent, kubelet, dir, "warm-b", 1)?;
+    raw_start(agent, kubelet, dir, "warm-b", 1, Raw::Replay)?;
+    raw_start(agent, kubelet, dir, "warm-c", 1, Raw::Minimal)?;
     let mut runs = Runs::default();
     for i in 0..rounds {
         check(interrupted)?;
         let a = kubelet_start(agent, kubelet, dir, &format!("g1-a{i}"), 1, || Ok(()))?;
-        let b = raw_start(agent, kubelet, dir, &format!("g1-b{i}"), 1)?;
+        let b = raw_start(agent, kubelet, dir, &format!("g1-b{i}"), 1, Raw::Replay)?;
+        let c = raw_start(agent, kubelet, dir, &format!("g1-c{i}"), 1, Raw::Minimal)?;
         println!(
-            "    round {:>2}/{rounds}: kubelet {:>7.1} ms   raw {:>7.1} ms",
+            "    round {:>2}/{rounds}: kubelet {:>7.1} ms   raw {:>7.1} ms   minimal {:>7.1} ms",
             i + 1,
             a.total_ms,
-            b.total_ms
+            b.total_ms,
+            c.total_ms
         );
         runs.a.push(a);
         runs.b.push(b);
+        runs.c.push(c);
     }
     Ok(runs)
 }
@@ -223,7 +263,7 @@ pub(crate) fn batch(
         let a = kubelet_start(agent, kubelet, dir, &format!("g2-a{i}"), n, || {
             while_running(i)
         })?;
-        let b = raw_start(agent, kubelet, dir, &format!("g2-b{i}"), n)?;
+        let b = raw_start(agent, kubelet, dir, &format!("g2-b{i}"), n, Raw::Replay)?;
         println!(
             "    block {}/{blocks}: kubelet {:>7.1} ms   raw {:>7.1} ms",
             i + 1,

@@ -26,7 +26,7 @@
 mod procfs;
 mod result;
 mod server;
-mod timeline;
+pub(crate) mod timeline;
 mod wakeup;
 
 use std::{

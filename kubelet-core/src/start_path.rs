@@ -1,0 +1,39 @@
+//! The pod start path as trace events, for `cargo xtask bench`'s per-step breakdown of a
+//! pod's start (issue 17).
+//!
+//! Every event has [`TARGET`] as its target, so `RUST_LOG=info,kubelet_start_path=trace`
+//! turns on exactly these and nothing else; off, each costs one level check. Two messages:
+//!
+//! - `start path`, with `step` (one of the constants below) and, where one pod is meant, `pod`
+//!   (its full name, `name_namespace`): where a pod's start reached.
+//! - `cri call`, with `op` (the CRI method) and `us` (how long the call took): every CRI call
+//!   the kubelet makes, logged when it returns.
+//!
+//! The steps, in the order a static pod's start passes them:
+//! [`MANIFEST_EVENT`] → [`CONFIG_SNAPSHOT`] → [`ADMITTED`] → [`SYNC_START`] →
+//! [`POD_CGROUP`] → [`POD_DIRS`] → [`VOLUMES`] → (CRI calls) → [`RUNTIME_SYNCED`] →
+//! [`STATUS_STORED`]; [`PLEG_EVENT`] whenever the runtime reports a container's change.
+
+/// The tracing target of the start path's events.
+pub const TARGET: &str = "kubelet_start_path";
+
+/// The file source saw a relevant inotify event in the manifest directory.
+pub const MANIFEST_EVENT: &str = "manifest_event";
+/// The file source sent its pods to the pod config.
+pub const CONFIG_SNAPSHOT: &str = "config_snapshot";
+/// The sync loop admitted the pod and handed it to its pod worker.
+pub const ADMITTED: &str = "admitted";
+/// The pod worker began the pod's sync.
+pub const SYNC_START: &str = "sync_start";
+/// The pod cgroup exists.
+pub const POD_CGROUP: &str = "pod_cgroup";
+/// The pod's data directories exist.
+pub const POD_DIRS: &str = "pod_dirs";
+/// The pod's volumes are mounted.
+pub const VOLUMES: &str = "volumes";
+/// The runtime's `sync_pod` returned (sandbox and containers started).
+pub const RUNTIME_SYNCED: &str = "runtime_synced";
+/// The pod's status, as it stands after the sync, is stored (what `/pods` serves).
+pub const STATUS_STORED: &str = "status_stored";
+/// The PLEG saw the runtime show an event about a container.
+pub const PLEG_EVENT: &str = "pleg_event";
