@@ -120,21 +120,31 @@ pub struct PodConfig {
         mpsc::WeakSender<PodUpdate>,
     )>,
     updates: mpsc::Sender<PodUpdate>,
-    capacity: usize,
     ready: SourcesReady,
     storage: Storage,
 }
 
 impl PodConfig {
-    /// Capacity of the update channels (upstream uses 50).
+    /// Capacity of the merged update channel (upstream uses 50).
     pub const DEFAULT_CAPACITY: usize = 50;
+
+    /// Capacity of each source's channel into the merger: one update.
+    ///
+    /// Upstream's source channels are unbuffered: the merger applies each update as it comes
+    /// and queues only the merged, incremental updates (a pod added, one removed). The file
+    /// and API sources send every pod each time, so while the sync loop does not read (it
+    /// skips pod syncs while the runtime or the PLEG is unhealthy) a deep source channel fills
+    /// with whole snapshots: fifty of 130 pods held about 35 MiB in the soak (issue 16). With
+    /// one, a source waits with at most one snapshot queued and sends its newest state later.
+    pub const SOURCE_CAPACITY: usize = 1;
 
     /// A merger with no sources, and the receiver of its merged updates.
     pub fn new() -> (Self, mpsc::Receiver<PodUpdate>) {
         Self::with_capacity(Self::DEFAULT_CAPACITY)
     }
 
-    /// As [`PodConfig::new`], with `capacity` for the merged channel and each source channel.
+    /// As [`PodConfig::new`], with `capacity` for the merged channel (each source's channel
+    /// holds [`PodConfig::SOURCE_CAPACITY`]).
     ///
     /// # Panics
     ///
@@ -144,7 +154,6 @@ impl PodConfig {
         let config = Self {
             sources: Vec::new(),
             updates,
-            capacity,
             ready: SourcesReady::default(),
             storage: Storage::default(),
         };
@@ -168,7 +177,7 @@ impl PodConfig {
             return tx;
         }
         self.sources.retain(|(name, ..)| name != source);
-        let (tx, rx) = mpsc::channel(self.capacity);
+        let (tx, rx) = mpsc::channel(Self::SOURCE_CAPACITY);
         self.sources
             .push((source.to_owned(), rx, tx.clone().downgrade()));
         tx
@@ -810,6 +819,38 @@ mod tests {
         token.cancel();
         task.await.expect("run returns");
         assert!(rx.recv().await.is_none(), "merged channel closes");
+    }
+
+    /// A stalled consumer holds back a snapshot source after the merged channel fills: the
+    /// source channel queues one snapshot, not [`PodConfig::DEFAULT_CAPACITY`] of them.
+    #[tokio::test]
+    async fn a_stalled_consumer_holds_back_snapshot_sources() {
+        let (mut config, _rx) = PodConfig::new();
+        let file = config.channel(FILE);
+        let token = CancellationToken::new();
+        let task = tokio::spawn(config.run(token.clone()));
+        let mut accepted = 0;
+        for i in 0..200 {
+            // Each snapshot replaces the last pod with a new one: an add and a remove.
+            if file
+                .try_send(set(FILE, vec![fixtures::pod(&format!("p{i}"))]))
+                .is_err()
+            {
+                break;
+            }
+            accepted += 1;
+            for _ in 0..10 {
+                tokio::task::yield_now().await;
+            }
+        }
+        // 25 snapshots fill the merged channel (two updates each), one waits in the merger
+        // and one in the source channel.
+        assert!(
+            accepted <= PodConfig::DEFAULT_CAPACITY / 2 + 2,
+            "{accepted} snapshots queued behind a stalled consumer"
+        );
+        token.cancel();
+        task.await.expect("run returns");
     }
 
     #[tokio::test]
