@@ -74,6 +74,7 @@ pub(crate) fn run(kubelet: Option<PathBuf>) -> Result<()> {
         .args(["--hostname-override", NODE_NAME])
         .args(["--read-only-port", &READ_ONLY_PORT.to_string()])
         .arg(crate::testbed::EVICTION_HARD)
+        .arg(crate::testbed::pod_infra_container_image_arg())
         .env(
             "RUST_LOG",
             env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),

@@ -74,6 +74,17 @@ pub const CRI_NAMESPACE: &str = "k8s.io";
 /// refuse every pod, whatever the test is about. Tests of eviction pass their own `--eviction-hard`.
 pub const EVICTION_HARD: &str = "--eviction-hard=memory.available<100Mi";
 
+/// The `--pod-infra-container-image` that kubelets started on a testbed run with: the sandbox
+/// image its containerd is configured with ([`images::PAUSE_REF`]), which image GC must never
+/// remove. containerd 1.6 does not report it `pinned`, and the kubelet's default (upstream's
+/// `registry.k8s.io/pause:3.10`) is another tag, so on a host disk over image GC's high threshold
+/// (85 %, the testbed shares the host's disk) the kubelet removed the pause image from under 110
+/// running sandboxes, and no pod could start after that (the soak, issue 16). An operator aligns
+/// the two settings the same way.
+pub fn pod_infra_container_image_arg() -> String {
+    format!("--pod-infra-container-image={}", images::PAUSE_REF)
+}
+
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 /// `sun_path` is 108 bytes including the NUL.

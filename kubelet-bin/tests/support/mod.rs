@@ -143,6 +143,9 @@ impl Node {
         if !given("--eviction-hard") {
             cmd.arg(xtask::testbed::EVICTION_HARD);
         }
+        if !given("--pod-infra-container-image") {
+            cmd.arg(xtask::testbed::pod_infra_container_image_arg());
+        }
         let child = cmd
             .arg("--pod-manifest-path")
             .arg(&self.manifests)

@@ -92,6 +92,7 @@ impl Kubelet {
             .args(["--read-only-port", &read_only_port.to_string()])
             .args(["--healthz-port", &healthz_port.to_string()])
             .arg(crate::testbed::EVICTION_HARD)
+            .arg(crate::testbed::pod_infra_container_image_arg())
             // The secure port: not upstream's 10250, which another kubelet may hold.
             .args(["--port", &xtask::ports::free_port()?.to_string()])
             // Long on purpose: the start path must not depend on the periodic rescan.
