@@ -17,6 +17,24 @@
 /// The tracing target of the start path's events.
 pub const TARGET: &str = "kubelet_start_path";
 
+#[doc(hidden)]
+pub use tracing as __tracing;
+
+/// Logs that a pod's start reached `step` (one of this module's constants), with any further
+/// fields after it: `start_step!(start_path::ADMITTED, pod = %pod.full_name())`. The one place
+/// that writes the `start path` event the bench reads.
+#[macro_export]
+macro_rules! start_step {
+    ($step:expr $(, $($field:tt)+)?) => {
+        $crate::start_path::__tracing::trace!(
+            target: $crate::start_path::TARGET,
+            $($($field)+,)?
+            step = $step,
+            "start path"
+        )
+    };
+}
+
 /// The file source saw a relevant inotify event in the manifest directory.
 pub const MANIFEST_EVENT: &str = "manifest_event";
 /// The file source sent its pods to the pod config.

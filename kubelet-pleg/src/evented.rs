@@ -331,7 +331,7 @@ async fn settle(generic: GenericPleg, event: Event, config: Config) {
         match generic.relist_container(&event.container_id).await {
             Ok(ContainerRelist::Relisted(state)) if event.kind.shown_by(state) => {
                 trace!(?event, waited = ?start.elapsed(), "pleg: the runtime shows the event");
-                trace!(target: start_path::TARGET, step = start_path::PLEG_EVENT, kind = ?event.kind, "start path");
+                kubelet_core::start_step!(start_path::PLEG_EVENT, kind = ?event.kind);
                 return;
             }
             Ok(ContainerRelist::Relisted(state)) => {

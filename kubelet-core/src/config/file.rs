@@ -260,7 +260,7 @@ async fn handle_event(
         }
         Relevance::Rescan => {
             debug!(?event, "manifest change");
-            tracing::trace!(target: start_path::TARGET, step = start_path::MANIFEST_EVENT, "start path");
+            crate::start_step!(start_path::MANIFEST_EVENT);
         }
     }
     while let Some(next) = w.stream.next().now_or_never() {
@@ -407,7 +407,7 @@ impl State {
             return Some(is_dir);
         }
         debug!(pods = pods.len(), "sending static pod snapshot");
-        tracing::trace!(target: start_path::TARGET, step = start_path::CONFIG_SNAPSHOT, "start path");
+        crate::start_step!(start_path::CONFIG_SNAPSHOT);
         self.last_sent = Some(pods.clone());
         let update = PodUpdate {
             pods,

@@ -265,7 +265,7 @@ impl SyncHandler for Kubelet {
                 }
                 active.push(pod.clone());
             }
-            tracing::trace!(target: start_path::TARGET, pod = %pod.full_name(), step = start_path::ADMITTED, "start path");
+            crate::start_step!(start_path::ADMITTED, pod = %pod.full_name());
             self.dispatch(SyncPodType::Create, vec![pod]);
         }
     }

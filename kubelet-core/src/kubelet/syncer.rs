@@ -279,7 +279,7 @@ impl PodSyncer for KubeletPodSyncer {
         let uid = pod.uid();
         debug!(pod = %pod.full_name(), ?kind, "sync pod");
         let step = |step: &'static str| {
-            tracing::trace!(target: start_path::TARGET, pod = %pod.full_name(), step, "start path");
+            crate::start_step!(step, pod = %pod.full_name());
         };
         step(start_path::SYNC_START);
         let reasons = self.reasons.as_result(&uid);
