@@ -156,6 +156,7 @@ pub(crate) fn run(
         &dirs,
         scenario::NODE,
         &["--kubeconfig".into(), kubeconfig.display().to_string()],
+        "info",
     )?;
     let node_path = format!("/api/v1/nodes/{}", scenario::NODE);
     let g11 = loop {

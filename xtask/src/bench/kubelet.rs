@@ -61,20 +61,26 @@ pub(crate) struct Kubelet {
 
 impl Kubelet {
     /// Starts `bin` on the CRI `endpoint` as node `node`; output goes to `dirs.logs/kubelet.log`
-    /// at `RUST_LOG` (default `info`, and trace for the probe workers' runs and the start
-    /// path). Returns once
-    /// `/healthz` answers.
+    /// at `RUST_LOG` (default `info`, and trace for what the bench reads back from the log: the
+    /// probe workers' runs and the start path). Returns once `/healthz` answers.
     pub(crate) fn start(bin: &Path, endpoint: &str, dirs: &Dirs, node: &str) -> Result<Kubelet> {
-        Self::start_with(bin, endpoint, dirs, node, &[])
+        let filter = format!(
+            "info,{},{}",
+            super::probes::LOG_RUNS,
+            super::breakdown::LOG_FILTER
+        );
+        Self::start_with(bin, endpoint, dirs, node, &[], &filter)
     }
 
-    /// [`Kubelet::start`] with `extra` flags after the bench's own (e.g. `--kubeconfig`).
+    /// [`Kubelet::start`] with `extra` flags after the bench's own (e.g. `--kubeconfig`) and
+    /// `log_filter` as the default of `RUST_LOG` (`info` where nothing reads the log back).
     pub(crate) fn start_with(
         bin: &Path,
         endpoint: &str,
         dirs: &Dirs,
         node: &str,
         extra: &[String],
+        log_filter: &str,
     ) -> Result<Kubelet> {
         let (read_only_port, healthz_port) =
             (xtask::ports::free_port()?, xtask::ports::free_port()?);
@@ -100,15 +106,7 @@ impl Kubelet {
             .args(extra)
             .env(
                 "RUST_LOG",
-                // The probe arm reads each probe run's start from the log, G1's breakdown
-                // the start path's steps.
-                env::var("RUST_LOG").unwrap_or_else(|_| {
-                    format!(
-                        "info,{},{}",
-                        super::probes::LOG_RUNS,
-                        super::breakdown::LOG_FILTER
-                    )
-                }),
+                env::var("RUST_LOG").unwrap_or_else(|_| log_filter.to_owned()),
             )
             .stdin(Stdio::null())
             .stdout(out.try_clone()?)

@@ -189,6 +189,7 @@ pub(crate) fn run(args: Args) -> Result<()> {
         &dirs,
         NODE,
         &["--max-pods".to_owned(), max_pods.to_string()],
+        "info",
     )?;
     let result = soak(
         &args,
