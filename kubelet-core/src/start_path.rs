@@ -12,7 +12,8 @@
 //! The steps, in the order a static pod's start passes them:
 //! [`MANIFEST_EVENT`] → [`CONFIG_SNAPSHOT`] → [`ADMITTED`] → [`SYNC_START`] →
 //! [`POD_CGROUP`] → [`POD_DIRS`] → [`VOLUMES`] → (CRI calls) → [`RUNTIME_SYNCED`] →
-//! [`STATUS_STORED`]; [`PLEG_EVENT`] whenever the runtime reports a container's change.
+//! [`STATUS_STORED`]; [`RUNTIME_EVENT`] and then [`PLEG_EVENT`] whenever the runtime reports a
+//! container's change (what `cargo xtask bench` reads for G3, a container's exit).
 
 /// The tracing target of the start path's events.
 pub const TARGET: &str = "kubelet_start_path";
@@ -53,5 +54,7 @@ pub const VOLUMES: &str = "volumes";
 pub const RUNTIME_SYNCED: &str = "runtime_synced";
 /// The pod's status, as it stands after the sync, is stored (what `/pods` serves).
 pub const STATUS_STORED: &str = "status_stored";
-/// The PLEG saw the runtime show an event about a container.
+/// The PLEG received an event from the runtime's event stream (`kind`, `container`).
+pub const RUNTIME_EVENT: &str = "runtime_event";
+/// The PLEG saw the runtime show an event about a container (`kind`, `container`).
 pub const PLEG_EVENT: &str = "pleg_event";

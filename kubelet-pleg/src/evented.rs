@@ -15,6 +15,7 @@
 //! the stream is re-opened with backoff. Every (re)subscription is followed by a full relist,
 //! so no change made while no stream was up is lost.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,7 +28,7 @@ use kubelet_core::pleg::{HealthError, Pleg};
 use kubelet_core::runtime;
 use kubelet_core::start_path;
 use tokio::sync::watch;
-use tokio::task::JoinSet;
+use tokio::task::{AbortHandle, JoinSet};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, trace, warn};
@@ -126,6 +127,19 @@ pub struct Config {
     /// How long re-inspections stay that frequent after a task delete; then they back off as
     /// for any event. Default 100 ms.
     pub settle_after_delete_window: Duration,
+    /// Wait before re-inspecting after a [`Kind::Exited`] event the runtime does not show at
+    /// once. containerd's CRI plugin shows an exit only once it has deleted the task, and that
+    /// delete has its own event ([`Kind::TaskDeleted`]), whose re-inspection replaces this
+    /// one; so this wait only matters when no such event comes, and re-inspecting sooner
+    /// would only load the runtime while it handles the exit. Default 50 ms.
+    pub settle_after_exit: Duration,
+    /// Wait before the full relist that a [`Kind::Started`] event about a container no listing
+    /// knows asks for. Such a container is nearly always one the kubelet's own pod worker is
+    /// starting at that moment (a sandbox, then each container), and the worker reads the
+    /// pod's status itself when it is done; relisting at once would only compete with that
+    /// start for the runtime, twice per pod. A later event about the container (its exit)
+    /// replaces the wait. Default 100 ms.
+    pub settle_unknown_start: Duration,
 }
 
 impl Default for Config {
@@ -142,6 +156,8 @@ impl Default for Config {
             settle_timeout: Duration::from_secs(10),
             settle_after_delete: Duration::from_millis(2),
             settle_after_delete_window: Duration::from_millis(100),
+            settle_after_exit: Duration::from_millis(50),
+            settle_unknown_start: Duration::from_millis(100),
         }
     }
 }
@@ -296,6 +312,9 @@ impl EventedPleg {
         settling: &mut JoinSet<()>,
         token: &CancellationToken,
     ) -> Option<Error> {
+        // The re-inspection under way per container: a newer event about the container
+        // replaces it (the new one re-inspects the pod anyway).
+        let mut by_container: HashMap<String, AbortHandle> = HashMap::new();
         loop {
             tokio::select! {
                 biased;
@@ -304,7 +323,17 @@ impl EventedPleg {
                 next = stream.next() => match next {
                     Some(Ok(event)) => {
                         trace!(?event, "pleg: runtime event");
-                        settling.spawn(settle(self.generic.clone(), event, self.config));
+                        kubelet_core::start_step!(
+                            start_path::RUNTIME_EVENT,
+                            kind = ?event.kind,
+                            container = %event.container_id
+                        );
+                        by_container.retain(|_, task| !task.is_finished());
+                        let id = event.container_id.clone();
+                        let task = settling.spawn(settle(self.generic.clone(), event, self.config));
+                        if let Some(older) = by_container.insert(id, task) {
+                            older.abort();
+                        }
                     }
                     Some(Err(e)) => return Some(e),
                     None => return Some(Error::Stream("the runtime ended the stream".into())),
@@ -315,23 +344,30 @@ impl EventedPleg {
 }
 
 /// Re-inspects the pod of `event`'s container until the runtime shows the event, with backoff
-/// (a full relist first when no listing knows the container); after a task delete, every
-/// [`Config::settle_after_delete`] at first.
+/// (a full relist first when no listing knows the container, after
+/// [`Config::settle_unknown_start`] for a start); after a task delete, every
+/// [`Config::settle_after_delete`] at first; after an exit, next after
+/// [`Config::settle_after_exit`].
 async fn settle(generic: GenericPleg, event: Event, config: Config) {
     let start = Instant::now();
     let deadline = start + config.settle_timeout;
     let after_delete = event.kind == Kind::TaskDeleted;
-    let mut delay = if after_delete {
-        config.settle_after_delete
-    } else {
-        config.settle_initial
+    let mut delay = match event.kind {
+        Kind::TaskDeleted => config.settle_after_delete,
+        Kind::Exited => config.settle_after_exit,
+        _ => config.settle_initial,
     };
     let mut relisted_all = false;
+    let mut waited_for_the_start = event.kind != Kind::Started;
     loop {
         match generic.relist_container(&event.container_id).await {
             Ok(ContainerRelist::Relisted(state)) if event.kind.shown_by(state) => {
                 trace!(?event, waited = ?start.elapsed(), "pleg: the runtime shows the event");
-                kubelet_core::start_step!(start_path::PLEG_EVENT, kind = ?event.kind);
+                kubelet_core::start_step!(
+                    start_path::PLEG_EVENT,
+                    kind = ?event.kind,
+                    container = %event.container_id
+                );
                 return;
             }
             Ok(ContainerRelist::Relisted(state)) => {
@@ -344,6 +380,11 @@ async fn settle(generic: GenericPleg, event: Event, config: Config) {
             Ok(ContainerRelist::Unknown) if relisted_all => {
                 trace!(?event, "pleg: event about a container of no kubelet pod");
                 return;
+            }
+            Ok(ContainerRelist::Unknown) if !waited_for_the_start => {
+                tokio::time::sleep(config.settle_unknown_start).await;
+                waited_for_the_start = true;
+                continue;
             }
             Ok(ContainerRelist::Unknown) => {
                 generic.relist_and_wait().await;

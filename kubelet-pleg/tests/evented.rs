@@ -230,7 +230,7 @@ async fn exit_event_reinspects_only_its_pod_within_no_relist_tick() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn event_ahead_of_the_runtime_view_is_retried_until_it_shows() {
+async fn exit_ahead_of_the_runtime_view_is_inspected_again_after_a_pause() {
     let mut h = Harness::start(&["a"], evented::Config::default()).await;
     let id = h.app_id("a");
     // containerd reports the exit before its CRI plugin shows the container exited.
@@ -240,7 +240,11 @@ async fn event_ahead_of_the_runtime_view_is_retried_until_it_shows() {
     assert_eq!(h.status_calls("a"), 1);
 
     assert!(h.runtime.exit_container(&uid("a"), "app", 0));
-    tokio::time::advance(Duration::from_millis(5)).await;
+    // No re-inspection while containerd handles the exit (it sends a task delete next).
+    tokio::time::advance(Duration::from_millis(49)).await;
+    settle().await;
+    assert_eq!(h.status_calls("a"), 1);
+    tokio::time::advance(Duration::from_millis(1)).await;
     settle().await;
     assert_eq!(h.events(), vec![died("a", &id)]);
     assert_eq!(h.status_calls("a"), 2);
@@ -253,10 +257,32 @@ async fn event_ahead_of_the_runtime_view_is_retried_until_it_shows() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn reinspection_stays_frequent_for_a_second_then_backs_off() {
+async fn task_delete_replaces_the_exit_reinspection_of_its_container() {
     let mut h = Harness::start(&["a"], evented::Config::default()).await;
     let id = h.app_id("a");
     h.source.send(Event::new(Kind::Exited, &id));
+    settle().await;
+    assert_eq!(h.status_calls("a"), 1);
+
+    tokio::time::advance(Duration::from_millis(20)).await;
+    assert!(h.runtime.exit_container(&uid("a"), "app", 0));
+    h.source.send(Event::new(Kind::TaskDeleted, &id));
+    settle().await;
+    assert_eq!(h.events(), vec![died("a", &id)]);
+    assert_eq!(h.status_calls("a"), 2);
+
+    // The exit's own re-inspection (due at 50 ms) was replaced, so it never runs.
+    tokio::time::advance(Duration::from_secs(1)).await;
+    settle().await;
+    assert_eq!(h.status_calls("a"), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn reinspection_stays_frequent_for_a_second_then_backs_off() {
+    let mut h = Harness::start(&["a"], evented::Config::default()).await;
+    let id = h.app_id("a");
+    // The container is never removed, so the runtime never shows this event.
+    h.source.send(Event::new(Kind::Removed, &id));
     settle().await;
     // Inspections at 0, 5, 15, 35, 55, 75, 95 ms: the wait doubles to 20 ms and stays there.
     for _ in 0..100 {
@@ -277,15 +303,21 @@ async fn reinspection_stays_frequent_for_a_second_then_backs_off() {
         (3..=5).contains(&later),
         "{later} inspections in the 2.5 s after the first second"
     );
-    assert_eq!(h.events(), vec![], "the runtime never showed the exit");
+    assert_eq!(h.events(), vec![], "the runtime never showed the removal");
 }
 
 #[tokio::test(start_paused = true)]
-async fn event_about_an_unknown_container_relists_everything() {
+async fn start_of_an_unknown_container_relists_everything_after_a_pause() {
     let mut h = Harness::start(&["a"], evented::Config::default()).await;
     start_pod(&h.runtime, "new").await;
     let id = h.app_id("new");
     h.source.send(Event::new(Kind::Started, &id));
+    settle().await;
+    // The pod worker starting it reads its pod's status itself: no relist competes with it.
+    tokio::time::advance(Duration::from_millis(99)).await;
+    settle().await;
+    assert_eq!(h.get_pods_calls(), 0);
+    tokio::time::advance(Duration::from_millis(1)).await;
     settle().await;
     assert_eq!(h.get_pods_calls(), 1, "one full relist finds the new pod");
     let events = h.events();
@@ -293,6 +325,19 @@ async fn event_about_an_unknown_container_relists_everything() {
         events.contains(&ev(EventType::ContainerStarted, "uid-new", &id)),
         "{events:?}"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn exit_of_an_unknown_container_relists_everything_at_once() {
+    let mut h = Harness::start(&["a"], evented::Config::default()).await;
+    start_pod(&h.runtime, "new").await;
+    let id = h.app_id("new");
+    assert!(h.runtime.exit_container(&uid("new"), "app", 1));
+    h.source.send(Event::new(Kind::TaskDeleted, &id));
+    settle().await;
+    assert_eq!(h.get_pods_calls(), 1);
+    let events = h.events();
+    assert!(events.contains(&died("new", &id)), "{events:?}");
 }
 
 #[tokio::test(start_paused = true)]

@@ -284,6 +284,8 @@ impl PodSyncer for KubeletPodSyncer {
         step(start_path::SYNC_START);
         let reasons = self.reasons.as_result(&uid);
         if self.record_status(pod, status, &self.inputs(reasons.as_ref())) {
+            // Terminal: what `/pods` serves now says so (the end of G3's exit path).
+            step(start_path::STATUS_STORED);
             return Ok(true);
         }
         if !pod.host_network()
