@@ -27,7 +27,7 @@ enum Event {
 }
 
 /// The value of ` key=value` in a log line, without Debug quotes.
-fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
+pub(crate) fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
     let start = line.find(&format!(" {key}="))? + key.len() + 2;
     let rest = &line[start..];
     let value = rest.split_whitespace().next()?;

@@ -21,7 +21,7 @@ use std::{
     process::{Child, Command, Stdio},
     sync::mpsc::{self, Receiver},
     thread,
-    time::{Duration, Instant},
+    time::{Duration, Instant, SystemTime},
 };
 
 use anyhow::{Context, Result, bail};
@@ -48,6 +48,41 @@ pub(crate) struct Exits {
     pub(crate) detect_ms: Vec<f64>,
     /// containerd's `/tasks/delete` seen → `/pods` shows it (the kubelet's share), ms.
     pub(crate) after_delete_ms: Vec<f64>,
+    /// Each exit's wall-clock times, to find its path in the kubelet's log.
+    pub(crate) exits: Vec<Exit>,
+}
+
+/// One container's exit as the bench saw it, in Unix seconds.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Exit {
+    /// The pod's full name as the kubelet logs it (`name_namespace`).
+    pub(crate) pod: String,
+    /// The container's ID.
+    pub(crate) container: String,
+    /// containerd's `/tasks/exit` seen.
+    pub(crate) exit_unix_s: f64,
+    /// containerd's `/tasks/delete` seen.
+    pub(crate) delete_unix_s: f64,
+    /// `/pods` showed the container terminated.
+    pub(crate) shown_unix_s: f64,
+}
+
+/// An instant with its wall-clock time.
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    at: Instant,
+    unix_s: f64,
+}
+
+impl Seen {
+    fn now() -> Seen {
+        Seen {
+            at: Instant::now(),
+            unix_s: SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64()),
+        }
+    }
 }
 
 /// A task event of an init process that `ctr events` printed.
@@ -81,7 +116,7 @@ spec:
 /// on a channel as (topic, container ID, when the line was read).
 struct ExitEvents {
     child: Child,
-    exits: Receiver<(Topic, String, Instant)>,
+    exits: Receiver<(Topic, String, Seen)>,
 }
 
 impl ExitEvents {
@@ -100,7 +135,7 @@ impl ExitEvents {
         thread::spawn(move || {
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
-                let seen = Instant::now();
+                let seen = Seen::now();
                 if let Some((topic, id)) = task_event(&line)
                     && tx.send((topic, id, seen)).is_err()
                 {
@@ -189,9 +224,15 @@ pub(crate) fn run(
     thread::sleep(Duration::from_millis(300));
     let mut exits = Exits::default();
     for block in 0..blocks {
-        let (detect, after_delete) = run_block(kubelet, &events, manifests, block)?;
-        exits.detect_ms.extend(detect);
-        exits.after_delete_ms.extend(after_delete);
+        for exit in run_block(kubelet, &events, manifests, block)? {
+            exits
+                .detect_ms
+                .push((exit.shown_unix_s - exit.exit_unix_s) * 1e3);
+            exits
+                .after_delete_ms
+                .push((exit.shown_unix_s - exit.delete_unix_s) * 1e3);
+            exits.exits.push(exit);
+        }
         if interrupted.try_recv().is_ok() {
             bail!("interrupted");
         }
@@ -204,7 +245,7 @@ fn run_block(
     events: &ExitEvents,
     manifests: &Path,
     block: usize,
-) -> Result<(Vec<f64>, Vec<f64>)> {
+) -> Result<Vec<Exit>> {
     let names: Vec<String> = (0..PODS).map(|i| format!("exit-{block}-{i}")).collect();
     let full: Vec<String> = names.iter().map(|n| format!("{n}-{NODE}")).collect();
     for (i, name) in names.iter().enumerate() {
@@ -215,7 +256,7 @@ fn run_block(
 
     // Poll /pods until every pod shows its container terminated.
     let deadline = Instant::now() + TIMEOUT;
-    let mut seen: HashMap<String, (String, Instant)> = HashMap::new();
+    let mut seen: HashMap<String, (String, Seen)> = HashMap::new();
     while seen.len() < PODS {
         if Instant::now() > deadline {
             bail!(
@@ -224,7 +265,7 @@ fn run_block(
             );
         }
         let pods = get_pods(kubelet)?;
-        let now = Instant::now();
+        let now = Seen::now();
         for (pod, id) in terminated(&pods, &full) {
             seen.entry(pod).or_insert((id, now));
         }
@@ -232,7 +273,7 @@ fn run_block(
     }
 
     // containerd's exit and delete events for those containers.
-    let mut task_events: HashMap<(Topic, String), Instant> = HashMap::new();
+    let mut task_events: HashMap<(Topic, String), Seen> = HashMap::new();
     let wanted: Vec<&String> = seen.values().map(|(id, _)| id).collect();
     let deadline = Instant::now() + Duration::from_secs(10);
     while !wanted.iter().all(|id| {
@@ -251,13 +292,26 @@ fn run_block(
             ),
         }
     }
-    // Signed: /pods showing the exit before containerd's event would be negative.
-    let since = |topic: Topic| -> Vec<f64> {
-        seen.values()
-            .map(|(id, shown)| signed_ms(*shown, task_events[&(topic, id.clone())]))
-            .collect()
-    };
-    let latencies = (since(Topic::Exit), since(Topic::Delete));
+    // Wall-clock differences are signed: /pods showing the exit before containerd's event
+    // would be negative. The monotonic clock decides the order; wall-clock times only place
+    // the exit in the kubelet's log.
+    let exits: Vec<Exit> = seen
+        .iter()
+        .map(|(pod, (id, shown))| {
+            let (exit, delete) = (
+                task_events[&(Topic::Exit, id.clone())],
+                task_events[&(Topic::Delete, id.clone())],
+            );
+            let since = |event: Seen| shown.unix_s - signed_ms(shown.at, event.at) / 1e3;
+            Exit {
+                pod: format!("{pod}_default"),
+                container: id.clone(),
+                exit_unix_s: since(exit),
+                delete_unix_s: since(delete),
+                shown_unix_s: shown.unix_s,
+            }
+        })
+        .collect();
 
     for name in &names {
         fs::remove_file(manifests.join(format!("{name}.yaml")))?;
@@ -279,7 +333,7 @@ fn run_block(
         }
         thread::sleep(Duration::from_millis(100));
     }
-    Ok(latencies)
+    Ok(exits)
 }
 
 /// The G3 rows: p50 and p99 of the detection latency against the goal (issue 17: ≤ 15 ms
@@ -356,6 +410,7 @@ mod tests {
         let exits = Exits {
             detect_ms: vec![20.0, 40.0, 60.0, 900.0],
             after_delete_ms: vec![1.0, 2.0, 3.0, 4.0],
+            ..Exits::default()
         };
         let rows = rows(&exits);
         let json = super::super::report::json(&rows);

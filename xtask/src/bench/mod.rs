@@ -30,6 +30,7 @@ mod chart;
 mod cluster;
 mod cpu;
 mod exit;
+mod exit_path;
 mod kubelet;
 mod micro;
 mod offline;
@@ -187,7 +188,12 @@ pub(crate) fn run(args: Args) -> Result<()> {
     if args.exit {
         println!("==> G3: containers exiting on their own, 3 blocks of 10 pods");
         let g3 = exit::run(&kubelet, testbed.socket(), &dirs.manifests, 3, &interrupted)?;
-        println!("\n{}\n", report::text(&exit::rows(&g3)));
+        let exit_path = exit_path::ExitPath::new(&fs::read_to_string(kubelet.log())?, &g3.exits);
+        println!(
+            "\n{}\n\n{}",
+            report::text(&exit::rows(&g3)),
+            exit_path.markdown()
+        );
         drop(agent);
         kubelet.stop();
         return testbed.shutdown();
@@ -255,6 +261,7 @@ pub(crate) fn run(args: Args) -> Result<()> {
         &interrupted,
     )?;
     check(&interrupted, &mut kubelet)?;
+    let exit_path = exit_path::ExitPath::new(&fs::read_to_string(kubelet.log())?, &g3.exits);
 
     let probes = probe_window(
         args.quick,
@@ -274,10 +281,11 @@ pub(crate) fn run(args: Args) -> Result<()> {
     let table = report::text(&rows);
     println!("\n{table}\n");
     let notes = format!(
-        "{}\n{}\n\n{}",
+        "{}\n{}\n\n{}\n{}",
         notes(&g1, &busy),
         probes.note(),
-        start_path.markdown()
+        start_path.markdown(),
+        exit_path.markdown()
     );
     println!("{notes}");
 
@@ -300,6 +308,7 @@ pub(crate) fn run(args: Args) -> Result<()> {
         "g2": runs_json(&g2),
         "g3_exit_detect_ms": g3.detect_ms,
         "g3_after_task_delete_ms": g3.after_delete_ms,
+        "g3_exit_path": exit_path.to_json(),
         "memory_kib": {
             "kubelet_idle": mem.kubelet_idle.to_json(),
             "containerd_idle": mem.containerd_idle.to_json(),
