@@ -307,9 +307,11 @@ impl Node {
             if Instant::now() > deadline {
                 let log = self.log();
                 let tail: Vec<&str> = log.lines().rev().take(40).collect();
+                let pods = self.pods();
+                // The first line says what was wrong: CI keeps only part of a long message.
                 panic!(
-                    "timed out after {limit:?} waiting for {what}\n--- /pods: {:?}\n--- kubelet log tail:\n{}\n--- kubelet threads:\n{}",
-                    self.pods(),
+                    "timed out after {limit:?} waiting for {what}; pods not running: {}\n--- /pods: {pods:?}\n--- kubelet log tail:\n{}\n--- kubelet threads:\n{}",
+                    pods.as_deref().map_or("(no /pods)".to_owned(), not_running),
                     tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
                     self.kubelet_threads()
                 );
@@ -376,6 +378,52 @@ pub fn pod_yaml(name: &str, restart_policy: &str, containers: &[(&str, &str)]) -
 /// Path helper for assertions.
 pub fn exists(p: &Path) -> bool {
     p.exists()
+}
+
+/// One line on the pods that are not Running with every container running: each one's name,
+/// phase and its containers' states with their reasons and messages.
+pub fn not_running(pods: &[Value]) -> String {
+    let mut out = Vec::new();
+    for pod in pods {
+        let containers = pod["status"]["containerStatuses"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        if phase(pod) == "Running"
+            && !containers.is_empty()
+            && containers.iter().all(|c| c["state"]["running"].is_object())
+        {
+            continue;
+        }
+        let states: Vec<String> = containers
+            .iter()
+            .map(|c| {
+                let (state, detail) = c["state"]
+                    .as_object()
+                    .and_then(|m| m.iter().next())
+                    .map_or(("?", &Value::Null), |(k, v)| (k.as_str(), v));
+                format!(
+                    "{}={state}({} {}) restarts={}",
+                    c["name"].as_str().unwrap_or("?"),
+                    detail["reason"].as_str().unwrap_or(""),
+                    detail["message"].as_str().unwrap_or(""),
+                    c["restartCount"]
+                )
+            })
+            .collect();
+        out.push(format!(
+            "{} {} [{}] {}",
+            pod["metadata"]["name"].as_str().unwrap_or("?"),
+            phase(pod),
+            states.join(", "),
+            pod["status"]["message"].as_str().unwrap_or("")
+        ));
+    }
+    if out.is_empty() {
+        "none".to_owned()
+    } else {
+        out.join("; ")
+    }
 }
 
 pub fn phase(pod: &Value) -> &str {
