@@ -42,6 +42,21 @@ impl PodCache {
         self.lock().pods.get(uid).cloned()
     }
 
+    /// An empty status for a pod the cache has never held, once a full relist has finished:
+    /// the runtime had nothing of the pod then, and only the pod's own worker creates
+    /// anything for it. A new pod's first sync reads this instead of asking the runtime
+    /// (upstream `GetNewerThan` with no last sync time). `None` while the cache holds the pod
+    /// or before the first relist.
+    pub fn never_seen(&self, uid: &PodUid) -> Option<Arc<PodStatus>> {
+        let inner = self.lock();
+        (inner.global.is_some() && !inner.pods.contains_key(uid)).then(|| {
+            Arc::new(PodStatus {
+                uid: uid.clone(),
+                ..Default::default()
+            })
+        })
+    }
+
     /// Stores `status` observed at `at`. An older observation never replaces a newer one.
     pub fn set(&self, uid: &PodUid, status: PodStatus, at: Instant) {
         {
@@ -139,6 +154,19 @@ mod tests {
         let got = cache.get_newer_than(&PodUid::from("nobody"), t0).await;
         assert!(got.containers.is_empty());
         assert_eq!(got.uid.as_str(), "nobody");
+    }
+
+    #[test]
+    fn a_pod_never_seen_reads_empty_only_after_a_relist() {
+        let cache = PodCache::new();
+        let (new, known) = (PodUid::from("new"), PodUid::from("known"));
+        assert!(cache.never_seen(&new).is_none(), "no relist yet");
+        cache.set(&known, PodStatus::default(), Instant::now());
+        cache.update_time(Instant::now());
+        let got = cache.never_seen(&new).expect("relisted, and never held");
+        assert_eq!(got.uid, new);
+        assert!(got.sandboxes.is_empty() && got.containers.is_empty());
+        assert!(cache.never_seen(&known).is_none(), "held: ask the runtime");
     }
 
     #[test]

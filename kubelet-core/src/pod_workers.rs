@@ -582,7 +582,10 @@ impl PodWorkers {
     }
 
     async fn process(&self, uid: &PodUid, work: &Work) -> Result<Option<WorkerPhase>, Failure> {
-        let mut status = self.fresh_status(uid, work, work.last_synced).await?;
+        let mut status = match (work.last_synced, self.inner.cache.never_seen(uid)) {
+            (None, Some(nothing)) => nothing,
+            (last_synced, _) => self.fresh_status(uid, work, last_synced).await?,
+        };
         let syncer = &self.inner.syncer;
         match (work.phase, &work.pod) {
             (WorkerPhase::Syncing, Some(pod)) => {

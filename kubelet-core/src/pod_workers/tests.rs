@@ -665,3 +665,54 @@ async fn a_status_cached_after_the_last_sync_is_used_without_a_relist() {
     ));
     assert_eq!(status_reads(&runtime), 2);
 }
+
+/// Workers over `runtime` sharing `cache`, with their syncer's receiver.
+fn workers_with_cache(
+    runtime: &FakeRuntime,
+    cache: &PodCache,
+) -> (PodWorkers, mpsc::UnboundedReceiver<Seen>) {
+    let (syncer, rx) = RecordingSyncer::new();
+    let pleg = Arc::new(FakePleg::new(Arc::new(runtime.clone()), cache.clone()));
+    let workers = PodWorkers::new(
+        syncer,
+        pleg,
+        cache.clone(),
+        Config::default(),
+        TaskTracker::new(),
+        CancellationToken::new(),
+    );
+    (workers, rx)
+}
+
+fn status_calls(runtime: &FakeRuntime) -> usize {
+    runtime
+        .calls()
+        .iter()
+        .filter(|c| matches!(c, crate::testing::Call::GetPodStatus(_)))
+        .count()
+}
+
+#[tokio::test]
+async fn a_new_pods_first_sync_asks_the_runtime_only_before_the_first_relist() {
+    // Upstream: a pod the last relist did not find has nothing in the runtime.
+    let runtime = FakeRuntime::new();
+    let cache = PodCache::new();
+    cache.update_time(Instant::now());
+    let (workers, mut rx) = workers_with_cache(&runtime, &cache);
+    workers.update_pod(create(pod("new")));
+    assert!(matches!(
+        next(&mut rx).await,
+        Seen::Sync(SyncPodType::Create, _)
+    ));
+    assert_eq!(status_calls(&runtime), 0);
+
+    // Before any relist the cache cannot say, so the runtime is asked.
+    let runtime = FakeRuntime::new();
+    let (workers, mut rx) = workers_with_cache(&runtime, &PodCache::new());
+    workers.update_pod(create(pod("early")));
+    assert!(matches!(
+        next(&mut rx).await,
+        Seen::Sync(SyncPodType::Create, _)
+    ));
+    assert_eq!(status_calls(&runtime), 1);
+}
