@@ -325,10 +325,11 @@ pub(crate) fn memory_rows(m: &Memory, n: usize) -> Vec<Row> {
         Row {
             metric: "RSS idle again after the bench (VmRSS)".into(),
             kubelet: format!(
-                "{} (anon {}, file {})",
+                "{} (anon {}, file {}: {} the binary's own)",
                 mib(m.kubelet_after.rss_kib),
                 mib(m.kubelet_after.anon_kib),
-                mib(m.kubelet_after.file_kib)
+                mib(m.kubelet_after.file_kib),
+                mib(m.kubelet_after.exe_kib)
             ),
             baseline: format!("{} (containerd)", mib(m.containerd_after.rss_kib)),
             ratio: format!(

@@ -1,5 +1,6 @@
 //! Memory of a process: `VmRSS` and its anonymous and file-backed parts (`RssAnon`,
-//! `RssFile`) from `/proc/PID/status`, and `Pss` from `/proc/PID/smaps_rollup`.
+//! `RssFile`) from `/proc/PID/status`, `Pss` from `/proc/PID/smaps_rollup`, and the resident
+//! pages of its own executable from `/proc/PID/smaps`.
 
 use std::fs;
 
@@ -18,6 +19,9 @@ pub(crate) struct Mem {
     /// Resident file-backed memory (`RssFile`): the pages of the binary and the libraries
     /// that were touched.
     pub(crate) file_kib: u64,
+    /// Of the file-backed pages, those of the process's own executable (its code and
+    /// read-only data; the rest are shared libraries).
+    pub(crate) exe_kib: u64,
 }
 
 impl Mem {
@@ -28,6 +32,7 @@ impl Mem {
             "pss_kib": self.pss_kib,
             "anon_kib": self.anon_kib,
             "file_kib": self.file_kib,
+            "exe_kib": self.exe_kib,
         })
     }
 }
@@ -37,6 +42,25 @@ fn field_kib(text: &str, key: &str) -> Option<u64> {
     text.lines()
         .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
         .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+}
+
+/// The summed `Rss` of the mappings of `path` in a `/proc/PID/smaps` text.
+fn mapped_rss_kib(smaps: &str, path: &str) -> u64 {
+    let mut total = 0;
+    let mut in_path = false;
+    for line in smaps.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        // A mapping's header: `start-end perms offset dev inode [path]`.
+        if fields
+            .first()
+            .is_some_and(|f| f.contains('-') && !f.ends_with(':'))
+        {
+            in_path = fields.get(5) == Some(&path);
+        } else if in_path && let Some(kib) = field_kib(line, "Rss") {
+            total += kib;
+        }
+    }
+    total
 }
 
 /// Samples `pid`'s memory now.
@@ -50,6 +74,13 @@ pub(crate) fn sample(pid: u32) -> Result<Mem> {
         pss_kib: field_kib(&rollup, "Pss").context("no Pss")?,
         anon_kib: field_kib(&status, "RssAnon").context("no RssAnon")?,
         file_kib: field_kib(&status, "RssFile").context("no RssFile")?,
+        exe_kib: match (
+            fs::read_link(format!("/proc/{pid}/exe")),
+            fs::read_to_string(format!("/proc/{pid}/smaps")),
+        ) {
+            (Ok(exe), Ok(smaps)) => mapped_rss_kib(&smaps, &exe.to_string_lossy()),
+            _ => 0,
+        },
     })
 }
 
@@ -66,10 +97,28 @@ mod tests {
     }
 
     #[test]
+    fn sums_the_rss_of_one_files_mappings() {
+        let smaps = "\
+55d0-55d1 r--p 00000000 fe:01 42 /usr/bin/kubelet
+Size:                 64 kB
+Rss:                  12 kB
+55d1-55d2 r-xp 00010000 fe:01 42 /usr/bin/kubelet
+Rss:                  30 kB
+7f00-7f01 r-xp 00000000 fe:01 7 /usr/lib/libc.so.6
+Rss:                 100 kB
+7f02-7f03 rw-p 00000000 00:00 0
+Rss:                   8 kB
+";
+        assert_eq!(mapped_rss_kib(smaps, "/usr/bin/kubelet"), 42);
+        assert_eq!(mapped_rss_kib(smaps, "/usr/lib/libc.so.6"), 100);
+    }
+
+    #[test]
     fn samples_this_process() {
         let mem = sample(std::process::id()).expect("own memory");
         assert!(mem.rss_kib > 0 && mem.pss_kib > 0);
         assert!(mem.anon_kib > 0 && mem.file_kib > 0);
         assert!(mem.anon_kib + mem.file_kib <= mem.rss_kib);
+        assert!(mem.exe_kib > 0 && mem.exe_kib <= mem.file_kib);
     }
 }
