@@ -381,6 +381,11 @@ async fn settle(generic: GenericPleg, event: Event, config: Config) {
                 trace!(?event, "pleg: event about a container of no kubelet pod");
                 return;
             }
+            // No listing had it, so its removal changes nothing a relist could report.
+            Ok(ContainerRelist::Unknown) if event.kind == Kind::Removed => {
+                trace!(?event, "pleg: a container no listing knew was removed");
+                return;
+            }
             Ok(ContainerRelist::Unknown) if !waited_for_the_start => {
                 tokio::time::sleep(config.settle_unknown_start).await;
                 waited_for_the_start = true;

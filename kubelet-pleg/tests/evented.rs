@@ -480,3 +480,14 @@ async fn after_a_task_delete_the_frequent_reinspections_end_after_100_ms() {
     );
     assert_eq!(h.events(), vec![], "the runtime never showed the exit");
 }
+
+#[tokio::test(start_paused = true)]
+async fn removal_of_a_container_no_listing_knew_relists_nothing() {
+    let mut h = Harness::start(&["a"], evented::Config::default()).await;
+    h.source.send(Event::new(Kind::Removed, "never-listed"));
+    settle().await;
+    tokio::time::advance(Duration::from_secs(1)).await;
+    settle().await;
+    assert_eq!(h.get_pods_calls(), 0);
+    assert_eq!(h.events(), vec![]);
+}
