@@ -103,13 +103,20 @@ fn workers(syncer: Arc<RecordingSyncer>) -> PodWorkers {
 
 /// Workers whose status refreshes read `runtime`.
 fn workers_on(syncer: Arc<RecordingSyncer>, runtime: FakeRuntime) -> PodWorkers {
-    let runtime = Arc::new(runtime);
-    let cache = PodCache::new();
-    let pleg = Arc::new(FakePleg::new(runtime, cache.clone()));
+    workers_sharing(syncer, &runtime, &PodCache::new())
+}
+
+/// Workers over `runtime` whose PLEG writes, and whose workers read, `cache`.
+fn workers_sharing(
+    syncer: Arc<RecordingSyncer>,
+    runtime: &FakeRuntime,
+    cache: &PodCache,
+) -> PodWorkers {
+    let pleg = Arc::new(FakePleg::new(Arc::new(runtime.clone()), cache.clone()));
     PodWorkers::new(
         syncer,
         pleg,
-        cache,
+        cache.clone(),
         Config::default(),
         TaskTracker::new(),
         CancellationToken::new(),
@@ -616,15 +623,7 @@ async fn a_status_cached_after_the_last_sync_is_used_without_a_relist() {
     let (syncer, mut rx) = RecordingSyncer::new();
     let runtime = FakeRuntime::new();
     let cache = PodCache::new();
-    let pleg = Arc::new(FakePleg::new(Arc::new(runtime.clone()), cache.clone()));
-    let w = PodWorkers::new(
-        syncer,
-        pleg,
-        cache.clone(),
-        Config::default(),
-        TaskTracker::new(),
-        CancellationToken::new(),
-    );
+    let w = workers_sharing(syncer, &runtime, &cache);
     let p = pod("cached");
     let sync = || UpdatePodOptions {
         kind: SyncPodType::Sync,
@@ -672,16 +671,7 @@ fn workers_with_cache(
     cache: &PodCache,
 ) -> (PodWorkers, mpsc::UnboundedReceiver<Seen>) {
     let (syncer, rx) = RecordingSyncer::new();
-    let pleg = Arc::new(FakePleg::new(Arc::new(runtime.clone()), cache.clone()));
-    let workers = PodWorkers::new(
-        syncer,
-        pleg,
-        cache.clone(),
-        Config::default(),
-        TaskTracker::new(),
-        CancellationToken::new(),
-    );
-    (workers, rx)
+    (workers_sharing(syncer, runtime, cache), rx)
 }
 
 fn status_calls(runtime: &FakeRuntime) -> usize {
