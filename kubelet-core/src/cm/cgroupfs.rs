@@ -206,6 +206,7 @@ impl Cgroupfs {
                 }
                 if controllers.contains(&"cpuset") {
                     copy_cpuset_from_parent(level)?;
+                    clone_cpuset_into_children(level)?;
                 }
             }
             leaves.push((dir, controllers));
@@ -320,6 +321,20 @@ fn copy_cpuset_from_parent(dir: &Path) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Sets v1 `cgroup.clone_children` on a cpuset cgroup, so that the kernel gives each new
+/// child its CPUs and memory nodes at `mkdir` (the flag passes on to the children too).
+/// Writing `cpuset.cpus` into a child instead, as [`copy_cpuset_from_parent`] must without
+/// it, makes the kernel rebuild its scheduling domains: about 5 ms per cgroup on the 2-core
+/// test machine, paid once for the pod cgroup and again by the runtime for each container's.
+/// The cgroups end up with the same CPUs and nodes either way.
+fn clone_cpuset_into_children(dir: &Path) -> Result<()> {
+    let flag = std::fs::read_to_string(dir.join("cgroup.clone_children")).unwrap_or_default();
+    if flag.trim() == "1" {
+        return Ok(());
+    }
+    write(dir, "cgroup.clone_children", "1")
 }
 
 /// Removes a cgroup directory and its child cgroups, deepest first.
@@ -486,6 +501,12 @@ mod tests {
         assert_eq!(g("cpu", "cpu.cfs_quota_us"), "25000");
         assert_eq!(g("memory", "memory.limit_in_bytes"), (64 << 20).to_string());
         assert_eq!(g("cpuset", "cpuset.mems"), "0");
+        // Every cpuset level the kubelet manages passes its CPUs and nodes on at `mkdir`.
+        for level in ["node", "node/kubepods", "node/kubepods/poduid-g"] {
+            let flag = d.join("cpuset").join(level).join("cgroup.clone_children");
+            assert_eq!(read(flag), "1", "{level}");
+        }
+        assert!(!d.join("cpu/node/kubepods/cgroup.clone_children").exists());
 
         let mut burstable = pod("b");
         burstable.spec.as_mut().expect("spec").containers =
