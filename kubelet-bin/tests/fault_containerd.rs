@@ -215,10 +215,11 @@ fn containerd_sigkilled_six_times_loses_no_pod() {
          late_pods={late_n} late_running_after={late_running:.1?} \
          late_pods_without_one_sandbox={late_duplicates} late_sandboxes_any_state={late_sandboxes} \
          late_restarts={late_restarts} \
-         healthz_answered={healthz_answered}/{KILLS}",
+         corrupt_cni_cache_files_removed={corrupt} healthz_answered={healthz_answered}/{KILLS}",
         lost = n - pods.len(),
         late_n = late.len(),
         late_restarts = restart_count(&late),
+        corrupt = node.testbed.corrupt_cni_results().len(),
     );
     assert_eq!(
         late_duplicates, 0,
@@ -226,6 +227,64 @@ fn containerd_sigkilled_six_times_loses_no_pod() {
     );
     assert_eq!(pods.len(), n, "no pod lost");
     assert_eq!(recreated, 0, "no sandbox recreated");
+    assert!(node.kubelet_alive());
+}
+
+/// containerd killed while it wrote a sandbox's CNI result leaves the file empty, and then
+/// fails every `StopPodSandbox` of that sandbox (containernetworking/cni#1055; what made the
+/// kill test above flake). The kubelet keeps retrying the kill with back-off, stays healthy,
+/// and finishes the pod once the restart removed the empty file.
+#[test]
+fn a_sandbox_with_an_empty_cni_cache_file_is_killed_once_the_file_is_gone() {
+    let rt = runtime();
+    let mut node = Node::start("fault-cni-cache");
+    write_pods(&node, "cni", 1);
+    let pod = node
+        .wait_for(Duration::from_secs(120), "the pod running", |node| {
+            all_running(node, "cni", 1)
+        })
+        .remove(0);
+    let sandbox = ready_sandboxes(&rt, &node)
+        .remove(&uid(&pod))
+        .and_then(|ids| ids.into_iter().next())
+        .expect("the pod's sandbox");
+    let cache =
+        std::path::Path::new("/var/lib/cni/results").join(format!("testbed-{sandbox}-eth0"));
+    assert!(
+        support::read(&cache).is_some_and(|s| !s.is_empty()),
+        "containerd cached the network result in {}",
+        cache.display()
+    );
+    let held = node
+        .testbed
+        .sandboxes_with_an_address()
+        .expect("IPAM allocations");
+    assert!(
+        held.contains(&sandbox),
+        "{sandbox} holds an address: {held:?}"
+    );
+    std::fs::write(&cache, "").expect("empty the cache file, as a kill mid-write does");
+
+    node.remove_manifest("cni-0.yaml");
+    node.wait_for(Duration::from_secs(60), "the kill failing", |node| {
+        node.log()
+            .contains("cached result: decoding version from network config")
+            .then_some(())
+    });
+    assert!(node.healthz() == Some(200), "the kubelet stays healthy");
+    node.testbed.restart().expect("restart containerd");
+    node.wait_for(
+        Duration::from_secs(60),
+        "the pod's address released",
+        |node| {
+            let held = node
+                .testbed
+                .sandboxes_with_an_address()
+                .expect("IPAM allocations");
+            (!held.contains(&sandbox)).then_some(())
+        },
+    );
+    assert_eq!(node.testbed.corrupt_cni_results(), [cache]);
     assert!(node.kubelet_alive());
 }
 

@@ -38,6 +38,7 @@
 //! bridge + loopback) and `cni/ipam/` (host-local's allocations).
 
 mod cleanup;
+mod cni_cache;
 mod config;
 mod cri;
 mod net;
@@ -156,6 +157,8 @@ pub struct Testbed {
     log_start: u64,
     /// The host PID of the namespaced systemd containerd runs under, if any.
     systemd_pid: Option<u32>,
+    /// Empty CNI result files [`restart`](Self::restart) removed (see [`cni_cache`]).
+    corrupt_cni_results: Vec<PathBuf>,
     _dir_lock: File,
 }
 
@@ -213,6 +216,7 @@ impl Testbed {
             child: None,
             log_start: 0,
             systemd_pid,
+            corrupt_cni_results: Vec::new(),
             _dir_lock: dir_lock,
         };
         testbed.spawn()?;
@@ -263,6 +267,35 @@ impl Testbed {
     /// The pod subnet, `10.77.<n>.0/24`.
     pub fn subnet(&self) -> &str {
         self.slot.as_ref().map_or("", |s| s.subnet.as_str())
+    }
+
+    /// The empty CNI result files (`/var/lib/cni/results/…`) that restarts removed so far: each
+    /// is a sandbox whose network setup a killed containerd interrupted.
+    pub fn corrupt_cni_results(&self) -> &[PathBuf] {
+        &self.corrupt_cni_results
+    }
+
+    /// The sandboxes holding a pod address: host-local IPAM's allocations (one file per
+    /// address, naming the sandbox), which only a successful CNI teardown releases.
+    pub fn sandboxes_with_an_address(&self) -> Result<Vec<String>> {
+        let dir = self.layout.ipam.join(config::CNI_NETWORK);
+        let entries = match fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e).with_context(|| format!("cannot list {}", dir.display())),
+        };
+        let mut ids = Vec::new();
+        for entry in entries.filter_map(|e| e.ok()) {
+            let is_address = entry
+                .file_name()
+                .to_str()
+                .is_some_and(|n| n.parse::<std::net::IpAddr>().is_ok());
+            if is_address {
+                let content = fs::read_to_string(entry.path())?;
+                ids.extend(content.lines().next().map(|id| id.trim().to_string()));
+            }
+        }
+        Ok(ids)
     }
 
     /// containerd's pid while it runs.
@@ -329,8 +362,18 @@ impl Testbed {
 
     /// Stops containerd if it runs, starts it again on the same state and waits until CRI is
     /// ready; running containers are picked up again.
+    ///
+    /// Like an operator's unit would before starting it, this removes the empty CNI result
+    /// files a killed containerd can leave for its sandboxes, which would fail every
+    /// `StopPodSandbox` of those sandboxes ([`corrupt_cni_results`](Self::corrupt_cni_results)).
     pub fn restart(&mut self) -> Result<()> {
         self.stop()?;
+        let removed = cni_cache::remove_empty_results(
+            &self.layout.root,
+            Path::new(cni_cache::RESULTS_DIR),
+            config::CNI_NETWORK,
+        )?;
+        self.corrupt_cni_results.extend(removed);
         self.spawn()?;
         self.wait_serving()?;
         self.wait_ready()

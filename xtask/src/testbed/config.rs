@@ -18,6 +18,9 @@ const DISABLED_PLUGINS: &[&str] = &[
     "io.containerd.internal.v1.tracing",
 ];
 
+/// The CNI network's name (in the conflist, and in libcni's cache file names).
+pub(crate) const CNI_NETWORK: &str = "testbed";
+
 /// Writes `containerd.toml` and the CNI conflist (before containerd starts, so that CRI reports
 /// NetworkReady from the first Status call).
 pub(crate) fn write(layout: &Layout, slot: &Slot, systemd_cgroup: bool) -> Result<()> {
@@ -26,7 +29,7 @@ pub(crate) fn write(layout: &Layout, slot: &Slot, systemd_cgroup: bool) -> Resul
         .with_context(|| format!("cannot write {}", layout.config.display()))?;
     let conflist = json!({
         "cniVersion": "1.0.0",
-        "name": "testbed",
+        "name": CNI_NETWORK,
         "plugins": [
             {
                 "type": "bridge",
