@@ -322,7 +322,6 @@ impl EventedPleg {
                 Some(_) = settling.join_next(), if !settling.is_empty() => {}
                 next = stream.next() => match next {
                     Some(Ok(event)) => {
-                        trace!(?event, "pleg: runtime event");
                         kubelet_core::start_step!(
                             start_path::RUNTIME_EVENT,
                             kind = ?event.kind,
@@ -362,11 +361,11 @@ async fn settle(generic: GenericPleg, event: Event, config: Config) {
     loop {
         match generic.relist_container(&event.container_id).await {
             Ok(ContainerRelist::Relisted(state)) if event.kind.shown_by(state) => {
-                trace!(?event, waited = ?start.elapsed(), "pleg: the runtime shows the event");
                 kubelet_core::start_step!(
                     start_path::PLEG_EVENT,
                     kind = ?event.kind,
-                    container = %event.container_id
+                    container = %event.container_id,
+                    waited = ?start.elapsed()
                 );
                 return;
             }
