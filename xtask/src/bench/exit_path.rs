@@ -48,7 +48,7 @@ const STAGES: [&str; 8] = [
     "the pod worker's sync starts",
     "the terminated status is stored",
     "`/pods` shows it (polled every 2 ms)",
-    "of which after `/tasks/delete` (the kubelet's share)",
+    "of which after `/tasks/delete` (containerd finishing the exit, then the kubelet)",
 ];
 
 /// Per-stage times of every exit, ms after containerd's `/tasks/exit`.
