@@ -248,8 +248,7 @@ fn a_sandbox_with_an_empty_cni_cache_file_is_killed_once_the_file_is_gone() {
         .remove(&uid(&pod))
         .and_then(|ids| ids.into_iter().next())
         .expect("the pod's sandbox");
-    let cache =
-        std::path::Path::new("/var/lib/cni/results").join(format!("testbed-{sandbox}-eth0"));
+    let cache = node.testbed.cni_result_file(&sandbox);
     assert!(
         support::read(&cache).is_some_and(|s| !s.is_empty()),
         "containerd cached the network result in {}",

@@ -278,14 +278,8 @@ impl Testbed {
     /// The sandboxes holding a pod address: host-local IPAM's allocations (one file per
     /// address, naming the sandbox), which only a successful CNI teardown releases.
     pub fn sandboxes_with_an_address(&self) -> Result<Vec<String>> {
-        let dir = self.layout.ipam.join(config::CNI_NETWORK);
-        let entries = match fs::read_dir(&dir) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(e).with_context(|| format!("cannot list {}", dir.display())),
-        };
         let mut ids = Vec::new();
-        for entry in entries.filter_map(|e| e.ok()) {
+        for entry in util::dir_entries(&self.layout.ipam.join(config::CNI_NETWORK))? {
             let is_address = entry
                 .file_name()
                 .to_str()
@@ -296,6 +290,12 @@ impl Testbed {
             }
         }
         Ok(ids)
+    }
+
+    /// Where containerd's CNI library caches `sandbox_id`'s network result (`eth0`); see
+    /// [`restart`](Self::restart).
+    pub fn cni_result_file(&self, sandbox_id: &str) -> PathBuf {
+        cni_cache::result_file(config::CNI_NETWORK, sandbox_id)
     }
 
     /// containerd's pid while it runs.
@@ -368,11 +368,7 @@ impl Testbed {
     /// `StopPodSandbox` of those sandboxes ([`corrupt_cni_results`](Self::corrupt_cni_results)).
     pub fn restart(&mut self) -> Result<()> {
         self.stop()?;
-        let removed = cni_cache::remove_empty_results(
-            &self.layout.root,
-            Path::new(cni_cache::RESULTS_DIR),
-            config::CNI_NETWORK,
-        )?;
+        let removed = cni_cache::remove_empty_results(&self.layout.root, config::CNI_NETWORK)?;
         self.corrupt_cni_results.extend(removed);
         self.spawn()?;
         self.wait_serving()?;

@@ -86,6 +86,15 @@ pub fn target_dir() -> PathBuf {
 }
 
 /// Sends `signal` to `pid`; a process that is already gone is not an error.
+/// The entries of `dir`, none when it does not exist.
+pub(crate) fn dir_entries(dir: &Path) -> Result<Vec<fs::DirEntry>> {
+    match fs::read_dir(dir) {
+        Ok(entries) => Ok(entries.filter_map(|e| e.ok()).collect()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(e).with_context(|| format!("cannot list {}", dir.display())),
+    }
+}
+
 pub(crate) fn signal(pid: u32, signal: Signal) -> Result<()> {
     let raw = i32::try_from(pid).context("pid out of range")?;
     match nix::sys::signal::kill(Pid::from_raw(raw), signal) {

@@ -11,45 +11,48 @@
 //! at boot) is removing the file; an empty file holds nothing the teardown could use.
 
 use std::{
-    fs, io,
+    collections::HashSet,
+    fs,
     path::{Path, PathBuf},
 };
 
 use anyhow::{Context, Result};
 
+use crate::util;
+
 /// libcni's default cache directory for network results.
-pub(crate) const RESULTS_DIR: &str = "/var/lib/cni/results";
+const RESULTS_DIR: &str = "/var/lib/cni/results";
 /// containerd's CRI plugin keeps one directory per sandbox here, under its root.
 const SANDBOXES_UNDER_ROOT: &str = "io.containerd.grpc.v1.cri/sandboxes";
 
-/// Removes the empty result files in `results_dir` of `network` for the sandboxes containerd's
-/// `root` knows, and returns their paths. Run it while containerd is stopped: libcni creates a
-/// file empty before writing it, so a running containerd's file may be empty for a moment.
-pub(crate) fn remove_empty_results(
-    root: &Path,
-    results_dir: &Path,
-    network: &str,
-) -> Result<Vec<PathBuf>> {
-    let sandboxes = root.join(SANDBOXES_UNDER_ROOT);
-    let sandbox_ids: Vec<String> = match fs::read_dir(&sandboxes) {
-        Ok(entries) => entries
-            .filter_map(|e| e.ok()?.file_name().into_string().ok())
-            .collect(),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e).with_context(|| format!("cannot list {}", sandboxes.display())),
-    };
-    let results = match fs::read_dir(results_dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e).with_context(|| format!("cannot list {}", results_dir.display())),
-    };
+/// Where libcni caches the result of `network` for `sandbox_id`'s `eth0`.
+pub(crate) fn result_file(network: &str, sandbox_id: &str) -> PathBuf {
+    Path::new(RESULTS_DIR).join(format!("{network}-{sandbox_id}-eth0"))
+}
+
+/// Removes the empty result files in libcni's cache of `network` for the sandboxes
+/// containerd's `root` knows; returns their paths.
+pub(crate) fn remove_empty_results(root: &Path, network: &str) -> Result<Vec<PathBuf>> {
+    remove_empty_results_in(root, Path::new(RESULTS_DIR), network)
+}
+
+/// [`remove_empty_results`] over the cache directory `results_dir`. Run it while containerd
+/// is stopped: libcni creates a file empty before writing it, so a running containerd's file
+/// may be empty for a moment.
+fn remove_empty_results_in(root: &Path, results_dir: &Path, network: &str) -> Result<Vec<PathBuf>> {
+    let sandbox_ids: HashSet<String> = util::dir_entries(&root.join(SANDBOXES_UNDER_ROOT))?
+        .into_iter()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .collect();
     let mut removed = Vec::new();
-    for entry in results.filter_map(|e| e.ok()) {
+    for entry in util::dir_entries(results_dir)? {
+        // `<network>-<sandbox id>-<interface>`
         let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        let ours = sandbox_ids
-            .iter()
-            .any(|id| name.starts_with(&format!("{network}-{id}-")));
+        let sandbox = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(network)?.strip_prefix('-')?.rsplit_once('-'))
+            .map(|(id, _interface)| id);
+        let ours = sandbox.is_some_and(|id| sandbox_ids.contains(id));
         let empty = entry.metadata().is_ok_and(|m| m.is_file() && m.len() == 0);
         if ours && empty {
             let path = entry.path();
@@ -77,7 +80,7 @@ mod tests {
         file("testbed-ccc-eth0", "")?;
         file("other-aaa-eth0", "")?;
 
-        let removed = remove_empty_results(root.path(), results.path(), "testbed")?;
+        let removed = remove_empty_results_in(root.path(), results.path(), "testbed")?;
 
         assert_eq!(removed, vec![results.path().join("testbed-aaa-eth0")]);
         let mut left: Vec<String> = fs::read_dir(results.path())?
@@ -95,7 +98,7 @@ mod tests {
     fn nothing_to_do_without_the_directories() -> Result<()> {
         let dir = tempfile::tempdir()?;
         let missing = dir.path().join("missing");
-        assert!(remove_empty_results(&missing, &missing, "testbed")?.is_empty());
+        assert!(remove_empty_results_in(&missing, &missing, "testbed")?.is_empty());
         Ok(())
     }
 }
