@@ -288,7 +288,9 @@ mod tests {
                 .find(|l| l.contains("dump-test-slp"))
                 .unwrap_or_else(|| panic!("no line for the thread in\n{dump}"))
                 .to_owned();
-            if line.contains("syscall=futex") {
+            // `stat` and `syscall` are two reads: the state can say R while the syscall
+            // read a moment later already says futex (CI saw it once). Wait for both.
+            if line.contains("state=S") && line.contains("syscall=futex") {
                 break;
             }
             std::thread::yield_now();
