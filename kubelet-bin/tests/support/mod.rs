@@ -480,7 +480,8 @@ pub fn start_with_volumes(name: &str) -> (Node, PathBuf, Unmount) {
 /// until its Node is Ready.
 pub fn join_cluster(cluster: &xtask::apiserver::Cluster, node: &mut Node) {
     let kubeconfig = cluster.node_kubeconfig(NODE).expect("node kubeconfig");
-    node.extra_args = vec!["--kubeconfig".into(), kubeconfig.display().to_string()];
+    node.extra_args
+        .extend(["--kubeconfig".into(), kubeconfig.display().to_string()]);
     node.start_kubelet();
     kubectl_wait(
         cluster,
