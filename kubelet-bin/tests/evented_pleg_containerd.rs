@@ -7,6 +7,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
+use kubelet_core::runtime::{ContainerState, Runtime};
 use support::{Node, container_status, pod_yaml};
 
 /// Safety-net relist period and sync frequency: far longer than any wait below, so only an
@@ -125,4 +126,103 @@ fn evented_pleg_can_be_turned_off() {
     });
     assert_eq!(code, 4);
     assert_eq!(log_count(&node, STREAM_UP), 0);
+}
+
+/// A pod with one container `main` running `script` under a memory limit.
+fn limited_pod(name: &str, memory: &str, script: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  restartPolicy: Never\n  \
+         containers:\n  - name: main\n    image: docker.io/library/busybox:1.36\n    \
+         imagePullPolicy: IfNotPresent\n    command: [\"sh\", \"-c\", {script:?}]\n    \
+         resources: {{limits: {{memory: {memory}}}}}\n"
+    )
+}
+
+/// containerd's CRI view of a pod's exited container `main`, read by a fresh engine (which
+/// has observed no exit event) once containerd shows the exit (within 10 s): (exit code,
+/// reason, message, finished at).
+fn cri_view(node: &Node, uid: &str, name: &str) -> (i32, String, String, String) {
+    let rt = tokio::runtime::Runtime::new().expect("tokio");
+    rt.block_on(async {
+        let runtime = kubelet_cri::connect(
+            &node.testbed.endpoint(),
+            kubelet_cri::Options::default().with_node_name(support::NODE),
+        )
+        .expect("connect");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let c = loop {
+            let status = runtime
+                .get_pod_status(&uid.into(), name, "default")
+                .await
+                .expect("status");
+            let c = status.container("main").expect("container main").clone();
+            if c.state == ContainerState::Exited {
+                break c;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "containerd never showed the exit: {c:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        let at = c.finished_at.expect("finished_at");
+        (
+            c.exit_code,
+            c.reason.clone(),
+            c.message.clone(),
+            at.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+        )
+    })
+}
+
+/// An exit is shown from containerd's `/tasks/exit` event, before its CRI plugin shows it;
+/// what `/pods` says is what containerd itself reports once it caught up: the exit code,
+/// `Error` (or `Completed`), `OOMKilled` after the kernel's OOM kill, the termination
+/// message and the exit time; and a container whose exit was seen early never shows as
+/// running again.
+#[test]
+fn an_exit_from_events_says_what_containerd_says() {
+    let node = Node::start("exit-details");
+    node.write_manifest(
+        "ends.yaml",
+        &pod_yaml(
+            "ends",
+            "Never",
+            &[("main", "sleep 1; echo bye > /dev/termination-log; exit 3")],
+        ),
+    );
+    node.write_manifest(
+        "hog.yaml",
+        &limited_pod("hog", "24Mi", "sleep 1; head -c 200m /dev/zero | tail"),
+    );
+    node.write_manifest(
+        "done.yaml",
+        &pod_yaml("done", "Never", &[("main", "sleep 1")]),
+    );
+    for (pod, code, reason, message) in [
+        ("ends", 3, "Error", "bye\n"),
+        ("hog", 137, "OOMKilled", ""),
+        ("done", 0, "Completed", ""),
+    ] {
+        let terminated = node.wait_for(Duration::from_secs(30), pod, |n| {
+            let p = n.pod(pod)?;
+            let t = container_status(&p, "main")?["state"]["terminated"].clone();
+            t.is_object().then_some((t, support::uid(&p)))
+        });
+        let (t, uid) = terminated;
+        assert_eq!(t["exitCode"], code, "{pod}: {t}");
+        assert_eq!(t["reason"], reason, "{pod}: {t}");
+        assert_eq!(
+            t["message"].as_str().unwrap_or_default(),
+            message,
+            "{pod}: {t}"
+        );
+        let cri = cri_view(&node, &uid, pod);
+        assert_eq!(
+            (cri.0, cri.1.as_str(), cri.2.as_str()),
+            (code, reason, message),
+            "{pod}: containerd's own view"
+        );
+        assert_eq!(t["finishedAt"], cri.3, "{pod}: the exit time");
+    }
 }

@@ -459,6 +459,19 @@ pub struct PullSecrets {
     pub unavailable: Vec<String>,
 }
 
+/// A container's exit as the runtime's event stream reported it ([`Runtime::observe_exit`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObservedExit {
+    /// Runtime ID of the container.
+    pub container_id: String,
+    /// The main process's exit status.
+    pub exit_code: i32,
+    /// When it exited, as the runtime says.
+    pub finished_at: Option<Timestamp>,
+    /// The runtime reported an out-of-memory kill of the container before the exit.
+    pub oom_killed: bool,
+}
+
 /// A container runtime (upstream `kubecontainer.Runtime`), implemented over CRI by
 /// `kubelet-cri` and by `testing::FakeRuntime` (feature `test-util`) for tests.
 ///
@@ -479,6 +492,15 @@ pub trait Runtime: Send + Sync + 'static {
 
     /// Full status of one pod: its sandboxes (with IPs) and containers.
     async fn get_pod_status(&self, uid: &PodUid, name: &str, namespace: &str) -> Result<PodStatus>;
+
+    /// The runtime's own event stream reported that a container's main process exited,
+    /// possibly before [`Runtime::get_pod_status`] shows it (containerd's CRI shows an exit
+    /// only after it has deleted the task, tens of milliseconds later). A runtime may report
+    /// the container exited from then on, as long as a status it reports never goes back to
+    /// running. The default ignores it.
+    fn observe_exit(&self, exit: ObservedExit) {
+        let _ = exit;
+    }
 
     /// Drives the pod towards its spec: (re)creates the sandbox if needed, kills containers
     /// whose spec changed, and starts containers that should run per restart policy.

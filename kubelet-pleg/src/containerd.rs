@@ -21,11 +21,12 @@ use containerd_client::services::v1::events_client::EventsClient;
 use containerd_client::services::v1::{PublishRequest, SubscribeRequest};
 use containerd_client::types::Envelope;
 use futures::StreamExt;
+use k8s_openapi::jiff::Timestamp;
 use prost::Message;
 use tonic::transport::Channel;
 use tracing::{debug, trace};
 
-use crate::evented::{Error, Event, EventSource, Kind, Result, Stream};
+use crate::evented::{Error, Event, EventSource, Exit, Kind, Result, Stream};
 
 /// The namespace of the CRI plugin's containers.
 pub const CRI_NAMESPACE: &str = "k8s.io";
@@ -143,9 +144,18 @@ fn event(envelope: &Envelope) -> Option<Event> {
     };
     let id = match kind {
         Kind::Started => TaskStart::decode(payload).ok().map(|e| e.container_id),
-        Kind::Exited => TaskExit::decode(payload)
-            .ok()
-            .and_then(|e| init(e.container_id, &e.id)),
+        Kind::Exited => {
+            let exit = TaskExit::decode(payload).ok()?;
+            let details = Exit {
+                // containerd's own conversion (`int32(e.ExitStatus)`).
+                code: exit.exit_status.cast_signed(),
+                at: exit
+                    .exited_at
+                    .and_then(|t| Timestamp::new(t.seconds, t.nanos).ok()),
+            };
+            let id = init(exit.container_id, &exit.id)?;
+            return (!id.is_empty()).then(|| Event::exited(id, details));
+        }
         Kind::TaskDeleted => TaskDelete::decode(payload)
             .ok()
             .and_then(|e| init(e.container_id, &e.id)),
@@ -205,13 +215,33 @@ mod tests {
             id: id.into(),
             ..Default::default()
         };
+        let success = Exit { code: 0, at: None };
         assert_eq!(
             event(&envelope("/tasks/exit", exit("c1"))),
-            Some(Event::new(Kind::Exited, "c1"))
+            Some(Event::exited("c1", success))
         );
         assert_eq!(
             event(&envelope("/tasks/exit", exit(""))),
-            Some(Event::new(Kind::Exited, "c1"))
+            Some(Event::exited("c1", success))
+        );
+        let killed = TaskExit {
+            container_id: "c1".into(),
+            exit_status: 137,
+            exited_at: Some(prost_types::Timestamp {
+                seconds: 1_700_000_000,
+                nanos: 5,
+            }),
+            ..Default::default()
+        };
+        assert_eq!(
+            event(&envelope("/tasks/exit", killed)),
+            Some(Event::exited(
+                "c1",
+                Exit {
+                    code: 137,
+                    at: Timestamp::new(1_700_000_000, 5).ok()
+                }
+            ))
         );
         assert_eq!(
             event(&envelope("/tasks/exit", exit("exec-1"))),

@@ -8,24 +8,28 @@
 //! [`GenericPleg`]'s last listing ([`GenericPleg::relist_container`]); a container no listing
 //! knows yet asks for a full relist. Because the runtime's own view (what CRI reports) can
 //! trail its event a little, the pod is re-inspected with a short backoff until the runtime
-//! shows what the event says.
+//! shows what the event says. An exit event that carries the exit status is first passed to
+//! the runtime ([`runtime::Runtime::observe_exit`]), so the first inspection already shows
+//! it: containerd's CRI plugin reports an exit only after it has deleted the task, tens of
+//! milliseconds after `/tasks/exit`.
 //!
 //! While the stream is up, the generic relist runs every [`Config::safety_net_period`]; when
 //! the stream cannot be opened or breaks, it runs every [`Config::fallback_period`] again and
 //! the stream is re-opened with backoff. Every (re)subscription is followed by a full relist,
 //! so no change made while no stream was up is lost.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::StreamExt;
 use futures::stream::BoxStream;
+use k8s_openapi::jiff::Timestamp;
 use kubelet_core::PodUid;
 use kubelet_core::backoff::Backoff;
 use kubelet_core::pleg::{HealthError, Pleg};
-use kubelet_core::runtime;
+use kubelet_core::runtime::{self, ObservedExit};
 use kubelet_core::start_path;
 use tokio::sync::watch;
 use tokio::task::{AbortHandle, JoinSet};
@@ -71,6 +75,17 @@ pub struct Event {
     pub kind: Kind,
     /// Runtime ID of the container or sandbox.
     pub container_id: String,
+    /// For [`Kind::Exited`]: the exit status and time, when the runtime's event carries them.
+    pub exit: Option<Exit>,
+}
+
+/// How a container's main process exited, as the runtime's exit event says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Exit {
+    /// The exit status.
+    pub code: i32,
+    /// When it exited.
+    pub at: Option<Timestamp>,
 }
 
 impl Event {
@@ -79,6 +94,15 @@ impl Event {
         Self {
             kind,
             container_id: container_id.into(),
+            exit: None,
+        }
+    }
+
+    /// A [`Kind::Exited`] event that says how the container exited.
+    pub fn exited(container_id: impl Into<String>, exit: Exit) -> Self {
+        Self {
+            exit: Some(exit),
+            ..Self::new(Kind::Exited, container_id)
         }
     }
 }
@@ -315,6 +339,8 @@ impl EventedPleg {
         // The re-inspection under way per container: a newer event about the container
         // replaces it (the new one re-inspects the pod anyway).
         let mut by_container: HashMap<String, AbortHandle> = HashMap::new();
+        // Containers the runtime reported out of memory: their exit is `OOMKilled`.
+        let mut oom_killed: HashSet<String> = HashSet::new();
         loop {
             tokio::select! {
                 biased;
@@ -328,6 +354,7 @@ impl EventedPleg {
                             container = %event.container_id
                         );
                         by_container.retain(|_, task| !task.is_finished());
+                        self.pass_on_exit(&event, &mut oom_killed);
                         let id = event.container_id.clone();
                         let task = settling.spawn(settle(self.generic.clone(), event, self.config));
                         if let Some(older) = by_container.insert(id, task) {
@@ -338,6 +365,31 @@ impl EventedPleg {
                     None => return Some(Error::Stream("the runtime ended the stream".into())),
                 },
             }
+        }
+    }
+}
+
+impl EventedPleg {
+    /// Tells the runtime of an exit the event describes before the pod is re-inspected, so
+    /// that the inspection shows it even when the runtime's status API trails its events
+    /// ([`runtime::Runtime::observe_exit`]); remembers out-of-memory kills for that.
+    fn pass_on_exit(&self, event: &Event, oom_killed: &mut HashSet<String>) {
+        match (event.kind, event.exit) {
+            (Kind::Oom, _) => {
+                oom_killed.insert(event.container_id.clone());
+            }
+            (Kind::Exited, Some(exit)) => {
+                self.generic.runtime().observe_exit(ObservedExit {
+                    container_id: event.container_id.clone(),
+                    exit_code: exit.code,
+                    finished_at: exit.at,
+                    oom_killed: oom_killed.remove(&event.container_id),
+                });
+            }
+            (Kind::Removed, _) => {
+                oom_killed.remove(&event.container_id);
+            }
+            _ => {}
         }
     }
 }

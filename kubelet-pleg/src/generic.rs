@@ -247,6 +247,11 @@ impl GenericPleg {
         self.shared.config
     }
 
+    /// The runtime the PLEG inspects.
+    pub fn runtime(&self) -> &Arc<dyn Runtime> {
+        &self.shared.runtime
+    }
+
     /// Relists every [`relist_period`](Self::relist_period) (the first time right away)
     /// until `token` is cancelled. A relist requested with [`relist_now`](Self::relist_now)
     /// runs as soon as the current one finishes and restarts the period; a new period set

@@ -13,6 +13,7 @@ use async_trait::async_trait;
 use common::{drain, ev, settle};
 use futures::StreamExt;
 use futures::channel::mpsc::{UnboundedSender, unbounded};
+use k8s_openapi::jiff::Timestamp;
 use kubelet_core::PodUid;
 use kubelet_core::backoff::Backoff;
 use kubelet_core::cache::PodCache;
@@ -254,6 +255,56 @@ async fn exit_ahead_of_the_runtime_view_is_inspected_again_after_a_pause() {
     tokio::time::advance(Duration::from_secs(5)).await;
     settle().await;
     assert_eq!(h.status_calls("a"), 2);
+}
+
+/// The exit code and reason the cache holds for container `app` of pod `name`.
+fn cached_exit(h: &Harness, name: &str) -> Option<(i32, String)> {
+    let (status, _) = h.cache.get(&uid(name))?;
+    status
+        .container("app")
+        .map(|c| (c.exit_code, c.reason.clone()))
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_exit_event_s_status_is_shown_before_the_runtime_view_catches_up() {
+    let mut h = Harness::start(&["a", "b"], evented::Config::default()).await;
+    let (a, b) = (h.app_id("a"), h.app_id("b"));
+    let exit = |code| evented::Exit {
+        code,
+        at: Timestamp::from_second(1_700_000_000).ok(),
+    };
+    // containerd's events: an OOM kill of b's container, then both exits; the fake runtime
+    // still shows both containers running.
+    h.source.send(Event::new(Kind::Oom, &b));
+    h.source.send(Event::exited(&a, exit(3)));
+    h.source.send(Event::exited(&b, exit(137)));
+    settle().await;
+
+    assert_eq!(h.events(), vec![died("a", &a), died("b", &b)]);
+    assert_eq!(h.cached_state("a"), Some(ContainerState::Exited));
+    assert_eq!(cached_exit(&h, "a"), Some((3, "Error".to_owned())));
+    assert_eq!(cached_exit(&h, "b"), Some((137, "OOMKilled".to_owned())));
+    let (status, _) = h.cache.get(&uid("a")).expect("cached");
+    assert_eq!(
+        status.container("app").and_then(|c| c.finished_at),
+        exit(3).at
+    );
+    assert_eq!(h.status_calls("a"), 1, "one inspection, no retry");
+    assert_eq!(h.get_pods_calls(), 0);
+
+    // The safety-net relist, the runtime still behind: nothing flips back to running.
+    tokio::time::advance(Duration::from_secs(60)).await;
+    settle().await;
+    assert_eq!(h.get_pods_calls(), 1);
+    assert_eq!(h.events(), vec![]);
+    assert_eq!(h.cached_state("a"), Some(ContainerState::Exited));
+
+    // The runtime catches up with its own exit code: that is what stays.
+    assert!(h.runtime.exit_container(&uid("a"), "app", 3));
+    tokio::time::advance(Duration::from_secs(60)).await;
+    settle().await;
+    assert_eq!(h.events(), vec![]);
+    assert_eq!(cached_exit(&h, "a"), Some((3, "Error".to_owned())));
 }
 
 #[tokio::test(start_paused = true)]

@@ -259,6 +259,7 @@ impl<S: RuntimeService> KubeRuntimeManager<S> {
             Err(e) if is_not_found(&e) => return Ok(()),
             Err(e) => return Err(e),
         }
+        self.observed_exits.forget(id);
         ok_if_not_found(self.service.remove_container(id).await)
     }
 

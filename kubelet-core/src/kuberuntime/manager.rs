@@ -18,6 +18,7 @@ use super::api::{ContainerFilter, PodSandboxFilter, StreamRequest};
 use super::convert;
 use super::dns::ClusterDns;
 use super::labels::pod_uid_selector;
+use super::observed_exits::ObservedExits;
 use super::pull_backoff::ImagePullBackoff;
 use super::service::RuntimeService;
 use crate::backoff::Backoff;
@@ -26,8 +27,9 @@ use crate::lifecycle::{CommandRunner, ExecSleepHandlerRunner, HandlerRunner};
 use crate::metrics::KubeletMetrics;
 use crate::pod::{PodExt, PodUid};
 use crate::runtime::{
-    ContainerLog, ContainerState, Error, ExecResult, PodStatus, PodSyncResult, Result, RunningPod,
-    Runtime, RuntimeHelper, RuntimeStatus, SandboxState, SandboxStatus, StreamOptions, Version,
+    ContainerLog, ContainerState, Error, ExecResult, ObservedExit, PodStatus, PodSyncResult,
+    Result, RunningPod, Runtime, RuntimeHelper, RuntimeStatus, SandboxState, SandboxStatus,
+    StreamOptions, Version,
 };
 
 /// Settings of a [`KubeRuntimeManager`] (the runtime-agnostic ones; a backend has its own).
@@ -127,6 +129,8 @@ pub struct KubeRuntimeManager<S> {
     pub(super) events: Arc<dyn EventRecorder>,
     /// Where pod and container starts are counted (`kubelet_started_*`).
     pub(super) metrics: KubeletMetrics,
+    /// Exits the runtime's events reported before its status shows them.
+    pub(super) observed_exits: Arc<ObservedExits>,
 }
 
 impl<S> Clone for KubeRuntimeManager<S> {
@@ -140,6 +144,7 @@ impl<S> Clone for KubeRuntimeManager<S> {
             hooks: self.hooks.clone(),
             events: self.events.clone(),
             metrics: self.metrics.clone(),
+            observed_exits: self.observed_exits.clone(),
         }
     }
 }
@@ -167,6 +172,7 @@ impl<S: RuntimeService> KubeRuntimeManager<S> {
             hooks: Arc::new(ExecSleepHandlerRunner),
             events: Arc::new(NoopRecorder),
             metrics: KubeletMetrics::default(),
+            observed_exits: Arc::default(),
         }
     }
 
@@ -308,7 +314,8 @@ impl<S: RuntimeService> KubeRuntimeManager<S> {
 
         for st in statuses {
             match st {
-                Ok(st) => {
+                Ok(mut st) => {
+                    self.observed_exits.apply(&mut st);
                     let mut converted = convert::container_status(&st);
                     if converted.state == ContainerState::Exited
                         && let Some(message) = super::termination::termination_message(
@@ -364,7 +371,7 @@ impl<S: RuntimeService> Runtime for KubeRuntimeManager<S> {
         };
         // A runtime without sandboxes lists none: its pods are their containers, and one
         // whose containers all stopped is stopped.
-        let (sandboxes, containers) = tokio::try_join!(
+        let (sandboxes, mut containers) = tokio::try_join!(
             async {
                 if self.service.has_sandboxes() {
                     self.service.list_pod_sandbox(&sandbox_filter).await
@@ -374,11 +381,16 @@ impl<S: RuntimeService> Runtime for KubeRuntimeManager<S> {
             },
             self.service.list_containers(&container_filter),
         )?;
+        self.observed_exits.apply_to_list(&mut containers, !all);
         Ok(convert::group_pods(sandboxes, containers))
     }
 
     async fn get_pod_status(&self, uid: &PodUid, name: &str, namespace: &str) -> Result<PodStatus> {
         self.pod_status(uid, name, namespace).await
+    }
+
+    fn observe_exit(&self, exit: ObservedExit) {
+        self.observed_exits.note(exit);
     }
 
     async fn sync_pod(

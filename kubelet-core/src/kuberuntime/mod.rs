@@ -25,6 +25,7 @@ pub mod image;
 mod kill;
 pub mod labels;
 mod manager;
+pub mod observed_exits;
 mod pull;
 pub mod pull_backoff;
 pub mod reasons;

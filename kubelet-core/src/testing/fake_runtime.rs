@@ -21,8 +21,8 @@ use crate::kuberuntime::api::ContainerFilter;
 use crate::kuberuntime::{KubeRuntimeManager, Options, convert};
 use crate::pod::PodUid;
 use crate::runtime::{
-    Error, ExecResult, PodStatus, PodSyncResult, Result, RunningPod, Runtime, RuntimeHelper,
-    RuntimeStatus, StreamOptions, Version,
+    Error, ExecResult, ObservedExit, PodStatus, PodSyncResult, Result, RunningPod, Runtime,
+    RuntimeHelper, RuntimeStatus, StreamOptions, Version,
 };
 
 /// One call made to the fake, for assertions.
@@ -268,6 +268,10 @@ impl Runtime for FakeRuntime {
     async fn get_pod_status(&self, uid: &PodUid, name: &str, namespace: &str) -> Result<PodStatus> {
         self.enter("get_pod_status", Some(Call::GetPodStatus(uid.clone())))?;
         self.leave(self.engine.get_pod_status(uid, name, namespace).await)
+    }
+
+    fn observe_exit(&self, exit: ObservedExit) {
+        self.engine.observe_exit(exit);
     }
 
     async fn sync_pod(
