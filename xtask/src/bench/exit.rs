@@ -363,7 +363,8 @@ pub(crate) fn rows(exits: &Exits) -> Vec<Row> {
             percentile(share, 50.0),
             percentile(share, 99.0)
         ),
-        "containerd's CRI shows the exit after its task delete returns; then the kubelet",
+        "negative: /pods showed the exit before containerd deleted the task (the PLEG \
+         takes the exit status from /tasks/exit; its CRI shows it only after the delete)",
         String::new(),
         "(info)",
     ));

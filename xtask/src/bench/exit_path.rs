@@ -44,11 +44,11 @@ const STAGES: [&str; 8] = [
     "kubelet receives containerd's `/tasks/exit`",
     "containerd's `/tasks/delete` (as `ctr events` saw it)",
     "kubelet receives `/tasks/delete`",
-    "CRI shows the container exited (the PLEG's event)",
+    "the PLEG reports the exit (its event; the status from `/tasks/exit`)",
     "the pod worker's sync starts",
     "the terminated status is stored",
     "`/pods` shows it (polled every 2 ms)",
-    "of which after `/tasks/delete` (containerd finishing the exit, then the kubelet)",
+    "of which after `/tasks/delete` (negative: shown before containerd's delete)",
 ];
 
 /// Per-stage times of every exit, ms after containerd's `/tasks/exit`.
