@@ -173,10 +173,7 @@ fn the_kubepods_cgroup_is_sized_to_allocatable() {
         eprintln!("skipping: this test reads cgroup v1 files");
         return;
     }
-    let cluster = Cluster::builder()
-        .node(NODE)
-        .start_or_skip()
-        .expect("kube-apiserver starts");
+    let cluster = support::node_cluster();
     let mut cleanup = CgroupCleanup(String::new());
     let mut node = Node::new("alloc");
     cleanup.0 = node.cgroup_root.clone();

@@ -64,11 +64,7 @@ impl Drop for PodWatch {
 
 #[test]
 fn a_real_cluster_sees_the_node_its_pods_and_their_deletion() {
-    let Some(cluster) = Cluster::builder()
-        .node(NODE)
-        .start_or_skip()
-        .expect("kube-apiserver starts")
-    else {
+    let Some(cluster) = support::node_cluster() else {
         return;
     };
     let mut node = Node::new("cluster");

@@ -92,11 +92,7 @@ fn message(p: &Value) -> &str {
 
 #[test]
 fn pods_are_evicted_under_memory_pressure_and_past_their_local_storage_limits() {
-    let Some(cluster) = Cluster::builder()
-        .node(NODE)
-        .start_or_skip()
-        .expect("kube-apiserver starts")
-    else {
+    let Some(cluster) = support::node_cluster() else {
         return;
     };
     let mut node = Node::new("evict");

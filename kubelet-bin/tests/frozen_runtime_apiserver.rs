@@ -63,11 +63,7 @@ fn container(cluster: &Cluster) -> (String, u64, bool) {
 
 #[test]
 fn a_frozen_runtime_makes_the_node_not_ready_until_it_thaws() {
-    let Some(cluster) = Cluster::builder()
-        .node(NODE)
-        .start_or_skip()
-        .expect("kube-apiserver starts")
-    else {
+    let Some(cluster) = support::node_cluster() else {
         return;
     };
     let mut node = Node::new("frozen");

@@ -78,11 +78,7 @@ fn read(path: &Path) -> Option<String> {
 
 #[test]
 fn config_maps_and_secrets_reach_volumes_and_env() {
-    let Some(cluster) = Cluster::builder()
-        .node(NODE)
-        .start_or_skip()
-        .expect("kube-apiserver starts")
-    else {
+    let Some(cluster) = support::node_cluster() else {
         return;
     };
     let mut node = Node::new("objects");

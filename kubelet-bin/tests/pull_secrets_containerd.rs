@@ -22,11 +22,7 @@ use xtask::registry::Registry;
 
 #[test]
 fn image_pull_secrets_against_a_registry_that_requires_a_password() {
-    let Some(cluster) = Cluster::builder()
-        .node(NODE)
-        .start_or_skip()
-        .expect("kube-apiserver starts")
-    else {
+    let Some(cluster) = support::node_cluster() else {
         return;
     };
     let mut node = Node::new("pull-secrets");

@@ -97,11 +97,7 @@ fn var<'a>(env: &'a str, name: &str) -> Option<&'a str> {
 
 #[test]
 fn a_pod_gets_a_token_the_api_server_accepts_and_the_services_in_its_env() {
-    let Some(cluster) = Cluster::builder()
-        .node(NODE)
-        .start_or_skip()
-        .expect("kube-apiserver starts")
-    else {
+    let Some(cluster) = support::node_cluster() else {
         return;
     };
     let mut node = Node::new("tokens");
@@ -260,11 +256,7 @@ fn accepted(cluster: &Cluster, token: &str) -> bool {
 #[test]
 #[ignore = "ten minutes of real time: the API server's minimum token lifetime is 600 s"]
 fn a_short_lived_token_is_replaced_in_the_volume_before_it_expires() {
-    let Some(cluster) = Cluster::builder()
-        .node(NODE)
-        .start_or_skip()
-        .expect("kube-apiserver starts")
-    else {
+    let Some(cluster) = support::node_cluster() else {
         return;
     };
     let mut node = Node::new("token-refresh");

@@ -476,6 +476,15 @@ pub fn start_with_volumes(name: &str) -> (Node, PathBuf, Unmount) {
     (node, out, guard)
 }
 
+/// A real kube-apiserver (+ etcd) with a node identity for [`NODE`], or `None` when
+/// kube-apiserver is not built and `KUBELET_REQUIRE_APISERVER` is not set (the test skips).
+pub fn node_cluster() -> Option<xtask::apiserver::Cluster> {
+    xtask::apiserver::Cluster::builder()
+        .node(NODE)
+        .start_or_skip()
+        .expect("kube-apiserver starts")
+}
+
 /// Starts `node`'s kubelet in cluster mode as `system:node:<NODE>` of `cluster` and waits
 /// until its Node is Ready.
 pub fn join_cluster(cluster: &xtask::apiserver::Cluster, node: &mut Node) {
