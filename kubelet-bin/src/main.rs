@@ -5,6 +5,7 @@
 //! `--pod-manifest-path` until SIGTERM/SIGINT. Pods keep running when it stops, as upstream.
 
 mod app;
+mod async_runtime;
 mod cluster_settings;
 mod configz;
 mod container_log_settings;
@@ -45,10 +46,7 @@ fn main() {
         }
     };
     let _log_writer = init_logging(settings.verbosity);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match async_runtime::builder().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("kubelet: starting the async runtime: {e}");
