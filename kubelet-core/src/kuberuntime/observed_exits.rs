@@ -54,11 +54,7 @@ impl ObservedExits {
     /// it runs; forgets the exit once the runtime says anything else.
     pub fn apply(&self, status: &mut api::ContainerStatus) {
         let mut exits = self.lock();
-        if status.state != ContainerState::Running {
-            exits.remove(&status.id);
-            return;
-        }
-        let Some((exit, _)) = exits.get(&status.id) else {
+        let Some(exit) = exit_to_show(&mut exits, &status.id, status.state) else {
             return;
         };
         status.state = ContainerState::Exited;
@@ -83,11 +79,7 @@ impl ObservedExits {
             return;
         }
         containers.retain_mut(|c| {
-            if c.state != ContainerState::Running {
-                exits.remove(&c.id);
-                return true;
-            }
-            if !exits.contains_key(&c.id) {
+            if exit_to_show(&mut exits, &c.id, c.state).is_none() {
                 return true;
             }
             c.state = ContainerState::Exited;
@@ -104,6 +96,20 @@ impl ObservedExits {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+/// The rule both views follow: the exit noted for a container the runtime still shows
+/// `Running`, if any; an exit is forgotten once the runtime shows any other state.
+fn exit_to_show<'a>(
+    exits: &'a mut HashMap<String, (ObservedExit, Instant)>,
+    container_id: &str,
+    state: ContainerState,
+) -> Option<&'a ObservedExit> {
+    if state != ContainerState::Running {
+        exits.remove(container_id);
+        return None;
+    }
+    exits.get(container_id).map(|(exit, _)| exit)
 }
 
 #[cfg(test)]
