@@ -6,7 +6,9 @@
 //! tokio keeps an idle pool thread for 10 s by default, and with its stack and allocator
 //! caches each holds memory: 78 of them were still alive 5 s after a batch of 110 pods, about
 //! 8 MiB of the kubelet's anonymous RSS (issue 17). [`BLOCKING_THREAD_KEEP_ALIVE`] lets them go
-//! sooner; a thread costs tens of microseconds to start again.
+//! sooner, and the pool starts threads again when work comes: in `cargo xtask bench --memory`
+//! the kubelet's CPU time per pod stayed the same (25.3–25.8 ms against 25.4 ms) while its
+//! anonymous RSS after the bench fell from 18–20 to 10–11 MiB.
 
 use std::time::Duration;
 
