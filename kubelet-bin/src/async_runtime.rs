@@ -7,8 +7,8 @@
 //! caches each holds memory: 78 of them were still alive 5 s after a batch of 110 pods, about
 //! 8 MiB of the kubelet's anonymous RSS (issue 17). [`BLOCKING_THREAD_KEEP_ALIVE`] lets them go
 //! sooner, and the pool starts threads again when work comes: in `cargo xtask bench --memory`
-//! the kubelet's CPU time per pod stayed the same (25.3–25.8 ms against 25.4 ms) while its
-//! anonymous RSS after the bench fell from 18–20 to 10–11 MiB.
+//! the kubelet's CPU time per pod stayed the same (25.3–26.9 ms in three runs, 25.4 ms before)
+//! while its anonymous RSS after the bench fell from 18–20 to 10–11 MiB.
 
 use std::time::Duration;
 
