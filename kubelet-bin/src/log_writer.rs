@@ -4,15 +4,17 @@
 //! blocked in it stops every task queued on it. Upstream's klog buffers in memory and flushes
 //! from a daemon goroutine for the same reason.
 //!
-//! Lines go through a bounded queue ([`CAPACITY`]); when it is full (the writer is stuck) new
-//! lines are dropped and counted rather than blocking the caller, and the count is written
-//! once lines flow again.
+//! Lines go through a queue of at most [`CAPACITY`] lines; when it is full (the writer is
+//! stuck) new lines are dropped and counted rather than blocking the caller, and the count is
+//! written once lines flow again. The queue holds memory only for the lines in it (a linked
+//! channel with a count), not a preallocated ring: 16,384 slots kept 512 KiB resident for good
+//! (issue 17).
 
 use std::io::Write;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, Sender};
+use std::time::Duration;
 
 /// How many lines may wait for the writer thread.
 pub const CAPACITY: usize = 16_384;
@@ -20,7 +22,9 @@ pub const CAPACITY: usize = 16_384;
 /// The `tracing_subscriber` writer (see the [module docs](self)); cheap to clone.
 #[derive(Clone, Debug)]
 pub struct NonBlocking {
-    lines: SyncSender<Vec<u8>>,
+    lines: Sender<Vec<u8>>,
+    /// Lines sent and not yet taken by the writer thread.
+    queued: Arc<AtomicUsize>,
     dropped: Arc<AtomicU64>,
 }
 
@@ -32,7 +36,7 @@ pub const FLUSH_TIMEOUT: Duration = Duration::from_secs(2);
 /// [`FLUSH_TIMEOUT`]).
 #[derive(Debug)]
 pub struct Guard {
-    lines: SyncSender<Vec<u8>>,
+    lines: Sender<Vec<u8>>,
     /// Closed by the thread when it ends.
     done: Receiver<()>,
 }
@@ -41,18 +45,9 @@ impl Drop for Guard {
     fn drop(&mut self) {
         // The subscriber keeps a sender for good: an empty line (never sent by a `Line`)
         // tells the thread to stop after what is queued.
-        let deadline = Instant::now() + FLUSH_TIMEOUT;
-        loop {
-            match self.lines.try_send(Vec::new()) {
-                Ok(()) => break,
-                Err(TrySendError::Disconnected(_)) => return,
-                Err(TrySendError::Full(_)) if Instant::now() >= deadline => return,
-                Err(TrySendError::Full(_)) => std::thread::sleep(Duration::from_millis(10)),
-            }
+        if self.lines.send(Vec::new()).is_ok() {
+            let _ = self.done.recv_timeout(FLUSH_TIMEOUT);
         }
-        let _ = self
-            .done
-            .recv_timeout(deadline.saturating_duration_since(Instant::now()));
     }
 }
 
@@ -60,15 +55,16 @@ impl NonBlocking {
     /// A writer whose lines a new thread writes to `out`; keep the [`Guard`] until the end
     /// of `main` so the last lines are written.
     pub fn new(out: impl Write + Send + 'static) -> std::io::Result<(Self, Guard)> {
-        let (lines, queue) = std::sync::mpsc::sync_channel(CAPACITY);
+        let (lines, queue) = std::sync::mpsc::channel();
         let (finished, done) = std::sync::mpsc::channel();
+        let queued = Arc::new(AtomicUsize::new(0));
         let dropped = Arc::new(AtomicU64::new(0));
         std::thread::Builder::new()
             .name("log-writer".into())
             .spawn({
-                let dropped = dropped.clone();
+                let (queued, dropped) = (queued.clone(), dropped.clone());
                 move || {
-                    write_lines(queue, out, &dropped);
+                    write_lines(queue, out, &queued, &dropped);
                     drop(finished);
                 }
             })?;
@@ -76,15 +72,28 @@ impl NonBlocking {
             lines: lines.clone(),
             done,
         };
-        Ok((Self { lines, dropped }, guard))
+        Ok((
+            Self {
+                lines,
+                queued,
+                dropped,
+            },
+            guard,
+        ))
     }
 }
 
-fn write_lines(queue: Receiver<Vec<u8>>, mut out: impl Write, dropped: &AtomicU64) {
+fn write_lines(
+    queue: Receiver<Vec<u8>>,
+    mut out: impl Write,
+    queued: &AtomicUsize,
+    dropped: &AtomicU64,
+) {
     while let Ok(line) = queue.recv() {
         if line.is_empty() {
             break;
         }
+        queued.fetch_sub(1, Ordering::Relaxed);
         let lost = dropped.swap(0, Ordering::Relaxed);
         if lost > 0 {
             let _ = writeln!(
@@ -120,11 +129,15 @@ impl Drop for Line {
         if self.buf.is_empty() {
             return;
         }
-        match self.to.lines.try_send(std::mem::take(&mut self.buf)) {
-            Ok(()) | Err(TrySendError::Disconnected(_)) => {}
-            Err(TrySendError::Full(_)) => {
-                self.to.dropped.fetch_add(1, Ordering::Relaxed);
-            }
+        let to = &self.to;
+        if to.queued.fetch_add(1, Ordering::Relaxed) >= CAPACITY {
+            to.queued.fetch_sub(1, Ordering::Relaxed);
+            to.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        if to.lines.send(std::mem::take(&mut self.buf)).is_err() {
+            // The writer thread is gone (the kubelet is exiting): nothing will take it.
+            to.queued.fetch_sub(1, Ordering::Relaxed);
         }
     }
 }
