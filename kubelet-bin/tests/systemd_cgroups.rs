@@ -20,6 +20,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kubelet::systemd::{Address, DbusSystemd};
 use kubelet_core::cm::PodContainerManager;
 use kubelet_core::cm::cgroupfs::Layout;
+use kubelet_core::cm::helpers::burstable_cpu_shares;
 use kubelet_core::cm::systemd::Systemd;
 use kubelet_core::pod::PodUid;
 use kubelet_core::testing::{container_with_resources, pod};
@@ -174,7 +175,7 @@ fn pod_slices_in_a_real_systemd() -> anyhow::Result<()> {
 
     // The QoS update goes through SetUnitProperties: the burstable slice gets its pods'
     // shares.
-    cgroups.update_qos_cgroups(&[burstable.clone(), guaranteed.clone()])?;
+    cgroups.update_qos_cgroups(burstable_cpu_shares([&burstable, &guaranteed]))?;
     if v1 {
         assert_eq!(
             systemd.property("kubepods-burstable.slice", "CPUShares")?,

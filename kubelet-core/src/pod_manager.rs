@@ -90,8 +90,14 @@ impl PodManager {
     /// Every desired pod, sorted by full name.
     pub fn pods(&self) -> Vec<Pod> {
         let mut pods: Vec<Pod> = self.read().by_uid.values().cloned().collect();
-        pods.sort_by_key(|p| p.full_name());
+        pods.sort_by_cached_key(|p| p.full_name());
         pods
+    }
+
+    /// `f` given every desired pod under the lock, unsorted and without copying them (e.g. to
+    /// sum their requests): `f` must not call back into the pod manager.
+    pub fn with_pods<R>(&self, f: impl FnOnce(&mut dyn Iterator<Item = &Pod>) -> R) -> R {
+        f(&mut self.read().by_uid.values())
     }
 
     /// `f` applied to every desired pod under the lock, keeping the `Some`s (e.g. to pick a

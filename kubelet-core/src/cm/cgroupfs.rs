@@ -18,8 +18,7 @@ use std::path::{Path, PathBuf};
 use k8s_openapi::api::core::v1::Pod;
 
 use super::helpers::{
-    MIN_SHARES, QUOTA_PERIOD, ResourceConfig, burstable_cpu_shares, resource_config_for_pod,
-    shares_to_weight,
+    MIN_SHARES, QUOTA_PERIOD, ResourceConfig, resource_config_for_pod, shares_to_weight,
 };
 use super::{
     Error, KUBEPODS, PodContainerManager, Result, cgroupfs_name, pod_cgroup_suffix,
@@ -367,9 +366,9 @@ impl PodContainerManager for Cgroupfs {
             .all(|(mount, _)| Self::dir(mount, &name).is_dir())
     }
 
-    fn update_qos_cgroups(&self, active_pods: &[Pod]) -> Result<()> {
+    fn update_qos_cgroups(&self, burstable_cpu_shares: u64) -> Result<()> {
         for (segments, shares) in [
-            (QOS_PARENTS[1], burstable_cpu_shares(active_pods)),
+            (QOS_PARENTS[1], burstable_cpu_shares),
             (QOS_PARENTS[2], MIN_SHARES),
         ] {
             let leaves = self.create(segments)?;

@@ -83,7 +83,7 @@ impl PodContainerManager for FakePodContainerManager {
         self.exists(&pod.uid())
     }
 
-    fn update_qos_cgroups(&self, _active_pods: &[Pod]) -> Result<()> {
+    fn update_qos_cgroups(&self, _burstable_cpu_shares: u64) -> Result<()> {
         self.state().qos_updates += 1;
         Ok(())
     }

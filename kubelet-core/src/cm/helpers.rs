@@ -109,13 +109,19 @@ pub fn resource_config_for_pod(
 
 /// The cpu shares of the `burstable` QoS cgroup for `active_pods` (upstream
 /// `setCPUCgroupConfig`): the shares of the summed cpu requests of the Burstable pods.
-pub fn burstable_cpu_shares(active_pods: &[Pod]) -> u64 {
-    let milli: i64 = active_pods
-        .iter()
-        .filter(|p| pod_qos(p) == BURSTABLE)
-        .filter_map(|p| pod_requests(p, true).get(CPU).map(|n| milli_value(*n)))
-        .sum();
-    milli_cpu_to_shares(milli)
+pub fn burstable_cpu_shares<'a>(active_pods: impl IntoIterator<Item = &'a Pod>) -> u64 {
+    milli_cpu_to_shares(active_pods.into_iter().map(burstable_cpu_milli).sum())
+}
+
+/// The millicores `pod` adds to the `burstable` QoS cgroup: its cpu requests when it is
+/// Burstable, else 0.
+pub fn burstable_cpu_milli(pod: &Pod) -> i64 {
+    if pod_qos(pod) != BURSTABLE {
+        return 0;
+    }
+    pod_requests(pod, true)
+        .get(CPU)
+        .map_or(0, |n| milli_value(*n))
 }
 
 #[cfg(test)]

@@ -123,10 +123,12 @@ pub trait PodContainerManager: Send + Sync {
     /// Whether the pod's cgroup exists (upstream `Exists`).
     fn pod_cgroup_exists(&self, pod: &Pod) -> bool;
 
-    /// Sets the QoS cgroups' cpu shares from the active pods (upstream `UpdateCgroups`):
-    /// `burstable` gets the shares of all Burstable pods' cpu requests, `besteffort` the
-    /// minimum.
-    fn update_qos_cgroups(&self, active_pods: &[Pod]) -> Result<()>;
+    /// Sets the QoS cgroups' cpu shares (upstream `UpdateCgroups`): `burstable` gets
+    /// `burstable_cpu_shares`, the shares of all active Burstable pods' cpu requests
+    /// ([`helpers::burstable_cpu_shares`]), `besteffort` the minimum. The caller sums the
+    /// requests where the pods are, without copying them: a burst of N new pods sizes the
+    /// QoS cgroups N times (issue 17).
+    fn update_qos_cgroups(&self, burstable_cpu_shares: u64) -> Result<()>;
 }
 
 /// The manager with `--cgroups-per-qos=false`: pods go straight into the cgroup root.
@@ -152,7 +154,7 @@ impl PodContainerManager for Noop {
     fn pod_cgroup_exists(&self, _pod: &Pod) -> bool {
         true
     }
-    fn update_qos_cgroups(&self, _active_pods: &[Pod]) -> Result<()> {
+    fn update_qos_cgroups(&self, _burstable_cpu_shares: u64) -> Result<()> {
         Ok(())
     }
 }

@@ -25,8 +25,7 @@ use k8s_openapi::api::core::v1::Pod;
 use super::cgroup_name::CgroupName;
 use super::cgroupfs::{Cgroupfs, Layout};
 use super::helpers::{
-    MIN_SHARES, QUOTA_PERIOD, ResourceConfig, burstable_cpu_shares, resource_config_for_pod,
-    shares_to_weight,
+    MIN_SHARES, QUOTA_PERIOD, ResourceConfig, resource_config_for_pod, shares_to_weight,
 };
 use super::{KUBEPODS, PodContainerManager, Result, pod_cgroup_suffix, qos_cgroup_segments};
 use crate::PodExt;
@@ -413,12 +412,9 @@ impl PodContainerManager for Systemd {
         self.exists(&self.pod_name(pod))
     }
 
-    fn update_qos_cgroups(&self, active_pods: &[Pod]) -> Result<()> {
+    fn update_qos_cgroups(&self, burstable_cpu_shares: u64) -> Result<()> {
         let [_, burstable, besteffort] = self.qos_names();
-        for (name, shares) in [
-            (burstable, burstable_cpu_shares(active_pods)),
-            (besteffort, MIN_SHARES),
-        ] {
+        for (name, shares) in [(burstable, burstable_cpu_shares), (besteffort, MIN_SHARES)] {
             let config = ResourceConfig {
                 cpu_shares: Some(shares),
                 ..Default::default()

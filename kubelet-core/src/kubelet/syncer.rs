@@ -12,6 +12,7 @@ use tracing::{debug, info};
 use crate::backoff::Backoff;
 use crate::cache::PodCache;
 use crate::cm::PodContainerManager;
+use crate::cm::helpers::{burstable_cpu_milli, milli_cpu_to_shares};
 use crate::events::{EventRecorder, EventType, NoopRecorder, pod_ref, reasons as events};
 use crate::metrics::KubeletMetrics;
 use crate::objects::{InMemoryObjectSource, ObjectSource};
@@ -241,11 +242,12 @@ fn ensure_pod_cgroup(
     pod: &Pod,
 ) -> crate::cm::Result<()> {
     if !cgroups.pod_cgroup_exists(pod) {
-        let mut active = pod_manager.pods();
-        if !pod_manager.contains(&pod.uid()) {
-            active.push(pod.clone());
-        }
-        if let Err(e) = cgroups.update_qos_cgroups(&active) {
+        let unlisted = match pod_manager.contains(&pod.uid()) {
+            true => 0,
+            false => burstable_cpu_milli(pod),
+        };
+        let listed: i64 = pod_manager.with_pods(|pods| pods.map(burstable_cpu_milli).sum());
+        if let Err(e) = cgroups.update_qos_cgroups(milli_cpu_to_shares(listed + unlisted)) {
             tracing::warn!(error = %e, "updating the QoS cgroups");
         }
     }
@@ -528,5 +530,68 @@ mod pod_start_tests {
         assert!(pod_start_duration(&p, Some(&phase("Pending")), &phase("Succeeded")).is_none());
         let unseen = crate::testing::pod("web");
         assert!(pod_start_duration(&unseen, None, &phase("Running")).is_none());
+    }
+}
+
+#[cfg(test)]
+mod pod_cgroup_tests {
+    use mockall::predicate::eq;
+
+    use super::*;
+    use crate::cm::MockPodContainerManager;
+    use crate::pod_manager::PodManager;
+    use crate::testing::container_with_resources as container;
+
+    fn burstable(name: &str, cpu: &str) -> Pod {
+        let mut pod = crate::testing::pod(name);
+        if let Some(spec) = pod.spec.as_mut() {
+            spec.containers = vec![container("app", &[("cpu", cpu)], &[])];
+        }
+        pod.metadata.uid = Some(format!("uid-{name}"));
+        pod
+    }
+
+    /// The QoS cgroups are sized for the listed pods plus the new one, counted once.
+    fn shares_when_created(listed: &[Pod], new: &Pod) -> u64 {
+        let pod_manager = PodManager::new();
+        for pod in listed {
+            pod_manager.add_pod(pod.clone());
+        }
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut cgroups = MockPodContainerManager::new();
+        cgroups.expect_pod_cgroup_exists().return_const(false);
+        cgroups.expect_update_qos_cgroups().times(1).returning({
+            let seen = seen.clone();
+            move |shares| {
+                seen.lock().expect("shares").push(shares);
+                Ok(())
+            }
+        });
+        cgroups
+            .expect_ensure_exists()
+            .with(eq(new.clone()))
+            .times(1)
+            .returning(|_| Ok(()));
+        ensure_pod_cgroup(&cgroups, &pod_manager, new).expect("created");
+        seen.lock().expect("shares")[0]
+    }
+
+    #[test]
+    fn a_new_pod_sizes_the_qos_cgroups_for_every_pod_with_itself_once() {
+        let (a, b) = (burstable("a", "100m"), burstable("b", "200m"));
+        let guaranteed = {
+            let mut p = crate::testing::pod("g");
+            if let Some(spec) = p.spec.as_mut() {
+                spec.containers = vec![container("app", &[], &[("cpu", "1"), ("memory", "1Gi")])];
+            }
+            p.metadata.uid = Some("uid-g".into());
+            p
+        };
+        // 300 millicores of Burstable requests either way: 300 × 1024 / 1000 shares.
+        assert_eq!(
+            shares_when_created(&[a.clone(), guaranteed.clone()], &b),
+            307
+        );
+        assert_eq!(shares_when_created(&[a, b.clone(), guaranteed], &b), 307);
     }
 }

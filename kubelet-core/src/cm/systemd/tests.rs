@@ -3,6 +3,7 @@ use std::sync::Mutex;
 
 use super::*;
 use crate::cm::cgroup_name::expand_slice;
+use crate::cm::helpers::burstable_cpu_shares;
 use crate::testing::container_with_resources as container;
 use crate::testing::pod;
 
@@ -196,7 +197,7 @@ fn qos_slices_and_pod_lifecycle() {
     uids.sort();
     assert_eq!(uids, [PodUid::from("uid-b"), PodUid::from("uid-g")]);
 
-    cg.update_qos_cgroups(&[burstable.clone(), guaranteed.clone()])
+    cg.update_qos_cgroups(burstable_cpu_shares([&burstable, &guaranteed]))
         .expect("qos update");
     assert_eq!(
         units.calls(),
