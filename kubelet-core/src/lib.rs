@@ -24,6 +24,7 @@ pub mod backoff;
 pub mod blocking;
 pub mod cache;
 pub mod cm;
+pub mod collections;
 pub mod config;
 pub mod container;
 pub mod container_gc;

@@ -10,6 +10,7 @@ use std::sync::{Arc, RwLock};
 
 use k8s_openapi::api::core::v1::Pod;
 
+use crate::collections::shrink_when_sparse;
 use crate::pod::{PodExt, PodUid, is_mirror_pod};
 
 #[derive(Debug, Default)]
@@ -64,6 +65,7 @@ impl PodManager {
                 .is_some_and(|m| m.uid() == uid)
             {
                 inner.mirror_by_full_name.remove(&full_name);
+                shrink_when_sparse(&mut inner.mirror_by_full_name);
             }
             return;
         }
@@ -72,6 +74,8 @@ impl PodManager {
             if inner.by_full_name.get(&full_name) == Some(&uid) {
                 inner.by_full_name.remove(&full_name);
             }
+            shrink_when_sparse(&mut inner.by_uid);
+            shrink_when_sparse(&mut inner.by_full_name);
         }
     }
 

@@ -43,6 +43,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
 use crate::cache::PodCache;
+use crate::collections::shrink_when_sparse;
 use crate::metrics::KubeletMetrics;
 use crate::pleg::Pleg;
 use crate::pod::{PodExt, PodUid, is_static_pod, kill_grace_period_seconds};
@@ -433,8 +434,11 @@ impl PodWorkers {
         });
         let known: HashMap<PodUid, WorkerPhase> =
             pods.iter().map(|(u, s)| (u.clone(), s.phase)).collect();
+        shrink_when_sparse(&mut pods);
         drop(pods);
-        self.queue().retain(|uid, _| known.contains_key(uid));
+        let mut queue = self.queue();
+        queue.retain(|uid, _| known.contains_key(uid));
+        shrink_when_sparse(&mut queue);
         known
     }
 

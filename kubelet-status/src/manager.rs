@@ -306,7 +306,9 @@ impl StatusManager for LocalStatusManager {
     }
 
     fn remove_orphaned_statuses(&self, keep: &HashSet<PodUid>) {
-        self.lock().retain(|uid, _| keep.contains(uid));
+        let mut statuses = self.lock();
+        statuses.retain(|uid, _| keep.contains(uid));
+        kubelet_core::collections::shrink_when_sparse(&mut statuses);
     }
 
     /// Marks the stored status reclaimed under a new version, so that an API syncer looks at
