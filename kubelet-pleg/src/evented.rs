@@ -345,7 +345,14 @@ impl EventedPleg {
             tokio::select! {
                 biased;
                 () = token.cancelled() => return None,
-                Some(_) = settling.join_next(), if !settling.is_empty() => {}
+                Some(_) = settling.join_next(), if !settling.is_empty() => {
+                    // A finished task's memory goes with its last handle: once every
+                    // re-inspection is done, let go of them all (a burst's would otherwise
+                    // stay until the next event; issue 17).
+                    if settling.is_empty() {
+                        by_container = HashMap::new();
+                    }
+                }
                 next = stream.next() => match next {
                     Some(Ok(event)) => {
                         kubelet_core::start_step!(
