@@ -242,9 +242,12 @@ fn ensure_pod_cgroup(
     pod: &Pod,
 ) -> crate::cm::Result<()> {
     if !cgroups.pod_cgroup_exists(pod) {
-        let unlisted = match pod_manager.contains(&pod.uid()) {
-            true => 0,
-            false => burstable_cpu_milli(pod),
+        // Summed where the pods are: a copy of every pod per new pod made a burst of N pods
+        // copy N × N of them (issue 17).
+        let unlisted = if pod_manager.contains(&pod.uid()) {
+            0
+        } else {
+            burstable_cpu_milli(pod)
         };
         let listed: i64 = pod_manager.with_pods(|pods| pods.map(burstable_cpu_milli).sum());
         if let Err(e) = cgroups.update_qos_cgroups(milli_cpu_to_shares(listed + unlisted)) {
