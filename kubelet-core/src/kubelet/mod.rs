@@ -32,7 +32,6 @@ use tracing::{info, warn};
 use crate::active_deadline;
 use crate::backoff::Backoff;
 use crate::cm::PodContainerManager;
-use crate::cm::helpers::burstable_cpu_shares;
 use crate::pod::{PodExt, PodUid, is_mirror_pod};
 use crate::pod_manager::PodManager;
 use crate::pod_workers::{PodWorkers, UpdatePodOptions, WorkerPhase};
@@ -203,9 +202,7 @@ impl Kubelet {
     /// blocking pool.
     async fn cleanup_pod_cgroups(&self, keep: HashSet<PodUid>) {
         let cgroups = Arc::clone(&self.cgroups);
-        let shares = self
-            .pod_manager
-            .with_pods(|pods| burstable_cpu_shares(pods));
+        let shares = syncer::burstable_cpu_shares_of(&self.pod_manager, None);
         let cleanup = move || {
             cleanup_orphaned_pod_cgroups(cgroups.as_ref(), &keep);
             if let Err(e) = cgroups.update_qos_cgroups(shares) {

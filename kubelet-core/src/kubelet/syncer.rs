@@ -242,19 +242,24 @@ fn ensure_pod_cgroup(
     pod: &Pod,
 ) -> crate::cm::Result<()> {
     if !cgroups.pod_cgroup_exists(pod) {
-        // Summed where the pods are: a copy of every pod per new pod made a burst of N pods
-        // copy N × N of them (issue 17).
-        let unlisted = if pod_manager.contains(&pod.uid()) {
-            0
-        } else {
-            burstable_cpu_milli(pod)
-        };
-        let listed: i64 = pod_manager.with_pods(|pods| pods.map(burstable_cpu_milli).sum());
-        if let Err(e) = cgroups.update_qos_cgroups(milli_cpu_to_shares(listed + unlisted)) {
+        let shares = burstable_cpu_shares_of(pod_manager, Some(pod));
+        if let Err(e) = cgroups.update_qos_cgroups(shares) {
             tracing::warn!(error = %e, "updating the QoS cgroups");
         }
     }
     cgroups.ensure_exists(pod)
+}
+
+/// The cpu shares of the `burstable` QoS cgroup for the pod manager's pods and `unlisted`
+/// when the pod manager does not have it yet (counted once either way). Summed under the pod
+/// manager's lock: a copy of every pod per new pod made a burst of N pods copy N × N of them
+/// (issue 17).
+pub(super) fn burstable_cpu_shares_of(pod_manager: &PodManager, unlisted: Option<&Pod>) -> u64 {
+    let unlisted = unlisted
+        .filter(|pod| !pod_manager.contains(&pod.uid()))
+        .map_or(0, burstable_cpu_milli);
+    let listed: i64 = pod_manager.with_pods(|pods| pods.map(burstable_cpu_milli).sum());
+    milli_cpu_to_shares(listed + unlisted)
 }
 
 /// Logs how each container that was running before a kill ended (exit code and the
