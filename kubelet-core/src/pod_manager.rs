@@ -98,12 +98,6 @@ impl PodManager {
         pods
     }
 
-    /// `f` given every desired pod under the lock, unsorted and without copying them (e.g. to
-    /// sum their requests): `f` must not call back into the pod manager.
-    pub fn with_pods<R>(&self, f: impl FnOnce(&mut dyn Iterator<Item = &Pod>) -> R) -> R {
-        f(&mut self.read().by_uid.values())
-    }
-
     /// `f` applied to every desired pod under the lock, keeping the `Some`s (e.g. to pick a
     /// few pods without cloning them all).
     pub fn filter_map<T>(&self, f: impl FnMut(&Pod) -> Option<T>) -> Vec<T> {

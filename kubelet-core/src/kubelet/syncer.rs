@@ -258,7 +258,10 @@ pub(super) fn burstable_cpu_shares_of(pod_manager: &PodManager, unlisted: Option
     let unlisted = unlisted
         .filter(|pod| !pod_manager.contains(&pod.uid()))
         .map_or(0, burstable_cpu_milli);
-    let listed: i64 = pod_manager.with_pods(|pods| pods.map(burstable_cpu_milli).sum());
+    let listed: i64 = pod_manager
+        .filter_map(|pod| Some(burstable_cpu_milli(pod)))
+        .iter()
+        .sum();
     milli_cpu_to_shares(listed + unlisted)
 }
 
