@@ -141,9 +141,16 @@ fn summary_agrees_with_the_cgroups() {
         .expect("container id");
     let pod_cgroup = format!("{}/kubepods/pod{}", node.cgroup_root, uid(&pod));
     let container_cgroup = format!("{pod_cgroup}/{id}");
-    // The container has filled its tmpfs and its emptyDir.
+    // The container has filled its tmpfs and its emptyDir. The first summary starts the
+    // pod's volume calculator, which walks at once and then only every minute or two: it
+    // must not walk before the emptyDir is written.
+    let done = node
+        .dir
+        .join("kubelet/root/pods")
+        .join(uid(&pod))
+        .join("volumes/kubernetes.io~empty-dir/scratch/done");
     node.wait_for(Duration::from_secs(30), "the memory held", |_| {
-        (working_set(&container_cgroup) > 48 << 20).then_some(())
+        (working_set(&container_cgroup) > 48 << 20 && done.exists()).then_some(())
     });
     // containerd reports the image filesystem once its snapshot stats ran (up to 10 s).
     node.wait_for(
