@@ -118,14 +118,8 @@ mod tests {
     }
 
     /// Resident anonymous memory of this process, in KiB.
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
     fn rss_anon_kib() -> u64 {
-        let status = std::fs::read_to_string("/proc/self/status").expect("own status");
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("RssAnon:"))
-            .and_then(|v| v.split_whitespace().next()?.parse().ok())
-            .expect("RssAnon")
+        crate::code_trim::own_status_kib("RssAnon:").expect("RssAnon")
     }
 
     #[cfg(all(target_os = "linux", target_env = "gnu"))]

@@ -7,6 +7,7 @@
 mod app;
 mod async_runtime;
 mod cluster_settings;
+mod code_trim;
 mod configz;
 mod container_log_settings;
 mod eviction_settings;

@@ -13,11 +13,13 @@ use k8s_openapi::api::core::v1::Pod;
 use crate::collections::shrink_when_sparse;
 use crate::pod::{PodExt, PodUid, is_mirror_pod};
 
+/// Pods are boxed so that the slots a map keeps when empty stay small
+/// ([`crate::collections`]).
 #[derive(Debug, Default)]
 struct Inner {
-    by_uid: HashMap<PodUid, Pod>,
+    by_uid: HashMap<PodUid, Box<Pod>>,
     by_full_name: HashMap<String, PodUid>,
-    mirror_by_full_name: HashMap<String, Pod>,
+    mirror_by_full_name: HashMap<String, Box<Pod>>,
 }
 
 /// A shared, cloneable store of desired pods.
@@ -45,12 +47,12 @@ impl PodManager {
         let full_name = pod.full_name();
         let mut inner = self.write();
         if is_mirror_pod(&pod) {
-            inner.mirror_by_full_name.insert(full_name, pod);
+            inner.mirror_by_full_name.insert(full_name, Box::new(pod));
             return;
         }
         let uid = pod.uid();
         inner.by_full_name.insert(full_name, uid.clone());
-        inner.by_uid.insert(uid, pod);
+        inner.by_uid.insert(uid, Box::new(pod));
     }
 
     /// Removes a pod, or a mirror pod (upstream `RemovePod`).
@@ -81,19 +83,19 @@ impl PodManager {
 
     /// The pod with this UID.
     pub fn pod_by_uid(&self, uid: &PodUid) -> Option<Pod> {
-        self.read().by_uid.get(uid).cloned()
+        self.read().by_uid.get(uid).map(|p| Pod::clone(p))
     }
 
     /// The pod with this `<name>_<namespace>`.
     pub fn pod_by_full_name(&self, full_name: &str) -> Option<Pod> {
         let inner = self.read();
         let uid = inner.by_full_name.get(full_name)?;
-        inner.by_uid.get(uid).cloned()
+        inner.by_uid.get(uid).map(|p| Pod::clone(p))
     }
 
     /// Every desired pod, sorted by full name.
     pub fn pods(&self) -> Vec<Pod> {
-        let mut pods: Vec<Pod> = self.read().by_uid.values().cloned().collect();
+        let mut pods: Vec<Pod> = self.read().by_uid.values().map(|p| Pod::clone(p)).collect();
         pods.sort_by_cached_key(|p| p.full_name());
         pods
     }
@@ -101,7 +103,12 @@ impl PodManager {
     /// `f` applied to every desired pod under the lock, keeping the `Some`s (e.g. to pick a
     /// few pods without cloning them all).
     pub fn filter_map<T>(&self, f: impl FnMut(&Pod) -> Option<T>) -> Vec<T> {
-        self.read().by_uid.values().filter_map(f).collect()
+        self.read()
+            .by_uid
+            .values()
+            .map(|p| &**p)
+            .filter_map(f)
+            .collect()
     }
 
     /// The UIDs of every desired pod.
@@ -120,7 +127,7 @@ impl PodManager {
         self.read()
             .mirror_by_full_name
             .get(&pod.full_name())
-            .cloned()
+            .map(|p| Pod::clone(p))
     }
 
     /// The static pod that `mirror_pod` mirrors (same full name), if it is desired (upstream
@@ -131,7 +138,12 @@ impl PodManager {
 
     /// Every mirror pod, sorted by full name.
     pub fn mirror_pods(&self) -> Vec<Pod> {
-        let mut pods: Vec<Pod> = self.read().mirror_by_full_name.values().cloned().collect();
+        let mut pods: Vec<Pod> = self
+            .read()
+            .mirror_by_full_name
+            .values()
+            .map(|p| Pod::clone(p))
+            .collect();
         pods.sort_by_key(|p| p.full_name());
         pods
     }

@@ -178,7 +178,8 @@ impl PodState {
 }
 
 struct Inner {
-    pods: Mutex<HashMap<PodUid, PodState>>,
+    /// Boxed: see [`crate::collections`].
+    pods: Mutex<HashMap<PodUid, Box<PodState>>>,
     queue: Mutex<HashMap<PodUid, Instant>>,
     syncer: Arc<dyn PodSyncer>,
     pleg: Arc<dyn Pleg>,
@@ -277,7 +278,7 @@ impl PodWorkers {
         self
     }
 
-    fn pods(&self) -> std::sync::MutexGuard<'_, HashMap<PodUid, PodState>> {
+    fn pods(&self) -> std::sync::MutexGuard<'_, HashMap<PodUid, Box<PodState>>> {
         self.inner.pods.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -298,7 +299,9 @@ impl PodWorkers {
             self.inner.metrics.record_new_pod(pod.containers().len());
         }
         let mut pods = self.pods();
-        let state = pods.entry(uid.clone()).or_insert_with(PodState::new);
+        let state = pods
+            .entry(uid.clone())
+            .or_insert_with(|| Box::new(PodState::new()));
 
         if state.phase == WorkerPhase::Finished {
             if let (SyncPodType::Create, Some(pod)) = (opts.kind, &opts.pod) {

@@ -76,7 +76,9 @@ pub struct StatusChange {
 /// [`set_runtime_name`](Self::set_runtime_name) once the runtime has answered. Until then it
 /// is [`DEFAULT_RUNTIME_NAME`].
 pub struct LocalStatusManager {
-    statuses: Mutex<HashMap<PodUid, VersionedStatus>>,
+    /// Boxed, so that the slots the map keeps when empty stay small
+    /// ([`kubelet_core::collections`]).
+    statuses: Mutex<HashMap<PodUid, Box<VersionedStatus>>>,
     changes: watch::Sender<Option<StatusChange>>,
     runtime_name: RwLock<Arc<str>>,
     probes: Arc<dyn ProbeResults>,
@@ -157,32 +159,35 @@ impl LocalStatusManager {
     pub fn all_statuses(&self) -> BTreeMap<PodUid, VersionedStatus> {
         self.lock()
             .iter()
-            .map(|(uid, s)| (uid.clone(), s.clone()))
+            .map(|(uid, s)| (uid.clone(), VersionedStatus::clone(s)))
             .collect()
     }
 
     /// The stored status of one pod, with its version.
     pub fn versioned_status(&self, uid: &PodUid) -> Option<VersionedStatus> {
-        self.lock().get(uid).cloned()
+        self.lock().get(uid).map(|s| VersionedStatus::clone(s))
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<PodUid, VersionedStatus>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<PodUid, Box<VersionedStatus>>> {
         self.statuses.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The stored status of the pod's current run: `None` when there is none or the stored
     /// one ended its run (see the module docs).
     fn current_run<'a>(
-        statuses: &'a HashMap<PodUid, VersionedStatus>,
+        statuses: &'a HashMap<PodUid, Box<VersionedStatus>>,
         uid: &PodUid,
     ) -> Option<&'a VersionedStatus> {
-        statuses.get(uid).filter(|s| !s.pod_is_finished)
+        statuses
+            .get(uid)
+            .map(|s| &**s)
+            .filter(|s| !s.pod_is_finished)
     }
 
     /// Upstream `updateStatusInternal`.
     fn update(
         &self,
-        statuses: &mut HashMap<PodUid, VersionedStatus>,
+        statuses: &mut HashMap<PodUid, Box<VersionedStatus>>,
         pod: &Pod,
         mut status: ApiPodStatus,
         force: bool,
@@ -192,7 +197,7 @@ impl LocalStatusManager {
         let previous_version = statuses.get(&uid).map_or(0, |c| c.version);
         // `terminate_pod` ends a run for good; any other write after it starts a new one.
         let cached = if finished {
-            statuses.get(&uid)
+            statuses.get(&uid).map(|s| &**s)
         } else {
             Self::current_run(statuses, &uid)
         };
@@ -231,14 +236,14 @@ impl LocalStatusManager {
                 .is_some_and(|c| c.pod_resources_reclaimed);
         statuses.insert(
             uid.clone(),
-            VersionedStatus {
+            Box::new(VersionedStatus {
                 status,
                 version,
                 pod_name: pod.name_or_empty().to_owned(),
                 pod_namespace: pod.namespace_or_default().to_owned(),
                 pod_is_finished: finished,
                 pod_resources_reclaimed,
-            },
+            }),
         );
         self.changes
             .send_replace(Some(StatusChange { uid, version }));

@@ -181,6 +181,8 @@ impl<S: RuntimeService> KubeRuntimeManager<S> {
         .await;
         if result.is_ok() {
             self.forget_pre_stop(id);
+            // The runtime shows the container stopped from now on: its exit is not needed.
+            self.observed_exits.forget(id);
         }
         result
     }

@@ -584,4 +584,44 @@ mod tests {
         assert_eq!(actions.containers_to_start, [0]);
         assert!(engine.get_pods(true).await.expect("pods").is_empty());
     }
+
+    #[tokio::test]
+    async fn a_stopped_container_s_observed_exit_is_forgotten() {
+        let mut service = MockRuntimeService::new();
+        service.expect_container_status().returning(|id| {
+            Ok(crate::kuberuntime::api::ContainerStatus {
+                id: id.into(),
+                state: ContainerState::Running,
+                ..Default::default()
+            })
+        });
+        service.expect_stop_container().returning(|_, _| Ok(()));
+        service.expect_stop_pod_sandbox().returning(|_| Ok(()));
+        let engine = KubeRuntimeManager::new(service, Options::default());
+        for id in ["stopped", "other"] {
+            engine.observe_exit(ObservedExit {
+                container_id: id.into(),
+                exit_code: 137,
+                finished_at: None,
+                oom_killed: false,
+            });
+        }
+        let running = RunningPod {
+            uid: PodUid::from("uid-web"),
+            name: "web".into(),
+            containers: vec![crate::runtime::ContainerSummary {
+                id: "stopped".into(),
+                name: "app".into(),
+                state: ContainerState::Running,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        engine
+            .kill_pod(None, &running, Some(0))
+            .await
+            .expect("kill");
+        // The runtime shows the stopped container exited now: only the other exit waits.
+        assert_eq!(engine.observed_exits.len(), 1);
+    }
 }

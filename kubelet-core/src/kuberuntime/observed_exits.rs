@@ -16,6 +16,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::api;
+use crate::collections::shrink_when_sparse;
 use crate::runtime::{ContainerState, ObservedExit};
 
 /// How long an exit is remembered when the runtime never shows the container again.
@@ -42,12 +43,16 @@ impl ObservedExits {
         let now = Instant::now();
         let mut exits = self.lock();
         exits.retain(|_, (_, noted)| now.duration_since(*noted) < FORGET_AFTER);
+        shrink_when_sparse(&mut exits);
         exits.insert(exit.container_id.clone(), (exit, now));
     }
 
-    /// Forgets the exit of a removed container.
+    /// Forgets the exit of a container the runtime stopped or removed.
     pub fn forget(&self, container_id: &str) {
-        self.lock().remove(container_id);
+        let mut exits = self.lock();
+        if exits.remove(container_id).is_some() {
+            shrink_when_sparse(&mut exits);
+        }
     }
 
     /// Makes `status` show the observed exit of its container while the runtime still says

@@ -64,6 +64,11 @@ use self::{
 /// How long the kubelet settles before a memory sample.
 const SETTLE: Duration = Duration::from_secs(5);
 
+/// How long after the bench's last pods the idle sample waits: the kubelet gives its code
+/// pages back after 10 s under 1 % of a core (kubelet-bin's `code_trim`), and what idle runs
+/// faults back in within seconds.
+const QUIET: Duration = Duration::from_secs(30);
+
 /// Options of `cargo xtask bench`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
@@ -241,6 +246,9 @@ pub(crate) fn run(args: Args) -> Result<()> {
     let pods_started = rounds + blocks * batch;
     mem.kubelet_cpu_ms_per_pod =
         (cpu::seconds(kubelet.pid())? - cpu_idle - g5.cpu_seconds(0)) * 1e3 / pods_started as f64;
+    thread::sleep(QUIET - SETTLE);
+    (mem.kubelet_quiet, mem.containerd_quiet) =
+        (rss::sample(kubelet.pid())?, rss::sample(containerd)?);
     check(&interrupted, &mut kubelet)?;
     if args.memory {
         println!("\n{}\n", report::text(&report::memory_rows(&mem, batch)));
@@ -316,6 +324,8 @@ pub(crate) fn run(args: Args) -> Result<()> {
             "containerd_busy": busy.iter().map(|(_, c)| c.to_json()).collect::<Vec<_>>(),
             "kubelet_after": mem.kubelet_after.to_json(),
             "containerd_after": mem.containerd_after.to_json(),
+            "kubelet_quiet": mem.kubelet_quiet.to_json(),
+            "containerd_quiet": mem.containerd_quiet.to_json(),
         },
         "kubelet_sync_calls": g1.b.first().map(|s| s.calls.clone()).unwrap_or_default(),
         "probes": probes.to_json(),
