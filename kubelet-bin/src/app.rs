@@ -121,7 +121,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     let mut signals = Signals::install()?;
     let trim = tokio_util::sync::CancellationToken::new();
     tokio::spawn(crate::heap_trim::run(trim.clone()));
-    tokio::spawn(crate::code_trim::run(trim.clone()));
+    tokio::spawn(crate::idle_trim::run(trim.clone()));
     node.run_until(async move { signals.recv().await }).await;
     trim.cancel();
     Ok(())

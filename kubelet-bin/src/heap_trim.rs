@@ -42,6 +42,12 @@ impl Trigger {
     }
 }
 
+/// `malloc_trim(0)` now: gives every free page of the heap back ([`crate::idle_trim`] calls it
+/// once the kubelet has gone quiet, whatever the threshold says).
+pub(crate) fn trim_now() {
+    glibc::trim();
+}
+
 /// Trims every [`PERIOD`] when due, until `token` is cancelled.
 pub(crate) async fn run(token: CancellationToken) {
     let mut trigger = Trigger::default();
@@ -119,7 +125,7 @@ mod tests {
 
     /// Resident anonymous memory of this process, in KiB.
     fn rss_anon_kib() -> u64 {
-        crate::code_trim::own_status_kib("RssAnon:").expect("RssAnon")
+        crate::idle_trim::own_status_kib("RssAnon:").expect("RssAnon")
     }
 
     #[cfg(all(target_os = "linux", target_env = "gnu"))]

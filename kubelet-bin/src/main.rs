@@ -7,7 +7,6 @@
 mod app;
 mod async_runtime;
 mod cluster_settings;
-mod code_trim;
 mod configz;
 mod container_log_settings;
 mod eviction_settings;
@@ -15,6 +14,7 @@ mod eviction_settings;
 mod fuzz_corpus;
 mod gc_settings;
 mod heap_trim;
+mod idle_trim;
 mod log_writer;
 mod node_allocatable;
 mod node_status_flags;

@@ -65,7 +65,7 @@ use self::{
 const SETTLE: Duration = Duration::from_secs(5);
 
 /// How long after the bench's last pods the idle sample waits: the kubelet gives its code
-/// pages back after 10 s under 1 % of a core (kubelet-bin's `code_trim`), and what idle runs
+/// pages back after 10 s under 1 % of a core (kubelet-bin's `idle_trim`), and what idle runs
 /// faults back in within seconds.
 const QUIET: Duration = Duration::from_secs(30);
 
