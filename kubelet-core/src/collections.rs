@@ -4,10 +4,11 @@
 //! pod manager's table alone (a `Pod` inline per slot) held 622 KiB with no pod in it, and
 //! live allocations like it pin the heap pages the burst used.
 //!
-//! Such maps shrink with [`shrink_when_sparse`], down to [`KEPT_CAPACITY`] slots. Where a
-//! value is large (a `Pod` is about 1.3 KB, a pod worker's state 2.7 KB), the map holds it
-//! boxed, so that those idle slots cost a pointer each: the pod workers', pod manager's and
-//! status manager's kept tables held 377 KiB with no pod after the bench, in a heap profile.
+//! Such maps shrink with [`shrink_when_sparse`], down to a kept capacity of 32. Where a
+//! value is large (a `Pod`, a pod's status, a pod worker's state: kilobytes each), the map
+//! holds it boxed, so that those idle slots cost a pointer each: the pod workers', pod
+//! manager's and status manager's kept tables held 377 KiB with no pod after the bench, in a
+//! heap profile.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash};
