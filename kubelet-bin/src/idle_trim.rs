@@ -12,11 +12,10 @@
 //! [`THRESHOLD`] above where it settled after the last trim, it calls `malloc_trim(0)` (the
 //! periodic heap trim leaves up to its threshold behind, 1.75 MiB in one bench run) and asks
 //! the kernel to reclaim the executable's read-only mappings (`madvise(MADV_PAGEOUT)`, Linux
-//! 5.4). What idle still
-//! runs faults straight back in, mostly without I/O (the page cache keeps the file's pages);
-//! the next burst faults in the rest. Start-up counts as a burst. Upstream's kubelet is a Go
-//! program with no such step; its scavenger returns heap memory in the background, as
-//! [`crate::heap_trim`] does here.
+//! 5.4). What idle still runs faults straight back in, mostly without I/O (the page cache
+//! keeps the file's pages); the next burst faults in the rest. Start-up counts as a burst.
+//! Upstream's kubelet is a Go program with no such step; its scavenger returns heap memory in
+//! the background, as [`crate::heap_trim`] does here.
 
 use std::ops::Range;
 use std::path::Path;
@@ -31,8 +30,8 @@ pub(crate) const PERIOD: Duration = crate::heap_trim::PERIOD;
 /// uses about 0.15 %; a pod start or a probe round uses more.
 pub(crate) const QUIET_CPU: Duration = Duration::from_millis(20);
 
-/// How long the kubelet must stay quiet before its code is trimmed, and after a trim before
-/// the file-backed RSS that idle needs is taken as the new mark.
+/// How long the kubelet must stay quiet before a trim, and after a trim before the
+/// file-backed RSS that idle needs is taken as the new mark.
 pub(crate) const QUIET_FOR: Duration = Duration::from_secs(10);
 
 /// How much file-backed RSS above the mark makes a trim worth the faults that follow it.
