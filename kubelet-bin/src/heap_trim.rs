@@ -124,6 +124,7 @@ mod tests {
     }
 
     /// Resident anonymous memory of this process, in KiB.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
     fn rss_anon_kib() -> u64 {
         crate::idle_trim::own_status_kib("RssAnon:").expect("RssAnon")
     }
