@@ -50,6 +50,11 @@ enum Cmd {
     /// open fds and mounts sampled; fails unless each stays flat within 10 % after the warm-up.
     /// Writes target/soak/soak.md and soak.json. Not part of `ci`.
     Soak(bench::soak::Args),
+    /// List the functions the idle release kubelet runs (gdb, on a private containerd) in
+    /// kubelet-bin/idle-functions.txt, which its release link places together. Not part of
+    /// `ci`; rerun after a toolchain or dependency update (the bench reports how many listed
+    /// names the binary still defines).
+    IdleOrder(bench::idle_order::Args),
     /// Run the cargo-fuzz targets of kubelet-core/fuzz and kubelet-bin/fuzz (nightly +
     /// cargo-fuzz) for a while each and print their executions; a crash fails with the input
     /// saved under <crate>/fuzz/artifacts. CI replays the checked-in inputs instead
@@ -120,6 +125,7 @@ fn run(cmd: Cmd) -> Result<()> {
         Cmd::Ci => ci::run(),
         Cmd::Bench(args) => bench::run(args),
         Cmd::Soak(args) => bench::soak::run(args),
+        Cmd::IdleOrder(args) => bench::idle_order::run(args),
         Cmd::Fuzz {
             seconds,
             sanitizer,

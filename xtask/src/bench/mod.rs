@@ -31,6 +31,7 @@ mod cluster;
 mod cpu;
 mod exit;
 mod exit_path;
+pub(crate) mod idle_order;
 mod kubelet;
 mod micro;
 mod offline;
@@ -204,7 +205,10 @@ pub(crate) fn run(args: Args) -> Result<()> {
         return testbed.shutdown();
     }
 
-    let mut mem = Memory::default();
+    let mut mem = Memory {
+        idle_functions_found: idle_order::listed_in(&kubelet_bin)?,
+        ..Memory::default()
+    };
     thread::sleep(SETTLE);
     (mem.kubelet_idle, mem.containerd_idle) =
         (rss::sample(kubelet.pid())?, rss::sample(containerd)?);
@@ -327,6 +331,7 @@ pub(crate) fn run(args: Args) -> Result<()> {
             "kubelet_quiet": mem.kubelet_quiet.to_json(),
             "containerd_quiet": mem.containerd_quiet.to_json(),
         },
+        "idle_functions_found": mem.idle_functions_found,
         "kubelet_sync_calls": g1.b.first().map(|s| s.calls.clone()).unwrap_or_default(),
         "probes": probes.to_json(),
         "cpu": g5.to_json(&["kubelet", "containerd"]),
@@ -402,7 +407,7 @@ fn offline_runs(quick: bool, batch: usize) -> Result<(Value, Value)> {
 
 /// Builds the release kubelet (unless given), the agent (with `agent`) and, with `offline`,
 /// G6's and G8's examples; returns the kubelet's and the agent's paths.
-fn build(
+pub(crate) fn build(
     kubelet: Option<PathBuf>,
     prebuilt: bool,
     offline: bool,

@@ -149,6 +149,9 @@ pub(crate) struct Memory {
     /// The kubelet's CPU time from the idle sample to the after sample (G1 and G2: its pods
     /// started and stopped, the raw arm's frozen), per pod it started, in ms.
     pub(crate) kubelet_cpu_ms_per_pod: f64,
+    /// How many of the functions `kubelet-bin/idle-functions.txt` lists the binary defines,
+    /// and how many it lists (`None` without a list).
+    pub(crate) idle_functions_found: Option<(usize, usize)>,
 }
 
 fn ms(v: f64) -> String {
@@ -344,6 +347,17 @@ pub(crate) fn memory_rows(m: &Memory, n: usize) -> Vec<Row> {
             baseline: String::new(),
             ratio: String::new(),
             goal: "(CPU side of the memory trade-off)".into(),
+            verdict: Verdict::Info,
+        },
+        Row {
+            metric: "idle code linked together (kubelet-bin/idle-functions.txt)".into(),
+            kubelet: match m.idle_functions_found {
+                Some((found, listed)) => format!("{found} of {listed} listed functions found"),
+                None => "no list".into(),
+            },
+            baseline: String::new(),
+            ratio: String::new(),
+            goal: "(few found: run `cargo xtask idle-order`)".into(),
             verdict: Verdict::Info,
         },
     ]
