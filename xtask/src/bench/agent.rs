@@ -15,6 +15,8 @@ use std::{
 };
 
 use anyhow::{Context, Result, bail};
+
+use super::kubelet::Dirs;
 use serde_json::{Value, json};
 
 /// The running agent; told to quit (then killed) when dropped.
@@ -27,14 +29,11 @@ pub(crate) struct Agent {
 }
 
 impl Agent {
-    /// Starts `bin` on `endpoint` for node `node`; its stderr goes to `log`.
-    pub(crate) fn spawn(
-        bin: &Path,
-        endpoint: &str,
-        node: &str,
-        pod_log_dir: &Path,
-        log: &Path,
-    ) -> Result<Agent> {
+    /// Starts `bin` on `endpoint` for the bench's node, with the kubelet's pod log directory of
+    /// `dirs`; its stderr goes to `cri_replay.log` beside the kubelet's log.
+    pub(crate) fn spawn(bin: &Path, endpoint: &str, dirs: &Dirs) -> Result<Agent> {
+        let (node, pod_log_dir) = (super::scenario::NODE, &dirs.pod_logs);
+        let log = &dirs.logs.join("cri_replay.log");
         let mut child = Command::new(bin)
             .args(["--endpoint", endpoint, "--node", node])
             .arg("--pod-log-dir")

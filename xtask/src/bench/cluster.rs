@@ -178,13 +178,7 @@ pub(crate) fn run(
     thread::sleep(SETTLE);
     let rss_idle = rss::sample(kubelet.pid())?;
 
-    let mut agent = Agent::spawn(
-        agent_bin,
-        &endpoint,
-        scenario::NODE,
-        &dirs.pod_logs,
-        &dirs.logs.join("cri_replay.log"),
-    )?;
+    let mut agent = Agent::spawn(agent_bin, &endpoint, &dirs)?;
     println!("==> G1 in cluster mode: {rounds} rounds per arm (A = static pod, B = raw CRI)");
     let g1 = scenario::single_pod(&mut agent, &kubelet, &dirs.manifests, rounds, interrupted)?;
 

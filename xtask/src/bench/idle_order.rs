@@ -80,13 +80,7 @@ pub(crate) fn run(args: Args) -> Result<()> {
     println!("==> starting the kubelet ({})", kubelet_bin.display());
     let mut kubelet =
         Kubelet::start_with(&kubelet_bin, &endpoint, &dirs, scenario::NODE, &[], "info")?;
-    let mut agent = Agent::spawn(
-        &agent_bin,
-        &endpoint,
-        scenario::NODE,
-        &dirs.pod_logs,
-        &dirs.logs.join("cri_replay.log"),
-    )?;
+    let mut agent = Agent::spawn(&agent_bin, &endpoint, &dirs)?;
     println!("==> {CHURN_PODS} pods started and removed, then {SETTLE:?} of quiet");
     scenario::kubelet_start(
         &mut agent,

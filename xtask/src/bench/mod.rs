@@ -178,13 +178,7 @@ pub(crate) fn run(args: Args) -> Result<()> {
         return testbed.shutdown();
     }
 
-    let mut agent = Agent::spawn(
-        &agent_bin,
-        &endpoint,
-        scenario::NODE,
-        &dirs.pod_logs,
-        &dirs.logs.join("cri_replay.log"),
-    )?;
+    let mut agent = Agent::spawn(&agent_bin, &endpoint, &dirs)?;
     println!(
         "    runtime {}; kubelet log {}",
         agent.runtime,
