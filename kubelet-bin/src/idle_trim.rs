@@ -9,7 +9,9 @@
 //!
 //! Every [`PERIOD`] this reads the process's CPU time and file-backed RSS. Once the kubelet
 //! has used less than [`QUIET_CPU`] per period for [`QUIET_FOR`], and its file-backed RSS is
-//! [`THRESHOLD`] above where it settled after the last trim, it calls `malloc_trim(0)` (the
+//! [`THRESHOLD`] above where it settled after the last trim (or, after a burst, above the
+//! lowest level it ever settled at: 110 steady pods count as quiet, and what they needed
+//! must not stay once they are gone), it calls `malloc_trim(0)` (the
 //! periodic heap trim leaves up to its threshold behind, 1.75 MiB in one bench run) and asks
 //! the kernel to reclaim the executable's read-only mappings (`madvise(MADV_PAGEOUT)`, Linux
 //! 5.4). What idle still runs faults straight back in, mostly without I/O (the page cache
@@ -41,25 +43,44 @@ pub(crate) const THRESHOLD: u64 = 1 << 20;
 const QUIET_PERIODS: u32 = (QUIET_FOR.as_millis() / PERIOD.as_millis()) as u32;
 
 /// When to trim, from each period's CPU time and the file-backed RSS at its end.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Trigger {
     /// Quiet periods in a row.
     quiet: u32,
     /// File-backed RSS that idle needs: measured [`QUIET_FOR`] after a trim; 0 before the
     /// first one, so that start-up's code goes too.
     mark: u64,
+    /// The lowest mark so far: what idle needs with the least work (no pods, usually).
+    floor: u64,
     /// A trim happened and the mark is not measured yet.
     settling: bool,
+    /// A busy period since the last trim.
+    burst: bool,
+}
+
+impl Default for Trigger {
+    fn default() -> Trigger {
+        Trigger {
+            quiet: 0,
+            mark: 0,
+            floor: u64::MAX,
+            settling: false,
+            burst: false,
+        }
+    }
 }
 
 impl Trigger {
     /// Takes one period's `cpu` time and the `rss_file` bytes at its end; `true` when a trim
-    /// is due.
+    /// is due: quiet for [`QUIET_FOR`] with [`THRESHOLD`] more than the mark, or, after a
+    /// burst, more than the floor. The floor matters when the mark was measured under a
+    /// heavier steady load (pods that have gone since): their code would otherwise stay.
     fn due(&mut self, cpu: Duration, rss_file: u64) -> bool {
         if cpu >= QUIET_CPU {
-            // A burst: what it faults in is trimmed once it is over, against the old mark.
+            // A burst: what it faults in is trimmed once it is over.
             self.quiet = 0;
             self.settling = false;
+            self.burst = true;
             return false;
         }
         self.quiet = self.quiet.saturating_add(1);
@@ -69,16 +90,20 @@ impl Trigger {
         if self.settling {
             self.settling = false;
             self.mark = rss_file;
+            self.floor = self.floor.min(rss_file);
             return false;
         }
         self.mark = self.mark.min(rss_file);
-        rss_file >= self.mark + THRESHOLD
+        let after_burst =
+            std::mem::take(&mut self.burst) && rss_file >= self.floor.saturating_add(THRESHOLD);
+        after_burst || rss_file >= self.mark + THRESHOLD
     }
 
     /// Notes a trim: the mark is measured once the kubelet has been quiet again.
     fn trimmed(&mut self) {
         self.quiet = 0;
         self.settling = true;
+        self.burst = false;
     }
 }
 
@@ -258,6 +283,30 @@ mod tests {
         assert!(!t.due(QUIET_CPU * 10, 11 * MIB), "burst");
         assert_eq!(
             quiet_periods_until_due(&mut t, 11 * MIB, 100),
+            Some(QUIET_PERIODS)
+        );
+    }
+
+    #[test]
+    fn code_a_heavier_steady_load_kept_is_trimmed_once_its_pods_are_gone() {
+        let mut t = Trigger::default();
+        assert!(quiet_periods_until_due(&mut t, 12 * MIB, 100).is_some());
+        t.trimmed();
+        assert_eq!(quiet_periods_until_due(&mut t, 5 * MIB, 100), None);
+        // 110 pods running steadily, quiet by the CPU rule: their code is trimmed once and
+        // what they need becomes the mark.
+        assert!(quiet_periods_until_due(&mut t, 12 * MIB, 100).is_some());
+        t.trimmed();
+        assert_eq!(
+            quiet_periods_until_due(&mut t, 11 * MIB + MIB / 2, 100),
+            None
+        );
+        assert_eq!(t.mark, 11 * MIB + MIB / 2);
+        // The pods are deleted (a burst), less than the threshold above that mark...
+        assert!(!t.due(QUIET_CPU * 10, 12 * MIB), "burst");
+        // ...but far above what idle with no pods needed: trimmed.
+        assert_eq!(
+            quiet_periods_until_due(&mut t, 12 * MIB, 100),
             Some(QUIET_PERIODS)
         );
     }
