@@ -240,6 +240,15 @@ mod tests {
         (1..=limit).find(|_| t.due(quiet(), rss))
     }
 
+    /// A trigger past its start-up trim, with idle settled at `idle` bytes.
+    fn settled_at(idle: u64) -> Trigger {
+        let mut t = Trigger::default();
+        assert!(quiet_periods_until_due(&mut t, 12 * MIB, 100).is_some());
+        t.trimmed();
+        assert_eq!(quiet_periods_until_due(&mut t, idle, 100), None);
+        t
+    }
+
     #[test]
     fn start_up_code_is_trimmed_once_quiet_for_long_enough() {
         let mut t = Trigger::default();
@@ -274,10 +283,7 @@ mod tests {
 
     #[test]
     fn a_burst_after_the_mark_is_trimmed_once_it_is_over() {
-        let mut t = Trigger::default();
-        assert!(quiet_periods_until_due(&mut t, 12 * MIB, 100).is_some());
-        t.trimmed();
-        assert_eq!(quiet_periods_until_due(&mut t, 7 * MIB, 100), None);
+        let mut t = settled_at(7 * MIB);
         assert!(!t.due(QUIET_CPU * 10, 11 * MIB), "burst");
         assert!(quiet_periods_until_due(&mut t, 7 * MIB + THRESHOLD - 1, 100).is_none());
         assert!(!t.due(QUIET_CPU * 10, 11 * MIB), "burst");
@@ -289,10 +295,7 @@ mod tests {
 
     #[test]
     fn code_a_heavier_steady_load_kept_is_trimmed_once_its_pods_are_gone() {
-        let mut t = Trigger::default();
-        assert!(quiet_periods_until_due(&mut t, 12 * MIB, 100).is_some());
-        t.trimmed();
-        assert_eq!(quiet_periods_until_due(&mut t, 5 * MIB, 100), None);
+        let mut t = settled_at(5 * MIB);
         // 110 pods running steadily, quiet by the CPU rule: their code is trimmed once and
         // what they need becomes the mark.
         assert!(quiet_periods_until_due(&mut t, 12 * MIB, 100).is_some());
@@ -313,10 +316,7 @@ mod tests {
 
     #[test]
     fn a_burst_while_settling_keeps_the_old_mark() {
-        let mut t = Trigger::default();
-        assert!(quiet_periods_until_due(&mut t, 12 * MIB, 100).is_some());
-        t.trimmed();
-        assert_eq!(quiet_periods_until_due(&mut t, 7 * MIB, 100), None);
+        let mut t = settled_at(7 * MIB);
         assert!(quiet_periods_until_due(&mut t, 11 * MIB, 100).is_some());
         t.trimmed();
         // The next burst starts before idle settled: its code still goes afterwards.
