@@ -93,8 +93,11 @@ fn init_logging(verbosity: u8) -> Option<log_writer::Guard> {
         2..=4 => "debug",
         _ => "trace",
     };
+    // kube's own line for a failed request names neither the request nor the cause
+    // (`failed with error client error (SendRequest)`): the client's request layer logs it
+    // instead (`cluster::request_metrics`).
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("warn,kubelet={level},kubelet_core={level},kubelet_cri={level},kubelet_pleg={level},kubelet_status={level},kubelet_volumes={level}")));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("warn,kube_client::client::builder=off,kubelet={level},kubelet_core={level},kubelet_cri={level},kubelet_pleg={level},kubelet_status={level},kubelet_volumes={level}")));
     use std::io::IsTerminal;
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;

@@ -733,3 +733,50 @@ async fn pod_syncs_read_config_maps_and_secrets_from_watches_with_no_get() {
     }
     assert!(node.stop().await, "every task stops");
 }
+
+/// Issue 38: a real API server answers `resourceVersion=0` reads from a watch cache that may
+/// not have seen the kubelet's own create yet. Whatever that lag, the Node is registered once
+/// and its status written within a second of the start (here the fake runtime is up at once,
+/// so the create already says Ready), never after the next 10 s status round.
+#[tokio::test(start_paused = true)]
+async fn the_node_status_is_written_within_a_second_however_far_the_cache_lags() {
+    let _pacer = pace_clock();
+    for lag in [Duration::from_millis(50), Duration::from_secs(2)] {
+        let fake = FakeApiServer::start().await.expect("fake API server");
+        fake.set_watch_cache_lag(lag);
+        let root = tempfile::tempdir().expect("tempdir");
+        let started = Instant::now();
+        let node = start_node(&fake, FakeRuntime::new(), root.path()).await;
+        let written = timeout(
+            Duration::from_secs(30),
+            fake.journal().wait_for(|e| ok(e, "patch", "nodes/status")),
+        )
+        .await
+        .is_ok();
+        let took = started.elapsed();
+        let node_requests: Vec<String> = fake
+            .journal()
+            .entries()
+            .into_iter()
+            .filter(|e| e.resource.starts_with("nodes"))
+            .map(|e| format!("{} {} {} {}", e.verb, e.resource, e.query, e.status))
+            .collect();
+        assert!(
+            written && took <= Duration::from_secs(1),
+            "lag {lag:?}: status written: {written} after {took:?}; node requests: {node_requests:#?}"
+        );
+        let creates = node_requests
+            .iter()
+            .filter(|r| r.starts_with("create "))
+            .count();
+        assert_eq!(creates, 1, "lag {lag:?}: {node_requests:#?}");
+        let stored = fake.get("v1", "nodes", "", NODE).expect("the Node");
+        let ready = stored["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True");
+        assert!(ready, "lag {lag:?}: {stored}");
+        assert!(node.stop().await, "every task stops");
+    }
+}

@@ -2,6 +2,12 @@
 //! `tools/metrics` `RequestResult`, recorded by `rest.Request` after each response): a tower
 //! layer on each client's service, counting each request once its answer (or failure)
 //! arrives; `code` is the HTTP status code, or `<error>` when there was none.
+//!
+//! A request that got no answer at all (refused, reset, timed out) is also logged here, the one
+//! place that still knows which request it was: its verb, path and server with the whole chain
+//! of causes (`POST https://…/api/v1/nodes: client error (SendRequest): connection closed
+//! before message completed`), where kube's own line would say only `client error
+//! (SendRequest)`.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -49,6 +55,7 @@ impl<S, B, R> Service<http::Request<B>> for RequestMetrics<S>
 where
     S: Service<http::Request<B>, Response = http::Response<R>>,
     S::Future: Send + 'static,
+    S::Error: AsRef<dyn std::error::Error + Send + Sync + 'static>,
 {
     type Response = S::Response;
     type Error = S::Error;
@@ -60,6 +67,7 @@ where
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
         let method = request.method().as_str().to_owned();
+        let target = request.uri().clone();
         let host = request
             .uri()
             .authority()
@@ -70,12 +78,31 @@ where
             let result = answer.await;
             let code = match &result {
                 Ok(response) => response.status().as_str().to_owned(),
-                Err(_) => "<error>".to_owned(),
+                Err(e) => {
+                    tracing::warn!("{method} {target}: {}", error_chain(e.as_ref()));
+                    "<error>".to_owned()
+                }
             };
             metrics.record_rest_client_request(&RestClientLabels { code, method, host });
             result
         })
     }
+}
+
+/// `error: its source: its source's source …`, skipping a source whose text its parent
+/// already ends with (hyper's errors repeat their cause).
+fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut next = error.source();
+    while let Some(cause) = next {
+        let part = cause.to_string();
+        if !text.ends_with(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        next = cause.source();
+    }
+    text
 }
 
 #[cfg(test)]
@@ -97,7 +124,7 @@ mod tests {
         let service = RequestMetricsLayer::new(metrics.clone(), "10.0.0.1:6443").layer(
             tower::service_fn(|request: http::Request<()>| async move {
                 match request.uri().path() {
-                    "/fail" => Err("connection refused"),
+                    "/fail" => Err::<_, tower::BoxError>("connection refused".into()),
                     "/missing" => Ok(http::Response::builder()
                         .status(404)
                         .body(())
@@ -124,5 +151,25 @@ mod tests {
         assert_eq!(count(&labels("200", "GET")), 2);
         assert_eq!(count(&labels("404", "PATCH")), 1);
         assert_eq!(count(&labels("<error>", "GET")), 1);
+    }
+
+    #[test]
+    fn an_error_is_shown_with_its_causes_once_each() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("client error (SendRequest)")]
+        struct Outer(#[source] std::io::Error);
+        let error = Outer(std::io::Error::new(
+            std::io::ErrorKind::ConnectionReset,
+            "connection closed before message completed",
+        ));
+        assert_eq!(
+            error_chain(&error),
+            "client error (SendRequest): connection closed before message completed"
+        );
+        #[derive(Debug, thiserror::Error)]
+        #[error("failed: {0}")]
+        struct Repeats(#[source] std::io::Error);
+        let repeats = Repeats(std::io::Error::other("refused"));
+        assert_eq!(error_chain(&repeats), "failed: refused");
     }
 }

@@ -60,9 +60,14 @@ pub enum Error {
     /// An API request failed (retryable: the sync loop retries it with backoff).
     #[error("node API request failed: {0}")]
     Api(#[from] kube::Error),
-    /// The API server has no Node of this name (it was deleted; the next round registers).
+    /// The API server has no Node of this name in a quorum read (it was deleted; it is
+    /// registered again).
     #[error("node {0:?} not found")]
     NodeNotFound(String),
+    /// The API server's cache (a `resourceVersion=0` read) has no Node of this name; it may
+    /// just not have seen the create yet, so a quorum read follows at once.
+    #[error("node {0:?} not in the API server's cache")]
+    NotInCache(String),
     /// A `--kube-reserved`/`--system-reserved` entry is not `name=quantity`.
     #[error("invalid reserved resource {0:?}: want name=quantity")]
     InvalidReservation(String),

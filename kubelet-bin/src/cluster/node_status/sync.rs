@@ -9,13 +9,18 @@
 //!   changed, [`super::patch`], so conditions others own stay) only when it changed
 //!   ([`super::diff`]) or `nodeStatusReportFrequency` passed since the last write. A round tries 5 times (upstream `nodeStatusUpdateRetry`);
 //!   the first read may come from the API server's cache (`resourceVersion=0`).
+//! - A read never takes the cache's word that the Node is gone: right after the kubelet's own
+//!   create the cache may not have it yet (a real API server's watch cache lags etcd), so the
+//!   first update after registering starts from the Node the create (or adoption) returned, and
+//!   a `404` from a cache read is retried at once as a quorum read. Only a quorum `404` means
+//!   the Node was deleted, and then it is registered again in the same round.
 //! - Until a Ready=True status is written, rounds run every 100 ms (upstream
 //!   `fastStatusUpdateOnce`), for at most two minutes and only while the API answers.
 //! - A failed update after a failed one calls the `OnHeartbeatFailure` hook
 //!   ([`NodeStatusInputs::on_repeated_heartbeat_failure`]), which drops the heartbeat
 //!   client's connections (upstream `onRepeatedHeartbeatFailure`).
-//! - A Node deleted under the kubelet is registered again on the next round (upstream needs
-//!   a restart for that).
+//! - A Node deleted under the kubelet is registered again at once (upstream needs a restart
+//!   for that).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,7 +33,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::diff::status_has_changed;
 use super::initial::{adopt_patch, initial_node};
@@ -83,6 +88,7 @@ pub fn spawn(
         inputs,
         machine,
         registered: false,
+        written: None,
         ready_written: false,
         last_report: None,
         published: tx,
@@ -97,6 +103,9 @@ struct Syncer {
     inputs: NodeStatusInputs,
     machine: MachineInfo,
     registered: bool,
+    /// The Node as the kubelet's own create or adoption returned it, for the first update
+    /// after registering (the API server's cache may not have it yet).
+    written: Option<Node>,
     ready_written: bool,
     last_report: Option<Instant>,
     published: watch::Sender<Option<Arc<Node>>>,
@@ -129,10 +138,15 @@ impl Syncer {
         for attempt in 0..NODE_STATUS_UPDATE_RETRY {
             match self.try_update_node_status(attempt).await {
                 Ok(()) => return true,
+                Err(Error::NotInCache(name)) => {
+                    debug!(node = %name, "node not in the API server's cache yet; reading it from etcd");
+                }
                 Err(Error::NodeNotFound(name)) => {
                     warn!(node = %name, "node not found; registering it again");
                     self.registered = false;
-                    return false;
+                    if !self.opts.register_node || !self.register(token).await {
+                        return false;
+                    }
                 }
                 Err(e) => {
                     if attempt > 0
@@ -178,6 +192,7 @@ impl Syncer {
             Ok(created) => {
                 self.record(events);
                 info!(node = %self.opts.node_name, "successfully registered node");
+                self.written = Some(created.clone());
                 self.publish(created);
                 return Ok(());
             }
@@ -198,23 +213,16 @@ impl Syncer {
             None => existing,
         };
         info!(node = %self.opts.node_name, "node already registered; adopted it");
+        self.written = Some(adopted.clone());
         self.publish(adopted);
         Ok(())
     }
 
     /// Upstream `tryUpdateNodeStatus`.
     async fn try_update_node_status(&mut self, attempt: usize) -> Result<(), Error> {
-        let params = if attempt == 0 {
-            GetParams::any()
-        } else {
-            GetParams::default()
-        };
-        let mut node = match self.api.get_with(&self.opts.node_name, &params).await {
-            Ok(n) => n,
-            Err(kube::Error::Api(s)) if s.is_not_found() => {
-                return Err(Error::NodeNotFound(self.opts.node_name.clone()));
-            }
-            Err(e) => return Err(e.into()),
+        let mut node = match self.written.take() {
+            Some(node) => node,
+            None => self.read_node(attempt == 0).await?,
         };
         let original = node.status.clone();
         let events = self.set_status(&mut node).await;
@@ -239,6 +247,29 @@ impl Syncer {
         self.last_report = Some(now);
         self.publish(updated);
         Ok(())
+    }
+
+    /// The Node from the API server's cache (`resourceVersion=0`, cheap) or from etcd (a
+    /// quorum read). A cache miss is [`Error::NotInCache`], only a quorum miss
+    /// [`Error::NodeNotFound`].
+    async fn read_node(&self, from_cache: bool) -> Result<Node, Error> {
+        let params = if from_cache {
+            GetParams::any()
+        } else {
+            GetParams::default()
+        };
+        match self.api.get_with(&self.opts.node_name, &params).await {
+            Ok(node) => Ok(node),
+            Err(kube::Error::Api(s)) if s.is_not_found() => {
+                let name = self.opts.node_name.clone();
+                Err(if from_cache {
+                    Error::NotInCache(name)
+                } else {
+                    Error::NodeNotFound(name)
+                })
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     async fn set_status(&self, node: &mut Node) -> Vec<NodeEvent> {

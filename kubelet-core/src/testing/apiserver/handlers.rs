@@ -70,6 +70,27 @@ fn parse_rv(s: Option<&str>) -> Result<Option<u64>, ApiError> {
     }
 }
 
+/// A GET: from the (possibly lagging) watch cache for `resourceVersion=0`, as a real API
+/// server answers it, else from the store.
+fn get(
+    shared: &Shared,
+    api: &ApiRequest,
+    gvr: &Gvr,
+    ns: &str,
+    name: &str,
+) -> Result<Value, ApiError> {
+    let lag = *shared
+        .cache_lag
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if api.param("resourceVersion") == Some("0") && !lag.is_zero() {
+        let now = tokio::time::Instant::now();
+        let cutoff = now.checked_sub(lag).unwrap_or(now);
+        return shared.read(|s| s.get_as_of(gvr, ns, name, cutoff));
+    }
+    shared.read(|s| s.get(gvr, ns, name))
+}
+
 /// Handles a parsed, authenticated request.
 pub(crate) async fn dispatch(
     shared: &Arc<Shared>,
@@ -93,9 +114,7 @@ pub(crate) async fn dispatch(
     let name = api.name.clone().unwrap_or_default();
     let sub = api.subresource.as_deref();
     match (api.verb.as_str(), sub) {
-        ("get", None | Some("status")) => {
-            Ok(Reply::Json(200, shared.read(|s| s.get(gvr, &ns, &name))?))
-        }
+        ("get", None | Some("status")) => Ok(Reply::Json(200, get(shared, api, gvr, &ns, &name)?)),
         ("list", None) => list(shared, api, gvr),
         ("watch", None) => watch(shared, api, gvr, faults),
         ("create", None) => match gvr.resource.as_str() {

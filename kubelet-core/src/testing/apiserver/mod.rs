@@ -131,6 +131,8 @@ pub(crate) struct Shared {
     pub(crate) faults: Faults,
     pub(crate) auth: Auth,
     pub(crate) bookmark_interval: Mutex<Duration>,
+    /// How far the watch cache that answers `resourceVersion=0` reads lags the store.
+    pub(crate) cache_lag: Mutex<Duration>,
 }
 
 impl Shared {
@@ -184,6 +186,7 @@ impl FakeApiServer {
             faults: Faults::default(),
             auth: Auth::default(),
             bookmark_interval: Mutex::new(Duration::from_secs(10)),
+            cache_lag: Mutex::new(Duration::ZERO),
         });
         let task = tokio::spawn(http::accept_loop(listener, shared.clone()));
         Ok(Self {
@@ -291,6 +294,18 @@ impl FakeApiServer {
             .bookmark_interval
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = every;
+    }
+
+    /// Makes a GET with `resourceVersion=0` (served by a real API server from its watch
+    /// cache) see the store as it was `lag` ago: an object created less than `lag` ago is
+    /// `404`, one changed since is its older self. Default: no lag. A real server's cache
+    /// lags by the time etcd's watch takes to deliver, usually milliseconds, more under load.
+    pub fn set_watch_cache_lag(&self, lag: Duration) {
+        *self
+            .shared
+            .cache_lag
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = lag;
     }
 
     /// Closes the listener and every open connection: new connections are refused until

@@ -197,6 +197,7 @@ mod tests {
             ty,
             object: pod(new),
             old: old.map(pod),
+            at: tokio::time::Instant::now(),
         }
     }
 

@@ -31,6 +31,8 @@ pub(crate) struct Change {
     pub(crate) object: Value,
     /// The object before the change (`None` for a creation).
     pub(crate) old: Option<Value>,
+    /// When the change was made (the clock the cache lag of [`Store::get_as_of`] reads).
+    pub(crate) at: tokio::time::Instant,
 }
 
 mod delete;
@@ -155,6 +157,7 @@ impl Store {
             ty,
             object: object.clone(),
             old,
+            at: tokio::time::Instant::now(),
         });
     }
 
@@ -169,6 +172,32 @@ impl Store {
             .get(&(gvr.clone(), ns.to_owned(), name.to_owned()))
             .cloned()
             .ok_or_else(|| ApiError::not_found(&gvr.to_string(), name))
+    }
+
+    /// The object as it was at `cutoff`: what a watch cache that has not yet seen the changes
+    /// made after `cutoff` serves (a real API server answers `resourceVersion=0` reads from
+    /// such a cache). Changes are undone newest first; where the history does not reach back
+    /// (after a restart) the current object is the answer.
+    pub(crate) fn get_as_of(
+        &self,
+        gvr: &Gvr,
+        ns: &str,
+        name: &str,
+        cutoff: tokio::time::Instant,
+    ) -> Result<Value, ApiError> {
+        let mut object = self
+            .objects
+            .get(&(gvr.clone(), ns.to_owned(), name.to_owned()))
+            .cloned();
+        for change in self.history.iter().rev().take_while(|c| c.at > cutoff) {
+            if &change.gvr == gvr
+                && change.namespace == ns
+                && meta_str(&change.object, "name") == Some(name)
+            {
+                object.clone_from(&change.old);
+            }
+        }
+        object.ok_or_else(|| ApiError::not_found(&gvr.to_string(), name))
     }
 
     /// Matching objects of a resource (in one namespace, or all with `None`), in key order.
@@ -435,5 +464,41 @@ mod tests {
         let out = s.update(&pods(), "ns", "a", fresh, None).expect("ok");
         assert_eq!(out["status"]["phase"], "Running");
         assert_eq!(out["metadata"]["generation"], 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lagging_cache_sees_the_store_as_it_was() {
+        use std::time::Duration;
+        let mut s = Store::default();
+        let before_create = tokio::time::Instant::now();
+        tokio::time::advance(Duration::from_millis(10)).await;
+        let a = s
+            .create(
+                &pods(),
+                "ns",
+                json!({"metadata": {"name": "a"}, "spec": {"x": 1}}),
+            )
+            .expect("ok");
+        tokio::time::advance(Duration::from_millis(10)).await;
+        let after_create = tokio::time::Instant::now();
+        tokio::time::advance(Duration::from_millis(10)).await;
+        let mut changed = a.clone();
+        changed["spec"]["x"] = json!(2);
+        s.update(&pods(), "ns", "a", changed, None).expect("ok");
+        let now = tokio::time::Instant::now();
+
+        let missing = s
+            .get_as_of(&pods(), "ns", "a", before_create)
+            .expect_err("not created yet");
+        assert_eq!(missing.code, 404);
+        let first = s
+            .get_as_of(&pods(), "ns", "a", after_create)
+            .expect("created");
+        assert_eq!(first["spec"]["x"], 1);
+        assert_eq!(rv(&first), rv(&a));
+        assert_eq!(
+            s.get_as_of(&pods(), "ns", "a", now).expect("current")["spec"]["x"],
+            2
+        );
     }
 }
