@@ -2,7 +2,7 @@
 //! `KubeletConfiguration` file, the API watch-event decoder; and `kubelet-core/fuzz`'s Go
 //! duration parser, whose source is here) over their checked-in inputs, as a normal test on
 //! stable Rust: CI has no nightly toolchain, so it replays the seeds and every input that
-//! once crashed a target instead of fuzzing (see `kubelet-core/tests/fuzz_corpus.rs`).
+//! once crashed a target instead of fuzzing (see `kubelet-core/tests/integration/fuzz_corpus.rs`).
 
 // The harnesses name the modules they test as `super::…`.
 use std::path::Path;

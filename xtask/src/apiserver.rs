@@ -32,7 +32,7 @@
 //!
 //! In a `#[tokio::test]`:
 //! `let started = tokio::task::spawn_blocking(|| Cluster::builder().node("node-a").start_or_skip()).await??;`
-//! (`kubelet-bin/tests/apiserver_fixture.rs` does this with a `kube::Client` from the node's
+//! (`kubelet-bin/tests/e2e/apiserver_fixture.rs` does this with a `kube::Client` from the node's
 //! kubeconfig).
 //!
 //! # The binary

@@ -6,7 +6,7 @@
 //! (kubelet-core's and kubelet-volumes' parsers) and `kubelet-bin/fuzz` (the
 //! `KubeletConfiguration` file and the API watch-event decoder, which need the kubelet
 //! library). Each target's body is in `<crate>/fuzz/harness/<target>.rs`; the workspace's
-//! `tests/fuzz_corpus.rs` run it over the checked-in inputs `<crate>/fuzz/seeds/<target>/`
+//! `tests/integration/fuzz_corpus.rs` run it over the checked-in inputs `<crate>/fuzz/seeds/<target>/`
 //! on stable, which is what CI does (it has no nightly).
 //!
 //! Needs the nightly toolchain and cargo-fuzz (`cargo install cargo-fuzz`). The corpus

@@ -58,7 +58,7 @@ enum Cmd {
     /// Run the cargo-fuzz targets of kubelet-core/fuzz and kubelet-bin/fuzz (nightly +
     /// cargo-fuzz) for a while each and print their executions; a crash fails with the input
     /// saved under <crate>/fuzz/artifacts. CI replays the checked-in inputs instead
-    /// (tests/fuzz_corpus.rs).
+    /// (tests/integration/fuzz_corpus.rs).
     Fuzz {
         /// How long each target runs.
         #[arg(long, default_value_t = 60)]
