@@ -12,6 +12,7 @@ use crate::runtime::{ContainerState, PodStatus};
 
 /// Why a probe or hook port cannot be resolved (upstream's messages).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum PortError {
     /// A number outside 1–65535.
     #[error("invalid port number: {0}")]

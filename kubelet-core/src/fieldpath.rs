@@ -7,6 +7,7 @@ use k8s_openapi::api::core::v1::Pod;
 
 /// Why a field path cannot be read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The path is not one of the supported pod fields (upstream's message).
     #[error("unsupported fieldPath: {0}")]

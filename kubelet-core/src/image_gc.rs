@@ -96,6 +96,7 @@ impl Policy {
 
 /// Why a collection failed (messages as upstream's).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The high threshold is outside 0–100.
     #[error("invalid HighThresholdPercent {0}, must be in range [0-100]")]

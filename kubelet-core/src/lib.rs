@@ -3,9 +3,12 @@
 //!
 //! This crate mirrors the runtime-agnostic parts of upstream `pkg/kubelet`:
 //! `container/` (runtime types, cache, helpers), `config/` (pod sources and merge),
-//! `pod/` (pod manager), `pod_workers.go` and the sync loop of `kubelet.go`. It knows nothing
-//! of gRPC, CRI or the API server: a custom node agent implements [`runtime::Runtime`] (or takes
-//! `kubelet-cri`'s) and plugs it in.
+//! `pod/` (pod manager), `pod_workers.go` and the sync loop of `kubelet.go`, and the pod
+//! engine of `kuberuntime/`. It knows nothing of gRPC, CRI or the API server: a custom node
+//! agent implements the container-level [`kuberuntime::RuntimeService`] for its runtime, and
+//! [`kuberuntime::KubeRuntimeManager`] turns that into the pod-level [`runtime::Runtime`] the
+//! kubelet drives (`kubelet-cri` does the same for CRI runtimes). `ARCHITECTURE.md` at the
+//! repository root maps the crates and the data path.
 //!
 //! ```no_run
 //! use std::sync::Arc;

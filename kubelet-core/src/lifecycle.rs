@@ -47,6 +47,7 @@ pub struct HookTarget<'a> {
 /// Why a hook failed, with upstream's messages (they end up in events and in the
 /// `PostStartHookError` waiting message).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum HookError {
     /// The exec handler's command failed, timed out or could not be run.
     #[error(

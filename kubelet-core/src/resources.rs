@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::{Container, Pod, ResourceFieldSelector};
 
 /// Why a `resourceFieldRef` has no value (upstream's messages).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// `containerName` names no container of the pod.
     #[error("container {0} not found")]

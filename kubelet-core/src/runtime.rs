@@ -24,6 +24,7 @@ pub use exec_session::{ClosedBy, ExecSession, NoopExecSession};
 /// `Unavailable` is retryable (the runtime is down or restarting); the other variants are
 /// about one request and are reported on the pod that caused them.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The runtime could not be reached or is not ready. Retryable with backoff.
     #[error("container runtime unavailable: {0}")]
@@ -381,6 +382,7 @@ pub struct ExecResult {
 /// Why [`RuntimeHelper::generate_run_container_options`] failed; the message is the
 /// container's `CreateContainerConfigError` message.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RunContainerOptionsError {
     /// An environment variable could not be resolved (a missing configMap, secret or field).
     #[error(transparent)]

@@ -13,6 +13,7 @@ use crate::runtime::{PodStatus, RunningPod};
 
 /// Errors from syncing one pod. All are retried by the pod worker with backoff.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The runtime failed.
     #[error(transparent)]
@@ -67,6 +68,7 @@ impl SyncPodType {
 /// Why housekeeping failed (upstream `HandlePodCleanups`' error). The sync loop logs it and
 /// tries again on the next housekeeping tick.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CleanupError {
     /// The runtime's pods could not be listed.
     #[error("listing the runtime's pods: {0}")]

@@ -9,6 +9,7 @@ pub const FORBIDDEN_REASON: &str = "SysctlForbidden";
 
 /// A pod sysctl the node refuses; the message is upstream's admission message.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// Not in [`SAFE_SYSCTLS`].
     #[error("forbidden sysctl: {0:?} not allowlisted")]

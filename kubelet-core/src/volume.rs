@@ -12,6 +12,7 @@ use crate::pod::PodUid;
 
 /// Errors from a [`VolumeManager`].
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// One volume could not be set up; reported as `FailedMount` in the waiting message of the pod's `ContainerCreating` containers. Retried on the
     /// next sync.

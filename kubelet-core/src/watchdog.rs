@@ -55,6 +55,7 @@ impl Default for Config {
 
 /// Why the watchdog could not start.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The OS refused a new thread (not retryable in any useful way).
     #[error("spawning the stall watchdog thread: {0}")]

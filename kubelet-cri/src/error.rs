@@ -9,6 +9,7 @@ use tonic::Code;
 /// Every error of this crate that is not a [`kubelet_core::runtime::Error`] (what the
 /// [`kubelet_core::kuberuntime::RuntimeService`] calls return).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CriError {
     /// The endpoint was refused.
     #[error(transparent)]
@@ -21,6 +22,7 @@ pub enum CriError {
 /// Why a pod or container spec cannot be turned into a CRI config (reported on the
 /// container as `CreateContainerConfigError`, through [`Error::InvalidSpec`]).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// `seccompProfile.type: Localhost` without `localhostProfile`.
     #[error("localhostProfile must be set if seccompProfile type is Localhost.")]
@@ -45,6 +47,7 @@ impl From<ConfigError> for Error {
 /// not an error at connect time (the connection is lazy); it shows up as
 /// [`Error::Unavailable`] on each call.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConnectError {
     /// The endpoint is not a unix socket (`unix:///path` or an absolute or relative path).
     #[error("unsupported CRI endpoint {0:?}: expected unix:///path/to/socket or a path")]

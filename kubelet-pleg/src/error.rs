@@ -7,6 +7,7 @@ use kubelet_core::time::go_duration;
 
 /// Errors of the PLEGs and their event sources.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The event service could not be reached or refused the subscription. Retryable: the
     /// evented PLEG relists at the fallback period and subscribes again with backoff.

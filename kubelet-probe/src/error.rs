@@ -7,6 +7,7 @@ use kubelet_core::runtime;
 
 /// Why a probe could not run.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The probe's port is not a valid number or a name of one of the container's ports.
     #[error(transparent)]
@@ -20,6 +21,9 @@ pub enum Error {
     /// The probe sets none of exec, httpGet, tcpSocket and grpc.
     #[error("missing probe handler")]
     MissingHandler,
+    /// A gRPC probe in a build without the `grpc` feature.
+    #[error("gRPC probes are not built in (kubelet-probe's `grpc` feature is off)")]
+    GrpcNotBuilt,
     /// The runtime could not run an exec probe's command.
     #[error("{0}")]
     Exec(#[source] runtime::Error),

@@ -112,6 +112,7 @@ pub struct GetError {
 
 /// Why one HTTP request got no response: the cause of a [`GetError`].
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RequestError {
     /// The TCP connection failed.
     #[error("dial tcp: {0}")]

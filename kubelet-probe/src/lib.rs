@@ -32,6 +32,7 @@
 
 mod error;
 pub mod exec;
+#[cfg(feature = "grpc")]
 pub mod grpc;
 pub mod http;
 pub mod lifecycle;

@@ -181,7 +181,13 @@ async fn run_once(
             .ok_or(Error::InvalidGrpcPort(g.port))?;
         let host = host_or_pod_ip(None, pod_ip)?;
         let service = g.service.clone().unwrap_or_default();
+        #[cfg(feature = "grpc")]
         return Ok(crate::grpc::probe(&host, port, &service, timeout).await);
+        #[cfg(not(feature = "grpc"))]
+        {
+            let _ = (host, port, service);
+            return Err(Error::GrpcNotBuilt);
+        }
     }
     Err(Error::MissingHandler)
 }

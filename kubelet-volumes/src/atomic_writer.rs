@@ -48,6 +48,7 @@ pub type Payload = BTreeMap<String, FileProjection>;
 
 /// Why a payload path is refused (upstream `validatePath`'s rules).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum PathError {
     /// The path is empty.
     #[error("invalid path: must not be empty")]

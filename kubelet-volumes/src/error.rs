@@ -12,6 +12,7 @@ use crate::atomic_writer::PathError;
 
 /// Errors of the mount helpers, hostPath checks, atomic writer, projections and subPaths.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// A `mount(2)` or `umount(2)` call failed; `action` says which (`mounting tmpfs on`,
     /// `bind-mounting onto`, `unmounting`).

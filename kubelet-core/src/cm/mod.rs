@@ -30,6 +30,7 @@ pub use fake::FakePodContainerManager;
 /// Errors of a [`PodContainerManager`]. All are retryable: the next sync or housekeeping
 /// tries again.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// A cgroup file or directory could not be read, written, created or removed.
     #[error("cgroup {path}: {op}: {source}")]

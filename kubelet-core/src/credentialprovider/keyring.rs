@@ -113,22 +113,27 @@ pub fn is_default_registry_match(image: &str) -> bool {
 /// Whether the scheme-less URL `target` matches `glob`: same port, same number of host
 /// labels each matching its glob label (`*.example.com`), and `glob`'s path a prefix of
 /// `target`'s. `Err` when either is not a URL or a glob is malformed.
-pub fn urls_match(glob: &str, target: &str) -> Result<bool, String> {
-    let glob = Url::parse_schemeless(glob)?;
-    let target = Url::parse_schemeless(target)?;
-    let (glob_labels, glob_port) = split_host_port(&glob.host);
-    let (target_labels, target_port) = split_host_port(&target.host);
+pub fn urls_match(glob: &str, target: &str) -> Result<bool, super::Error> {
+    let error = |reason: String| super::Error::UrlMatch {
+        glob: glob.to_owned(),
+        target: target.to_owned(),
+        reason,
+    };
+    let glob_url = Url::parse_schemeless(glob).map_err(error)?;
+    let target_url = Url::parse_schemeless(target).map_err(error)?;
+    let (glob_labels, glob_port) = split_host_port(&glob_url.host);
+    let (target_labels, target_port) = split_host_port(&target_url.host);
     if glob_port != target_port || glob_labels.len() != target_labels.len() {
         return Ok(false);
     }
-    if !target.path.starts_with(&glob.path) {
+    if !target_url.path.starts_with(&glob_url.path) {
         return Ok(false);
     }
     for (g, t) in glob_labels.iter().zip(&target_labels) {
         match glob::matches(g, t) {
             Some(true) => {}
             Some(false) => return Ok(false),
-            None => return Err(format!("malformed glob {g:?}")),
+            None => return Err(error(format!("malformed glob {g:?}"))),
         }
     }
     Ok(true)

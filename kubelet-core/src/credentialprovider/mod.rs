@@ -40,7 +40,19 @@ pub use secrets::{DOCKER_CONFIG_JSON_KEY, DOCKER_CONFIG_KEY, make_docker_keyring
 
 /// Errors reading registry credentials.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
+    /// A keyring key or an image is not a URL, or a key's host glob is malformed
+    /// ([`urls_match`]).
+    #[error("cannot match {glob:?} against {target:?}: {reason}")]
+    UrlMatch {
+        /// The keyring key (a URL whose host labels may be globs).
+        glob: String,
+        /// The image or URL matched against it.
+        target: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// The docker config is not JSON of the expected shape.
     #[error("invalid docker config: {0}")]
     Json(#[from] serde_json::Error),

@@ -67,6 +67,7 @@ const TAINT_NODE_MEMORY_PRESSURE: &str = "node.kubernetes.io/memory-pressure";
 
 /// Why eviction settings are invalid; each names the statement at fault.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// A list entry without its separator.
     #[error("invalid statement {statement:?}: want <key>{separator}<value>")]

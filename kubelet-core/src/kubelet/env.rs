@@ -35,6 +35,7 @@ use crate::resources::{
 /// Why a container's environment cannot be made: the container's
 /// `CreateContainerConfigError` message, worded as upstream's.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The object source could not answer for a configMap or secret.
     #[error("{source}")]

@@ -26,6 +26,7 @@ pub const MAX_FQDN_LEN: usize = 64;
 
 /// Why a pod has no valid hostname (upstream's messages).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// `spec.hostname` is not a DNS-1123 label.
     #[error("pod Hostname {0:?} is not a valid DNS label")]

@@ -30,6 +30,7 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// Why a mirror pod could not be created or deleted. The kubelet logs it and tries again at
 /// the static pod's next sync (or the next housekeeping), so every variant is retryable.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The API server refused or failed the request.
     #[error("{verb} mirror pod {pod}: {source}")]

@@ -9,6 +9,7 @@ use crate::runtime::MountPropagation;
 
 /// Why a volume mount's `mountPropagation` is refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// `Bidirectional` in a container that is not privileged (the API server's message).
     #[error("mountPropagation: Forbidden: {BIDIRECTIONAL_NEEDS_PRIVILEGED}")]

@@ -14,6 +14,7 @@ use crate::PodExt;
 /// Why a container may not run as the user it would run as (upstream `verifyRunAsNonRoot`);
 /// reported as `CreateContainerConfigError` with this message.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum NonRootError {
     /// `runAsUser: 0` with `runAsNonRoot: true`.
     #[error("container's runAsUser breaks non-root policy (pod: {pod:?}, container: {container})")]

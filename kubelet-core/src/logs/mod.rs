@@ -36,6 +36,7 @@ pub use reader::read_logs;
 
 /// Why a log could not be read.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The log file (or a rotated one) could not be opened or read.
     #[error("failed to read log file {path:?}: {source}")]

@@ -30,6 +30,7 @@ pub struct Message {
 
 /// Why a line could not be parsed (the reader logs it and skips the line, as upstream).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ParseError {
     /// No space after the timestamp.
     #[error("timestamp is not found")]

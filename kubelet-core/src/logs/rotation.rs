@@ -54,6 +54,7 @@ impl Default for Policy {
 
 /// Why a rotation failed (logged; the next round tries again).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// `containerLogMaxFiles` below 2 (upstream's message).
     #[error("invalid MaxFiles {0}, must be > 1")]

@@ -18,6 +18,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 
 /// Errors from an [`ObjectSource`].
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The source cannot answer now (API server unreachable, cache not synced). Retryable.
     #[error("object source unavailable: {0}")]

@@ -38,6 +38,7 @@ pub use v1alpha1::{FsStats, PodStats, Summary};
 
 /// Why stats could not be gathered.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The runtime did not answer (retryable: the next request asks again).
     #[error("container runtime: {0}")]

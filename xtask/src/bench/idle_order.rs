@@ -137,6 +137,27 @@ pub(crate) fn listed_in(binary: &Path) -> Result<Option<(usize, usize)>> {
     Ok(Some(count_found(&list, &bytes)))
 }
 
+/// The share of the list's names the release binary must still define (issue 32): below it
+/// the link order has decayed (a toolchain, dependency or signature change renamed the
+/// symbols) and resident idle code grows back unnoticed.
+pub(crate) const MIN_FOUND_PERCENT: usize = 90;
+
+/// Whether `found` of `listed` names are enough ([`MIN_FOUND_PERCENT`]).
+pub(crate) fn list_is_fresh(found: usize, listed: usize) -> bool {
+    found * 100 >= listed * MIN_FOUND_PERCENT
+}
+
+/// Fails the bench, after its report is written, when the list has decayed.
+pub(crate) fn check_list(found: Option<(usize, usize)>) -> Result<()> {
+    match found {
+        Some((found, listed)) if !list_is_fresh(found, listed) => bail!(
+            "the release binary defines only {found} of the {listed} functions {LIST} lists \
+             (< {MIN_FOUND_PERCENT} %): regenerate it with `cargo xtask idle-order` and commit it"
+        ),
+        _ => Ok(()),
+    }
+}
+
 /// How many names of `list` (one per line, `#` comments) are NUL-terminated strings of
 /// `binary`, and how many it lists.
 fn count_found(list: &str, binary: &[u8]) -> (usize, usize) {
@@ -305,6 +326,18 @@ fn which(tool: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_list_with_under_90_percent_of_its_names_found_fails_the_bench() {
+        assert!(check_list(None).is_ok(), "no list");
+        assert!(check_list(Some((1_164, 1_164))).is_ok());
+        assert!(check_list(Some((90, 100))).is_ok());
+        let stale = check_list(Some((89, 100))).expect_err("decayed");
+        assert!(
+            stale.to_string().contains("cargo xtask idle-order"),
+            "{stale}"
+        );
+    }
 
     #[test]
     fn nm_output_gives_text_symbols_with_their_sizes_first_name_per_address() {

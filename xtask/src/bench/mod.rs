@@ -346,7 +346,8 @@ pub(crate) fn run(args: Args) -> Result<()> {
 
     drop(agent);
     kubelet.stop();
-    testbed.shutdown()
+    testbed.shutdown()?;
+    idle_order::check_list(mem.idle_functions_found)
 }
 
 /// The probe scenario (see [`probes`]) over a 20 s window with `quick`, else 60 s.

@@ -357,8 +357,17 @@ pub(crate) fn memory_rows(m: &Memory, n: usize) -> Vec<Row> {
             },
             baseline: String::new(),
             ratio: String::new(),
-            goal: "(few found: run `cargo xtask idle-order`)".into(),
-            verdict: Verdict::Info,
+            goal: format!(
+                "≥ {} % found (else: `cargo xtask idle-order`)",
+                super::idle_order::MIN_FOUND_PERCENT
+            ),
+            verdict: match m.idle_functions_found {
+                Some((found, listed)) if super::idle_order::list_is_fresh(found, listed) => {
+                    Verdict::Must
+                }
+                Some(_) => Verdict::Miss,
+                None => Verdict::Info,
+            },
         },
     ]
 }
