@@ -75,7 +75,27 @@ pub fn configz(s: &Settings) -> Value {
     if let Some(all) = config.as_object_mut() {
         all.extend(eviction(&s.eviction));
     }
-    json!({ "kubeletconfig": config })
+    // The file's other fields (after upstream's zero defaulting) as read.
+    let mut shown = Value::Object(s.config_file.clone());
+    overlay(&mut shown, config);
+    json!({ "kubeletconfig": shown })
+}
+
+/// Puts `top` over `base`: objects merge field by field, any other value of `top` wins.
+fn overlay(base: &mut Value, top: Value) {
+    match (base, top) {
+        (Value::Object(base), Value::Object(top)) => {
+            for (key, value) in top {
+                match base.get_mut(&key) {
+                    Some(slot) => overlay(slot, value),
+                    None => {
+                        base.insert(key, value);
+                    }
+                }
+            }
+        }
+        (base, top) => *base = top,
+    }
 }
 
 /// `evictionHard`, `evictionSoft`, `evictionSoftGracePeriod`, `evictionMinimumReclaim`,

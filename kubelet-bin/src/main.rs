@@ -6,6 +6,7 @@
 
 mod app;
 mod async_runtime;
+mod cli;
 mod cluster_settings;
 mod configz;
 mod container_log_settings;

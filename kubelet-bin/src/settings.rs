@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use serde::Deserialize;
+use serde_json::Value;
 
 use crate::duration;
 
@@ -116,8 +117,6 @@ pub struct Flags {
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct ConfigFile {
-    kind: Option<String>,
-    api_version: Option<String>,
     static_pod_path: Option<PathBuf>,
     container_runtime_endpoint: Option<String>,
     address: Option<IpAddr>,
@@ -201,6 +200,9 @@ pub struct Settings {
     pub verbosity: u8,
     /// Config-file fields this kubelet does not use (warned about at start).
     pub ignored_config_fields: Vec<String>,
+    /// The config file as read, after upstream's zero defaulting (empty without a file):
+    /// `/configz` shows it under the effective values.
+    pub config_file: serde_json::Map<String, Value>,
     /// Pod cgroup, CPU limit and DNS settings.
     pub pod_runtime: crate::pod_runtime::Settings,
     /// Cluster mode settings (standalone without a kubeconfig).
@@ -222,29 +224,34 @@ pub struct Settings {
 #[error("{0}")]
 pub struct UsageError(pub String);
 
-fn read_config(path: &Path) -> Result<ConfigFile, UsageError> {
+/// Reads a `KubeletConfiguration` file: checks its kind and apiVersion, applies upstream's
+/// zero defaulting ([`crate::cli::defaults`]) and returns it typed, with the defaulted object
+/// (which `/configz` shows for the fields no settings module reads).
+fn read_config(path: &Path) -> Result<(ConfigFile, serde_json::Map<String, Value>), UsageError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| UsageError(format!("--config {}: {e}", path.display())))?;
-    let file: ConfigFile = serde_saphyr::from_str(&text).map_err(|e| {
+    let invalid = |e: &dyn std::fmt::Display| {
         UsageError(format!(
             "--config {}: invalid KubeletConfiguration: {e}",
             path.display()
         ))
-    })?;
-    if file
-        .kind
-        .as_deref()
-        .is_some_and(|k| k != "KubeletConfiguration")
-    {
+    };
+    let mut object: serde_json::Map<String, Value> = if text.trim().is_empty() {
+        serde_json::Map::new()
+    } else {
+        serde_saphyr::from_str(&text).map_err(|e| invalid(&e))?
+    };
+    let kind = object.get("kind").and_then(Value::as_str);
+    if kind.is_some_and(|k| k != "KubeletConfiguration") {
         return Err(UsageError(format!(
             "--config {}: kind must be KubeletConfiguration, not {:?}",
             path.display(),
-            file.kind.unwrap_or_default()
+            kind.unwrap_or_default()
         )));
     }
-    if file
-        .api_version
-        .as_deref()
+    if object
+        .get("apiVersion")
+        .and_then(Value::as_str)
         .is_some_and(|v| v != "kubelet.config.k8s.io/v1beta1")
     {
         return Err(UsageError(format!(
@@ -252,7 +259,48 @@ fn read_config(path: &Path) -> Result<ConfigFile, UsageError> {
             path.display()
         )));
     }
-    Ok(file)
+    crate::cli::defaults::set_defaults(&mut object).map_err(|e| invalid(&e))?;
+    let mut fields = object.clone();
+    fields.remove("kind");
+    fields.remove("apiVersion");
+    let file: ConfigFile = serde_path_to_error::deserialize(Value::Object(fields.clone()))
+        .map_err(|e| {
+            // `#[serde(flatten)]` hides the path from serde_path_to_error: find it by trying
+            // the fields one at a time.
+            let path = match e.path().to_string().as_str() {
+                "." => failing_field(&fields).unwrap_or_else(|| ".".into()),
+                path => path.to_owned(),
+            };
+            invalid(&format_args!("{path}: {}", e.inner()))
+        })?;
+    Ok((file, object))
+}
+
+/// The dotted path of the first field of `fields` that [`ConfigFile`] does not accept.
+fn failing_field(fields: &serde_json::Map<String, Value>) -> Option<String> {
+    fn fails(value: Value) -> bool {
+        serde_json::from_value::<ConfigFile>(value).is_err()
+    }
+    // `prefix` wraps a value in the objects above it.
+    fn search(prefix: &[&str], object: &serde_json::Map<String, Value>) -> Option<String> {
+        for (key, value) in object {
+            let mut path = prefix.to_vec();
+            path.push(key);
+            let wrapped = path
+                .iter()
+                .rev()
+                .fold(value.clone(), |inner, k| serde_json::json!({ *k: inner }));
+            if fails(wrapped) {
+                return match value {
+                    Value::Object(inner) => search(&path, inner),
+                    _ => None,
+                }
+                .or_else(|| Some(path.join(".")));
+            }
+        }
+        None
+    }
+    search(&[], fields)
 }
 
 fn config_duration(
@@ -320,9 +368,9 @@ impl Settings {
 
     /// Merges defaults, the config file and flags.
     pub fn from_flags(flags: Flags) -> Result<Self, UsageError> {
-        let file = match &flags.config {
+        let (file, config_object) = match &flags.config {
             Some(path) => read_config(path)?,
-            None => ConfigFile::default(),
+            None => (ConfigFile::default(), serde_json::Map::new()),
         };
         let cfg_path = flags.config.clone().unwrap_or_default();
         let endpoint = flags
@@ -452,6 +500,7 @@ impl Settings {
             evented_pleg_relist_period,
             verbosity: flags.verbosity,
             ignored_config_fields: file.other.into_keys().collect(),
+            config_file: config_object,
             node_allocatable: crate::node_allocatable::Settings::merge(
                 flags.node_allocatable,
                 file.node_allocatable,
