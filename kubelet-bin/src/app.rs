@@ -13,6 +13,9 @@ use crate::settings::Settings;
 /// Runs the kubelet until a termination signal.
 pub async fn run(settings: Settings) -> anyhow::Result<()> {
     info!(node = %settings.node_name, endpoint = %settings.runtime_endpoint, "starting kubelet");
+    for warning in &settings.flag_warnings {
+        warn!("{warning}");
+    }
     for field in &settings.ignored_config_fields {
         warn!(field = %field, "KubeletConfiguration field is not supported by this kubelet; ignoring it");
     }

@@ -52,6 +52,19 @@ pub struct Flags {
     /// How often --manifest-url is read (default 20s).
     #[arg(long, value_parser = duration::parse)]
     pub http_check_frequency: Option<Duration>,
+    /// Kubeconfig with a bootstrap token for the TLS bootstrap: used when --kubeconfig does
+    /// not exist yet to request a client certificate (parsed; the bootstrap itself is not
+    /// implemented yet).
+    #[arg(long)]
+    pub bootstrap_kubeconfig: Option<PathBuf>,
+    /// Renew the client certificate through CSRs before it expires (`rotateCertificates`;
+    /// parsed, not implemented yet).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub rotate_certificates: Option<bool>,
+    /// Request the serving certificate through CSRs (`serverTLSBootstrap`; parsed, not
+    /// implemented yet).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub rotate_server_certificates: Option<bool>,
 }
 
 /// The `KubeletConfiguration` fields of this module.
@@ -72,6 +85,9 @@ pub struct ConfigFile {
     #[serde(rename = "staticPodURLHeader")]
     static_pod_url_header: Option<std::collections::BTreeMap<String, Vec<String>>>,
     http_check_frequency: Option<String>,
+    rotate_certificates: Option<bool>,
+    #[serde(rename = "serverTLSBootstrap")]
+    server_tls_bootstrap: Option<bool>,
 }
 
 /// Merged cluster settings.
@@ -93,6 +109,17 @@ pub struct Settings {
     pub manifest_url_headers: Vec<(String, String)>,
     /// `--http-check-frequency` / `httpCheckFrequency`.
     pub http_check_frequency: Duration,
+    /// `--bootstrap-kubeconfig`: the kubeconfig (with a bootstrap token) that the TLS
+    /// bootstrap (upstream `pkg/kubelet/certificate/bootstrap`) uses to obtain a client
+    /// certificate when `kubeconfig` does not exist yet. Parsed only: the bootstrap is not
+    /// implemented yet, and the binary warns when this is set.
+    pub bootstrap_kubeconfig: Option<PathBuf>,
+    /// `--rotate-certificates` / `rotateCertificates` (default false): renew the client
+    /// certificate through CSRs. Parsed only (the binary warns when it is true).
+    pub rotate_certificates: bool,
+    /// `--rotate-server-certificates` / `serverTLSBootstrap` (default false): get the
+    /// serving certificate through CSRs. Parsed only (the binary warns when it is true).
+    pub server_tls_bootstrap: bool,
 }
 
 impl Settings {
@@ -167,6 +194,15 @@ impl Settings {
                 .filter(|u| !u.is_empty()),
             manifest_url_headers,
             http_check_frequency,
+            bootstrap_kubeconfig: flags.bootstrap_kubeconfig,
+            rotate_certificates: flags
+                .rotate_certificates
+                .or(file.rotate_certificates)
+                .unwrap_or(false),
+            server_tls_bootstrap: flags
+                .rotate_server_certificates
+                .or(file.server_tls_bootstrap)
+                .unwrap_or(false),
             kubeconfig: flags.kubeconfig,
             api_limits,
             node_lease_duration,

@@ -303,7 +303,9 @@ runtimeCgroups: /system.slice/containerd.service
             k["staticPodURLHeader"],
             serde_json::json!({"X-Token": ["a", "b"]})
         );
-        assert_eq!(k["volumeStatsAggPeriod"], "0s");
+        // a zero in the file is upstream's default (SetDefaults_KubeletConfiguration); only
+        // the flag can turn volume stats off
+        assert_eq!(k["volumeStatsAggPeriod"], "1m0s");
         assert_eq!(k["runtimeCgroups"], "/system.slice/containerd.service");
     }
 }

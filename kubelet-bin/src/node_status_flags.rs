@@ -22,9 +22,10 @@ use crate::settings::UsageError;
 #[derive(Debug, Default, clap::Args)]
 #[group(id = "node-status")]
 pub struct Flags {
-    /// Labels of the registered Node (`key=value,…`).
-    #[arg(long)]
-    pub node_labels: Option<String>,
+    /// Labels of the registered Node (`key=value,…`); repeated flags add up, as upstream's
+    /// map flags.
+    #[arg(long, action = clap::ArgAction::Append)]
+    pub node_labels: Vec<String>,
     /// Create the Node in the API server (default true).
     #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
     pub register_node: Option<bool>,
@@ -97,10 +98,10 @@ pub fn merge(
     node_name: &str,
 ) -> Result<NodeStatusOptions, UsageError> {
     {
-        let node_labels = match flags.node_labels.as_deref() {
-            Some(s) => initial::parse_labels(s).map_err(usage("--node-labels"))?,
-            None => BTreeMap::new(),
-        };
+        let mut node_labels = BTreeMap::new();
+        for labels in &flags.node_labels {
+            node_labels.extend(initial::parse_labels(labels).map_err(usage("--node-labels"))?);
+        }
         let register_with_taints = match flags.register_with_taints.as_deref() {
             Some(s) => initial::parse_taints(s).map_err(usage("--register-with-taints"))?,
             None => file.register_with_taints.unwrap_or_default(),
@@ -173,7 +174,7 @@ mod tests {
         let flags = Flags {
             max_pods: Some(30),
             system_reserved: Some("cpu=200m".into()),
-            node_labels: Some("role=edge".into()),
+            node_labels: vec!["role=edge".into()],
             ..Flags::default()
         };
         let s = merge(flags, cfg, "n").expect("valid");

@@ -24,7 +24,9 @@ pub const EXIT_USAGE: i32 = 64;
 #[command(
     name = "kubelet",
     about = "A Rust kubelet: runs static pods on a CRI runtime",
-    version
+    version,
+    // A repeated flag: the last value wins, as upstream (KUBELET_EXTRA_ARGS relies on it).
+    args_override_self = true
 )]
 pub struct Flags {
     /// Path to a KubeletConfiguration (kubelet.config.k8s.io/v1beta1) file; flags win over it.
@@ -45,9 +47,10 @@ pub struct Flags {
     /// Node name to use instead of the hostname.
     #[arg(long)]
     pub hostname_override: Option<String>,
-    /// The node's IP (reported as the pods' hostIP).
-    #[arg(long)]
-    pub node_ip: Option<IpAddr>,
+    /// The node's IPs, comma-separated, at most one per family (reported as the pods'
+    /// hostIPs).
+    #[arg(long, value_delimiter = ',')]
+    pub node_ip: Vec<IpAddr>,
     /// Address the secure port (default 0.0.0.0) and the read-only port (default 127.0.0.1)
     /// listen on.
     #[arg(long)]
@@ -111,6 +114,9 @@ pub struct Flags {
     /// Node allocatable enforcement flags.
     #[command(flatten)]
     pub node_allocatable: crate::node_allocatable::Flags,
+    /// Flags installers pass that are accepted and ignored with a warning.
+    #[command(flatten)]
+    pub accepted: crate::cli::accepted_flags::Flags,
 }
 
 /// The subset of `KubeletConfiguration` this kubelet reads (same field names).
@@ -198,6 +204,8 @@ pub struct Settings {
     pub evented_pleg_relist_period: Duration,
     /// Log verbosity.
     pub verbosity: u8,
+    /// One warning per flag given that is accepted but not implemented (logged at start).
+    pub flag_warnings: Vec<String>,
     /// Config-file fields this kubelet does not use (warned about at start).
     pub ignored_config_fields: Vec<String>,
     /// The config file as read, after upstream's zero defaulting (empty without a file):
@@ -341,6 +349,17 @@ fn crash_loop_backoff(
     Ok((initial.min(max), max))
 }
 
+/// `--node-ip`: at most one address per family, as upstream's dual-stack form.
+fn node_ips(ips: &[IpAddr]) -> Result<Vec<String>, UsageError> {
+    let v4 = ips.iter().filter(|ip| ip.is_ipv4()).count();
+    if ips.len() > 2 || (ips.len() == 2 && v4 != 1) {
+        return Err(UsageError(format!(
+            "--node-ip {ips:?}: at most one IPv4 and one IPv6 address"
+        )));
+    }
+    Ok(ips.iter().map(ToString::to_string).collect())
+}
+
 fn socket_from_endpoint(endpoint: &str) -> Result<PathBuf, UsageError> {
     let path = endpoint.strip_prefix("unix://").unwrap_or(endpoint);
     if endpoint.contains("://") && !endpoint.starts_with("unix://") {
@@ -463,6 +482,7 @@ impl Settings {
             ));
         }
         let pod_runtime = crate::pod_runtime::Settings::merge(flags.pod_runtime, file.pod_runtime)?;
+        let cluster = crate::cluster_settings::Settings::merge(flags.cluster, file.cluster)?;
         let eviction = crate::eviction_settings::merge(
             flags.eviction,
             file.eviction,
@@ -486,10 +506,7 @@ impl Settings {
                 .or(file.pod_logs_dir)
                 .unwrap_or_else(|| PathBuf::from("/var/log/pods")),
             node_name,
-            node_ips: flags
-                .node_ip
-                .map(|ip| vec![ip.to_string()])
-                .unwrap_or_default(),
+            node_ips: node_ips(&flags.node_ip)?,
             read_only: (read_only_port != 0).then(|| (address, read_only_port).into()),
             healthz: (healthz_port != 0).then(|| (healthz_address, healthz_port).into()),
             sync_frequency,
@@ -500,6 +517,11 @@ impl Settings {
             evented_pleg_relist_period,
             verbosity: flags.verbosity,
             ignored_config_fields: file.other.into_keys().collect(),
+            flag_warnings: [
+                flags.accepted.warnings(),
+                crate::cli::accepted_flags::not_implemented(&cluster),
+            ]
+            .concat(),
             config_file: config_object,
             node_allocatable: crate::node_allocatable::Settings::merge(
                 flags.node_allocatable,
@@ -507,7 +529,7 @@ impl Settings {
                 pod_runtime.cgroups_per_qos,
             )?,
             pod_runtime,
-            cluster: crate::cluster_settings::Settings::merge(flags.cluster, file.cluster)?,
+            cluster,
             node_status,
             container_logs: crate::container_log_settings::Settings::merge(
                 flags.container_logs,
