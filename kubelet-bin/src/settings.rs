@@ -24,11 +24,22 @@ pub const EXIT_USAGE: i32 = 64;
 #[command(
     name = "kubelet",
     about = "A Rust kubelet: runs static pods on a CRI runtime",
-    version,
+    // `--version` prints upstream's `Kubernetes vX.Y.Z` (kubeadm's preflight parses it).
+    disable_version_flag = true,
     // A repeated flag: the last value wins, as upstream (KUBELET_EXTRA_ARGS relies on it).
     args_override_self = true
 )]
 pub struct Flags {
+    /// Print the targeted upstream release (`Kubernetes vX.Y.Z`) and exit.
+    #[arg(
+        long,
+        value_name = "BOOL",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        value_parser = ["true", "false", "raw"]
+    )]
+    pub version: Option<String>,
     /// Path to a KubeletConfiguration (kubelet.config.k8s.io/v1beta1) file; flags win over it.
     #[arg(long)]
     pub config: Option<PathBuf>,
