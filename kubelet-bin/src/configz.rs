@@ -202,7 +202,8 @@ mod tests {
         assert_eq!(k["runtimeRequestTimeout"], "2m0s");
         assert_eq!(k["readOnlyPort"], 10255);
         assert_eq!(k["authorization"]["mode"], "AlwaysAllow");
-        assert_eq!(k["authentication"]["anonymous"]["enabled"], true);
+        // secure by default, unlike upstream's legacy flag default
+        assert_eq!(k["authentication"]["anonymous"]["enabled"], false);
         assert_eq!(k["authentication"]["webhook"]["cacheTTL"], "2m0s");
         assert_eq!(k["tlsCertFile"], "/var/lib/kubelet/pki/kubelet.crt");
         assert_eq!(k["evictionHard"]["memory.available"], "100Mi");

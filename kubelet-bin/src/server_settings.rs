@@ -12,9 +12,13 @@
 //! `authorization.webhook.cacheUnauthorizedTTL`). `--port` and `--address` are read with the
 //! other endpoints.
 //!
-//! Defaults differ as upstream's do: without `--config` the flags' legacy defaults apply
-//! (anonymous on, no token webhook, `AlwaysAllow`); with a config file its defaults apply
-//! (anonymous off, token webhook on, `Webhook`), and flags win over both.
+//! Defaults differ as upstream's do: without `--config` the flags' defaults apply (no token
+//! webhook, `AlwaysAllow`); with a config file its defaults apply (token webhook on,
+//! `Webhook`), and flags win over both. Anonymous requests are off in both: upstream's legacy
+//! flag default `--anonymous-auth=true` served `/run`, `/exec` and the logs to anyone
+//! reaching port 10250, so here a kubelet started without a config file or auth flags answers
+//! every request on the secure port with 401 until `--client-ca-file`, the token webhook or
+//! an explicit `--anonymous-auth=true` lets someone in.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -52,8 +56,8 @@ pub struct Flags {
     /// groups of their Organizations.
     #[arg(long)]
     pub client_ca_file: Option<PathBuf>,
-    /// Serve requests that nothing authenticated as system:anonymous (default true; false
-    /// with --config).
+    /// Serve requests that nothing authenticated as system:anonymous (default false, also
+    /// without --config: upstream's legacy flag default is true).
     #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
     pub anonymous_auth: Option<bool>,
     /// Check bearer tokens with TokenReviews (default false; true with --config).
@@ -213,10 +217,11 @@ impl Settings {
                 webhook_file.cache_ttl.as_deref(),
                 authn::DEFAULT_CACHE_TTL,
             )?,
+            // Secure by default (upstream's flags default to true; see the module docs).
             anonymous: flags
                 .anonymous_auth
                 .or(authn_file.anonymous.and_then(|a| a.enabled))
-                .unwrap_or(!from_config),
+                .unwrap_or(false),
         };
         let mode = match flags.authorization_mode.or(authz_file.mode) {
             Some(name) => {
@@ -304,9 +309,10 @@ mod tests {
     }
 
     #[test]
-    fn flag_defaults_are_upstreams_legacy_ones() {
+    fn flag_defaults_are_upstreams_legacy_ones_but_anonymous_off() {
         let s = merge(Flags::default(), ConfigFile::default(), false).expect("valid");
-        assert!(s.authn.anonymous);
+        // secure by default: upstream's legacy --anonymous-auth defaults to true
+        assert!(!s.authn.anonymous);
         assert!(!s.authn.webhook);
         assert_eq!(s.authn.webhook_cache_ttl, Duration::from_secs(120));
         assert_eq!(s.authz.mode, Mode::AlwaysAllow);

@@ -12,3 +12,5 @@ pub mod defaults;
 mod config_tests;
 #[cfg(test)]
 mod flag_tests;
+#[cfg(test)]
+mod secure_default_tests;
