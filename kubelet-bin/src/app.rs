@@ -35,7 +35,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         );
     }
     for field in &settings.ignored_config_fields {
-        warn!(field = %field, "KubeletConfiguration field is not supported by this kubelet; ignoring it");
+        warn!("{}", crate::cli::fields::ignored_field_warning(field));
     }
     let pr = &settings.pod_runtime;
     let (summary, pod_stats) = stats_provider(&settings)?;

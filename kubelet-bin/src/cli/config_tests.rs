@@ -239,4 +239,8 @@ fn an_unknown_field_is_a_warning_naming_it() {
         "{:?}",
         settings.ignored_config_fields
     );
+    assert!(
+        crate::cli::fields::ignored_field_warning("noSuchField").starts_with("unknown"),
+        "a warning that names it as unknown"
+    );
 }
