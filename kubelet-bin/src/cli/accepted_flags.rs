@@ -242,7 +242,7 @@ impl Ignored {
                 .require_equals(true)
                 .default_missing_value("true")
                 .value_parser(go_bool),
-            Takes::Value => arg.num_args(1).allow_hyphen_values(true),
+            Takes::Value => arg.num_args(1),
             Takes::OneOf(values) => arg
                 .num_args(1)
                 .value_parser(PossibleValuesParser::new(values.iter().copied())),

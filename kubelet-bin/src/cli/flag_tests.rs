@@ -226,4 +226,6 @@ fn a_rejected_value_is_a_usage_error() {
     let err = parse(&["--fail-swap-on=maybe"]).expect_err("not a bool");
     assert!(err.0.contains("--fail-swap-on"), "{}", err.0);
     assert!(parse(&["--no-such-flag"]).is_err());
+    let s = parse(&["--cloud-provider=", "--cni-bin-dir="]).expect("empty values are accepted");
+    assert_eq!(s.flag_warnings.len(), 2, "{:?}", s.flag_warnings);
 }
