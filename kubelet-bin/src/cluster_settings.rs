@@ -127,13 +127,13 @@ impl Settings {
     pub fn merge(flags: Flags, file: ConfigFile) -> Result<Self, UsageError> {
         let qps = flags.kube_api_qps.or(file.kube_api_qps);
         let burst = flags.kube_api_burst.or(file.kube_api_burst);
-        let api_limits =
-            limits(qps, burst).map_err(|e| UsageError(format!("--kube-api-burst: {}", e.0)))?;
+        let api_limits = limits(qps, burst)
+            .map_err(|e| UsageError(format!("--kube-api-burst/kubeAPIBurst: {}", e.0)))?;
         let event_limits = limits(
             flags.event_qps.or(file.event_record_qps),
             flags.event_burst.or(file.event_burst),
         )
-        .map_err(|e| UsageError(format!("--event-burst: {}", e.0)))?;
+        .map_err(|e| UsageError(format!("--event-burst/eventBurst: {}", e.0)))?;
         let lease_seconds = file
             .node_lease_duration_seconds
             .unwrap_or(cluster::DEFAULT_NODE_LEASE_DURATION.as_secs() as i32);

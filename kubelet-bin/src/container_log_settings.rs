@@ -97,7 +97,7 @@ impl Settings {
         let max_size =
             kubelet_core::resources::quantity_value(&max_size_text).ok_or_else(|| {
                 UsageError(format!(
-                    "failed to parse container log max size {max_size_text:?}: quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+                    "--container-log-max-size/containerLogMaxSize: failed to parse container log max size {max_size_text:?}: quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
                 ))
             })?;
         let policy = match u64::try_from(max_size) {

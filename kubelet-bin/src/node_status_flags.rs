@@ -104,7 +104,22 @@ pub fn merge(
         }
         let register_with_taints = match flags.register_with_taints.as_deref() {
             Some(s) => initial::parse_taints(s).map_err(usage("--register-with-taints"))?,
-            None => file.register_with_taints.unwrap_or_default(),
+            None => {
+                let taints = file.register_with_taints.unwrap_or_default();
+                if let Some(bad) = taints.iter().find(|t| {
+                    t.key.is_empty()
+                        || !matches!(
+                            t.effect.as_str(),
+                            "NoSchedule" | "PreferNoSchedule" | "NoExecute"
+                        )
+                }) {
+                    return Err(UsageError(format!(
+                        "registerWithTaints: taint {:?} (effect {:?}): the key must not be empty and the effect must be NoSchedule, PreferNoSchedule or NoExecute",
+                        bad.key, bad.effect
+                    )));
+                }
+                taints
+            }
         };
         let eviction_hard = match (flags.eviction_hard, file.eviction_hard) {
             (Some(s), _) => s.parse().map_err(usage("--eviction-hard"))?,
@@ -139,6 +154,12 @@ pub fn merge(
             .node_status_max_images
             .or(file.node_status_max_images)
             .unwrap_or(opts.max_images);
+        if opts.max_images < -1 {
+            return Err(UsageError(format!(
+                "--node-status-max-images/nodeStatusMaxImages {}: must be -1 (no cap) or more",
+                opts.max_images
+            )));
+        }
         opts.port = flags.port.or(file.port).unwrap_or(opts.port);
         Ok(opts)
     }

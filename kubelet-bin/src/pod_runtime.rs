@@ -152,7 +152,7 @@ impl Settings {
             "systemd" => CgroupDriver::Systemd,
             other => {
                 return Err(UsageError(format!(
-                    "--cgroup-driver {other:?}: must be \"cgroupfs\" or \"systemd\""
+                    "--cgroup-driver/cgroupDriver {other:?}: must be \"cgroupfs\" or \"systemd\""
                 )));
             }
         };
@@ -178,7 +178,7 @@ impl Settings {
         let period_us = u64::try_from(period.as_micros()).unwrap_or(u64::MAX);
         if !(1000..=1_000_000).contains(&period_us) {
             return Err(UsageError(
-                "--cpu-cfs-quota-period must be between 1ms and 1s".into(),
+                "--cpu-cfs-quota-period/cpuCFSQuotaPeriod must be between 1ms and 1s".into(),
             ));
         }
         let cluster_dns = if flags.cluster_dns.is_empty() {

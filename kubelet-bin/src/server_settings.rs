@@ -193,7 +193,7 @@ impl Settings {
                 .as_deref()
                 .unwrap_or(""),
         )
-        .map_err(|e| UsageError(format!("--tls-min-version: {e}")))?;
+        .map_err(|e| UsageError(format!("--tls-min-version/tlsMinVersion: {e}")))?;
         let cipher_suites = flags
             .tls_cipher_suites
             .or(file.tls_cipher_suites)
@@ -224,9 +224,8 @@ impl Settings {
                 .unwrap_or(false),
         };
         let mode = match flags.authorization_mode.or(authz_file.mode) {
-            Some(name) => {
-                Mode::parse(&name).map_err(|e| UsageError(format!("--authorization-mode: {e}")))?
-            }
+            Some(name) => Mode::parse(&name)
+                .map_err(|e| UsageError(format!("--authorization-mode/authorization.mode: {e}")))?,
             None if from_config => Mode::Webhook,
             None => Mode::AlwaysAllow,
         };

@@ -244,3 +244,59 @@ fn an_unknown_field_is_a_warning_naming_it() {
         "a warning that names it as unknown"
     );
 }
+
+/// Values upstream's `ValidateKubeletConfiguration` refuses: the error names the field path.
+#[test]
+fn invalid_values_name_their_field() {
+    let mut unnamed = Vec::new();
+    for (yaml, field) in [
+        ("syncFrequency: -1s", "syncFrequency"),
+        ("fileCheckFrequency: 1x", "fileCheckFrequency"),
+        ("maxPods: -1", "maxPods"),
+        ("port: 70000", "port"),
+        ("healthzPort: -5", "healthzPort"),
+        ("readOnlyPort: 70000", "readOnlyPort"),
+        ("nodeLeaseDurationSeconds: -1", "nodeLeaseDurationSeconds"),
+        ("kubeAPIBurst: -1", "kubeAPIBurst"),
+        ("eventBurst: -1", "eventBurst"),
+        (
+            "imageGCHighThresholdPercent: 101",
+            "imageGCHighThresholdPercent",
+        ),
+        (
+            "imageGCLowThresholdPercent: 90\nimageGCHighThresholdPercent: 80",
+            "imageGCLowThresholdPercent",
+        ),
+        ("cgroupDriver: upstart", "cgroupDriver"),
+        ("containerLogMaxFiles: 1", "containerLogMaxFiles"),
+        ("containerLogMaxSize: lots", "containerLogMaxSize"),
+        ("cpuCFSQuotaPeriod: 2s", "cpuCFSQuotaPeriod"),
+        ("nodeStatusMaxImages: -2", "nodeStatusMaxImages"),
+        ("evictionHard:\n  memory.available: lots", "evictionHard"),
+        ("evictionMaxPodGracePeriod: x", "evictionMaxPodGracePeriod"),
+        ("authorization:\n  mode: RBAC", "authorization.mode"),
+        ("tlsMinVersion: VersionTLS9", "tlsMinVersion"),
+        (
+            "enforceNodeAllocatable: [nonsense]",
+            "enforceNodeAllocatable",
+        ),
+        (
+            "registerWithTaints: [{key: a, effect: Sometimes}]",
+            "registerWithTaints",
+        ),
+        ("clusterDNS: [not-an-ip]", "clusterDNS"),
+        ("address: not-an-ip", "address"),
+        ("staticPodURLHeader: {a: b}", "staticPodURLHeader"),
+        (
+            "crashLoopBackOff:\n  maxContainerRestartPeriod: 1h",
+            "crashLoopBackOff.maxContainerRestartPeriod",
+        ),
+    ] {
+        match load(&format!("kind: KubeletConfiguration\n{yaml}\n"), &[]) {
+            Ok(_) => unnamed.push(format!("{yaml:?} loads")),
+            Err(err) if !err.0.contains(field) => unnamed.push(format!("{yaml:?}: {}", err.0)),
+            Err(_) => {}
+        }
+    }
+    assert!(unnamed.is_empty(), "{unnamed:#?}");
+}
