@@ -11,10 +11,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Taint;
 use kubelet::cluster::node_status::{self, EvictionHard, NodeStatusOptions, Reserved, initial};
-use serde::Deserialize;
 
+use crate::cli::config::KubeletConfiguration;
 use crate::duration;
 use crate::settings::UsageError;
 
@@ -56,21 +55,6 @@ pub struct Flags {
     pub port: Option<u16>,
 }
 
-/// The `KubeletConfiguration` fields of this module.
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ConfigFile {
-    register_node: Option<bool>,
-    register_with_taints: Option<Vec<Taint>>,
-    max_pods: Option<u32>,
-    kube_reserved: Option<BTreeMap<String, String>>,
-    system_reserved: Option<BTreeMap<String, String>>,
-    eviction_hard: Option<BTreeMap<String, String>>,
-    node_status_report_frequency: Option<String>,
-    node_status_max_images: Option<i32>,
-    port: Option<u16>,
-}
-
 fn usage(what: &str) -> impl Fn(node_status::Error) -> UsageError + '_ {
     move |e| UsageError(format!("{what}: {e}"))
 }
@@ -94,7 +78,7 @@ fn reserved(
 /// the flag or field.
 pub fn merge(
     flags: Flags,
-    file: ConfigFile,
+    file: &KubeletConfiguration,
     node_name: &str,
 ) -> Result<NodeStatusOptions, UsageError> {
     {
@@ -104,24 +88,10 @@ pub fn merge(
         }
         let register_with_taints = match flags.register_with_taints.as_deref() {
             Some(s) => initial::parse_taints(s).map_err(usage("--register-with-taints"))?,
-            None => {
-                let taints = file.register_with_taints.unwrap_or_default();
-                if let Some(bad) = taints.iter().find(|t| {
-                    t.key.is_empty()
-                        || !matches!(
-                            t.effect.as_str(),
-                            "NoSchedule" | "PreferNoSchedule" | "NoExecute"
-                        )
-                }) {
-                    return Err(UsageError(format!(
-                        "registerWithTaints: taint {:?} (effect {:?}): the key must not be empty and the effect must be NoSchedule, PreferNoSchedule or NoExecute",
-                        bad.key, bad.effect
-                    )));
-                }
-                taints
-            }
+            // checked by KubeletConfiguration::validate
+            None => file.register_with_taints.clone().unwrap_or_default(),
         };
-        let eviction_hard = match (flags.eviction_hard, file.eviction_hard) {
+        let eviction_hard = match (flags.eviction_hard, file.eviction_hard.clone()) {
             (Some(s), _) => s.parse().map_err(usage("--eviction-hard"))?,
             (None, Some(map)) => EvictionHard::from_map(&map).map_err(usage("evictionHard"))?,
             (None, None) => EvictionHard::default(),
@@ -142,10 +112,14 @@ pub fn merge(
             .unwrap_or(opts.register_node);
         opts.register_with_taints = register_with_taints;
         opts.max_pods = flags.max_pods.or(file.max_pods).unwrap_or(opts.max_pods);
-        opts.kube_reserved = reserved(flags.kube_reserved, file.kube_reserved, "kubeReserved")?;
+        opts.kube_reserved = reserved(
+            flags.kube_reserved,
+            file.kube_reserved.clone(),
+            "kubeReserved",
+        )?;
         opts.system_reserved = reserved(
             flags.system_reserved,
-            file.system_reserved,
+            file.system_reserved.clone(),
             "systemReserved",
         )?;
         opts.eviction_hard = eviction_hard;
@@ -169,13 +143,13 @@ pub fn merge(
 mod tests {
     use super::*;
 
-    fn file(yaml: &str) -> ConfigFile {
+    fn file(yaml: &str) -> KubeletConfiguration {
         serde_saphyr::from_str(yaml).expect("valid yaml")
     }
 
     #[test]
     fn defaults_are_upstreams() {
-        let s = merge(Flags::default(), ConfigFile::default(), "n").expect("valid");
+        let s = merge(Flags::default(), &KubeletConfiguration::default(), "n").expect("valid");
         assert!(s.register_node);
         assert_eq!(s.max_pods, 110);
         assert_eq!(s.port, 10250);
@@ -198,7 +172,7 @@ mod tests {
             node_labels: vec!["role=edge".into()],
             ..Flags::default()
         };
-        let s = merge(flags, cfg, "n").expect("valid");
+        let s = merge(flags, &cfg, "n").expect("valid");
         assert!(!s.register_node);
         assert_eq!(s.max_pods, 30);
         assert_eq!(s.kube_reserved.0.len(), 2);
@@ -217,10 +191,10 @@ mod tests {
             eviction_hard: Some("memory.available>1Gi".into()),
             ..Flags::default()
         };
-        let err = merge(flags, ConfigFile::default(), "n").expect_err("bad");
+        let err = merge(flags, &KubeletConfiguration::default(), "n").expect_err("bad");
         assert!(err.0.contains("--eviction-hard"), "{}", err.0);
         let err =
-            merge(Flags::default(), file("kubeReserved:\n  cpu: lots\n"), "n").expect_err("bad");
+            merge(Flags::default(), &file("kubeReserved:\n  cpu: lots\n"), "n").expect_err("bad");
         assert!(err.0.contains("kubeReserved"), "{}", err.0);
     }
 }

@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Parser;
-use serde::Deserialize;
 use serde_json::Value;
 
+use crate::cli::config::KubeletConfiguration;
 use crate::duration;
 
 /// Default safety-net relist period of the evented PLEG.
@@ -130,47 +130,6 @@ pub struct Flags {
     pub accepted: crate::cli::accepted_flags::Flags,
 }
 
-/// The subset of `KubeletConfiguration` this kubelet reads (same field names).
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ConfigFile {
-    static_pod_path: Option<PathBuf>,
-    container_runtime_endpoint: Option<String>,
-    address: Option<IpAddr>,
-    read_only_port: Option<u16>,
-    healthz_port: Option<u16>,
-    healthz_bind_address: Option<IpAddr>,
-    sync_frequency: Option<String>,
-    file_check_frequency: Option<String>,
-    pod_logs_dir: Option<PathBuf>,
-    crash_loop_back_off: Option<CrashLoopBackOffConfig>,
-    #[serde(flatten)]
-    pod_runtime: crate::pod_runtime::ConfigFile,
-    #[serde(flatten)]
-    cluster: crate::cluster_settings::ConfigFile,
-    #[serde(flatten)]
-    node_status: crate::node_status_flags::ConfigFile,
-    #[serde(flatten)]
-    server: crate::server_settings::ConfigFile,
-    #[serde(flatten)]
-    container_logs: crate::container_log_settings::ConfigFile,
-    #[serde(flatten)]
-    eviction: crate::eviction_settings::ConfigFile,
-    #[serde(flatten)]
-    gc: crate::gc_settings::ConfigFile,
-    #[serde(flatten)]
-    node_allocatable: crate::node_allocatable::ConfigFile,
-    #[serde(flatten)]
-    other: std::collections::BTreeMap<String, serde_json::Value>,
-}
-
-/// `crashLoopBackOff` of `KubeletConfiguration`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct CrashLoopBackOffConfig {
-    max_container_restart_period: Option<String>,
-}
-
 /// Upstream's first container restart backoff window.
 const CRASH_LOOP_INITIAL: Duration = Duration::from_secs(10);
 /// Upstream's default and largest `crashLoopBackOff.maxContainerRestartPeriod`.
@@ -243,83 +202,48 @@ pub struct Settings {
 #[error("{0}")]
 pub struct UsageError(pub String);
 
-/// Reads a `KubeletConfiguration` file: checks its kind and apiVersion, applies upstream's
-/// zero defaulting ([`crate::cli::defaults`]) and returns it typed, with the defaulted object
-/// (which `/configz` shows for the fields no settings module reads).
-fn read_config(path: &Path) -> Result<(ConfigFile, serde_json::Map<String, Value>), UsageError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| UsageError(format!("--config {}: {e}", path.display())))?;
-    let invalid = |e: &dyn std::fmt::Display| {
-        UsageError(format!(
-            "--config {}: invalid KubeletConfiguration: {e}",
-            path.display()
-        ))
-    };
-    let mut object: serde_json::Map<String, Value> = if text.trim().is_empty() {
-        serde_json::Map::new()
-    } else {
-        serde_saphyr::from_str(&text).map_err(|e| invalid(&e))?
-    };
-    let kind = object.get("kind").and_then(Value::as_str);
-    if kind.is_some_and(|k| k != "KubeletConfiguration") {
-        return Err(UsageError(format!(
-            "--config {}: kind must be KubeletConfiguration, not {:?}",
-            path.display(),
-            kind.unwrap_or_default()
-        )));
-    }
-    if object
-        .get("apiVersion")
-        .and_then(Value::as_str)
-        .is_some_and(|v| v != "kubelet.config.k8s.io/v1beta1")
-    {
-        return Err(UsageError(format!(
-            "--config {}: apiVersion must be kubelet.config.k8s.io/v1beta1",
-            path.display()
-        )));
-    }
-    crate::cli::defaults::set_defaults(&mut object).map_err(|e| invalid(&e))?;
-    let mut fields = object.clone();
-    fields.remove("kind");
-    fields.remove("apiVersion");
-    let file: ConfigFile = serde_path_to_error::deserialize(Value::Object(fields.clone()))
-        .map_err(|e| {
-            // `#[serde(flatten)]` hides the path from serde_path_to_error: find it by trying
-            // the fields one at a time.
-            let path = match e.path().to_string().as_str() {
-                "." => failing_field(&fields).unwrap_or_else(|| ".".into()),
-                path => path.to_owned(),
-            };
-            invalid(&format_args!("{path}: {}", e.inner()))
-        })?;
-    Ok((file, object))
+/// The `--config` file as the settings use it.
+#[derive(Default)]
+struct ConfigFile {
+    /// The configuration, defaulted and validated.
+    config: KubeletConfiguration,
+    /// Its fields that no settings module reads: unknown ones and upstream's that are not
+    /// implemented (each worth a warning).
+    ignored_fields: Vec<String>,
+    /// The configuration as a JSON object, which `/configz` shows under the effective values.
+    object: serde_json::Map<String, Value>,
 }
 
-/// The dotted path of the first field of `fields` that [`ConfigFile`] does not accept.
-fn failing_field(fields: &serde_json::Map<String, Value>) -> Option<String> {
-    fn fails(value: Value) -> bool {
-        serde_json::from_value::<ConfigFile>(value).is_err()
-    }
-    // `prefix` wraps a value in the objects above it.
-    fn search(prefix: &[&str], object: &serde_json::Map<String, Value>) -> Option<String> {
-        for (key, value) in object {
-            let mut path = prefix.to_vec();
-            path.push(key);
-            let wrapped = path
-                .iter()
-                .rev()
-                .fold(value.clone(), |inner, k| serde_json::json!({ *k: inner }));
-            if fails(wrapped) {
-                return match value {
-                    Value::Object(inner) => search(&path, inner),
-                    _ => None,
-                }
-                .or_else(|| Some(path.join(".")));
-            }
-        }
-        None
-    }
-    search(&[], fields)
+/// Reads the `--config` file ([`KubeletConfiguration::load`]).
+fn read_config(path: &Path) -> Result<ConfigFile, UsageError> {
+    let loaded =
+        KubeletConfiguration::load(path).map_err(|e| UsageError(format!("--config {e}")))?;
+    let object = match serde_json::to_value(&loaded.config) {
+        Ok(Value::Object(object)) => object,
+        _ => serde_json::Map::new(),
+    };
+    let mut ignored_fields = loaded.unknown_fields;
+    ignored_fields.extend(
+        object
+            .keys()
+            .filter(|k| !crate::cli::fields::is_implemented(k))
+            .cloned(),
+    );
+    Ok(ConfigFile {
+        config: loaded.config,
+        ignored_fields,
+        object,
+    })
+}
+
+/// An address field of the file (`address`, `healthzBindAddress`).
+fn config_ip(field: &str, value: Option<&str>) -> Result<Option<IpAddr>, UsageError> {
+    value
+        .map(|v| {
+            v.parse()
+                .map_err(|_| UsageError(format!("{field}: {v:?} is not an IP address")))
+        })
+        .transpose()
 }
 
 fn config_duration(
@@ -398,14 +322,21 @@ impl Settings {
 
     /// Merges defaults, the config file and flags.
     pub fn from_flags(flags: Flags) -> Result<Self, UsageError> {
-        let (file, config_object) = match &flags.config {
+        let ConfigFile {
+            config: file,
+            ignored_fields: ignored_config_fields,
+            object: config_object,
+        } = match &flags.config {
             Some(path) => read_config(path)?,
-            None => (ConfigFile::default(), serde_json::Map::new()),
+            None => ConfigFile::default(),
         };
+        let file_address = config_ip("address", file.address.as_deref())?;
+        let file_healthz_address =
+            config_ip("healthzBindAddress", file.healthz_bind_address.as_deref())?;
         let cfg_path = flags.config.clone().unwrap_or_default();
         let endpoint = flags
             .container_runtime_endpoint
-            .or(file.container_runtime_endpoint)
+            .or(file.container_runtime_endpoint.clone())
             .unwrap_or_else(|| "unix:///run/containerd/containerd.sock".into());
         let sync_frequency = match flags.sync_frequency {
             Some(d) => d,
@@ -469,13 +400,13 @@ impl Settings {
             .unwrap_or(if from_config { 0 } else { 10255 });
         let secure_address = flags
             .address
-            .or(file.address)
+            .or(file_address)
             .unwrap_or([0, 0, 0, 0].into());
-        let address = flags.address.or(file.address).unwrap_or(localhost);
+        let address = flags.address.or(file_address).unwrap_or(localhost);
         let healthz_port = flags.healthz_port.or(file.healthz_port).unwrap_or(10248);
         let healthz_address = flags
             .healthz_bind_address
-            .or(file.healthz_bind_address)
+            .or(file_healthz_address)
             .unwrap_or(localhost);
         let node_name = flags
             .hostname_override
@@ -485,36 +416,32 @@ impl Settings {
         let root_dir = flags
             .root_dir
             .unwrap_or_else(|| PathBuf::from("/var/lib/kubelet"));
-        let node_status =
-            crate::node_status_flags::merge(flags.node_status, file.node_status, &node_name)?;
+        let node_status = crate::node_status_flags::merge(flags.node_status, &file, &node_name)?;
         if node_status.port == 0 {
             return Err(UsageError(
                 "--port must be between 1 and 65535, inclusive".into(),
             ));
         }
-        let pod_runtime = crate::pod_runtime::Settings::merge(flags.pod_runtime, file.pod_runtime)?;
-        let cluster = crate::cluster_settings::Settings::merge(flags.cluster, file.cluster)?;
-        let eviction = crate::eviction_settings::merge(
-            flags.eviction,
-            file.eviction,
-            &node_status.eviction_hard,
-        )?;
+        let pod_runtime = crate::pod_runtime::Settings::merge(flags.pod_runtime, &file)?;
+        let cluster = crate::cluster_settings::Settings::merge(flags.cluster, &file)?;
+        let eviction =
+            crate::eviction_settings::merge(flags.eviction, &file, &node_status.eviction_hard)?;
         Ok(Self {
             eviction,
             secure: (secure_address, node_status.port).into(),
             server: crate::server_settings::Settings::merge(
                 flags.server,
-                file.server,
+                &file,
                 from_config,
                 &root_dir,
             )?,
-            pod_manifest_path: flags.pod_manifest_path.or(file.static_pod_path),
+            pod_manifest_path: flags.pod_manifest_path.or(file.static_pod_path.clone()),
             runtime_socket: socket_from_endpoint(&endpoint)?,
             runtime_endpoint: endpoint,
             root_dir,
             pod_log_dir: flags
                 .pod_log_dir
-                .or(file.pod_logs_dir)
+                .or(file.pod_logs_dir.clone())
                 .unwrap_or_else(|| PathBuf::from("/var/log/pods")),
             node_name,
             node_ips: node_ips(&flags.node_ip)?,
@@ -527,7 +454,7 @@ impl Settings {
             evented_pleg: flags.evented_pleg.unwrap_or(true),
             evented_pleg_relist_period,
             verbosity: flags.verbosity,
-            ignored_config_fields: file.other.into_keys().collect(),
+            ignored_config_fields,
             flag_warnings: [
                 flags.accepted.warnings(),
                 crate::cli::accepted_flags::not_implemented(&cluster),
@@ -536,7 +463,7 @@ impl Settings {
             config_file: config_object,
             node_allocatable: crate::node_allocatable::Settings::merge(
                 flags.node_allocatable,
-                file.node_allocatable,
+                &file,
                 pod_runtime.cgroups_per_qos,
             )?,
             pod_runtime,
@@ -544,9 +471,9 @@ impl Settings {
             node_status,
             container_logs: crate::container_log_settings::Settings::merge(
                 flags.container_logs,
-                file.container_logs,
+                &file,
             )?,
-            gc: crate::gc_settings::Settings::merge(flags.gc, file.gc)?,
+            gc: crate::gc_settings::Settings::merge(flags.gc, &file)?,
         })
     }
 }

@@ -136,6 +136,83 @@ pub const UPSTREAM_FIELDS: &[&str] = &[
     "volumeStatsAggPeriod",
 ];
 
+/// The top-level fields the settings modules read (a nested field counts with its parent),
+/// sorted.
+pub const IMPLEMENTED: &[&str] = &[
+    "address",
+    "apiVersion",
+    "authentication",
+    "authorization",
+    "cgroupDriver",
+    "cgroupRoot",
+    "cgroupsPerQOS",
+    "clusterDNS",
+    "clusterDomain",
+    "containerLogMaxFiles",
+    "containerLogMaxSize",
+    "containerLogMonitorInterval",
+    "containerRuntimeEndpoint",
+    "cpuCFSQuota",
+    "cpuCFSQuotaPeriod",
+    "crashLoopBackOff",
+    "enforceNodeAllocatable",
+    "eventBurst",
+    "eventRecordQPS",
+    "evictionHard",
+    "evictionMaxPodGracePeriod",
+    "evictionMinimumReclaim",
+    "evictionPressureTransitionPeriod",
+    "evictionSoft",
+    "evictionSoftGracePeriod",
+    "fileCheckFrequency",
+    "healthzBindAddress",
+    "healthzPort",
+    "httpCheckFrequency",
+    "imageGCHighThresholdPercent",
+    "imageGCLowThresholdPercent",
+    "imageMaximumGCAge",
+    "imageMinimumGCAge",
+    "kind",
+    "kubeAPIBurst",
+    "kubeAPIQPS",
+    "kubeReserved",
+    "kubeReservedCgroup",
+    "kubeletCgroups",
+    "localStorageCapacityIsolation",
+    "maxPods",
+    "nodeLeaseDurationSeconds",
+    "nodeStatusMaxImages",
+    "nodeStatusReportFrequency",
+    "nodeStatusUpdateFrequency",
+    "podLogsDir",
+    "port",
+    "readOnlyPort",
+    "registerNode",
+    "registerWithTaints",
+    "resolvConf",
+    "rotateCertificates",
+    "runtimeCgroups",
+    "runtimeRequestTimeout",
+    "serverTLSBootstrap",
+    "staticPodPath",
+    "staticPodURL",
+    "staticPodURLHeader",
+    "syncFrequency",
+    "systemCgroups",
+    "systemReserved",
+    "systemReservedCgroup",
+    "tlsCertFile",
+    "tlsCipherSuites",
+    "tlsMinVersion",
+    "tlsPrivateKeyFile",
+    "volumeStatsAggPeriod",
+];
+
+/// Whether a settings module reads the top-level field `name`.
+pub fn is_implemented(name: &str) -> bool {
+    IMPLEMENTED.binary_search(&name).is_ok()
+}
+
 /// Whether upstream's `KubeletConfiguration` has a top-level field `name`.
 pub fn is_upstream_field(name: &str) -> bool {
     UPSTREAM_FIELDS.binary_search(&name).is_ok()
@@ -170,6 +247,17 @@ mod tests {
             assert!(is_upstream_field(field), "{field}");
         }
         assert!(!is_upstream_field("syncFrequncy"));
+    }
+
+    #[test]
+    fn implemented_fields_are_sorted_and_upstreams() {
+        assert!(IMPLEMENTED.windows(2).all(|w| w[0] < w[1]));
+        for field in IMPLEMENTED {
+            assert!(
+                is_upstream_field(field) || super::super::config::EXTENSION_FIELDS.contains(field),
+                "{field}"
+            );
+        }
     }
 
     #[test]

@@ -1,12 +1,15 @@
-//! The binary's command line and `KubeletConfiguration` rules that are kept in one place
-//! each: upstream's defaulting of zero values in the config file ([`defaults`]) and the
-//! flags installers pass that are accepted and ignored with a warning ([`accepted_flags`]),
-//! and upstream's field names, which tell an unsupported field from an unknown one ([`fields`]).
+//! The binary's command line and its `KubeletConfiguration`, the rules kept in one place
+//! each: the file's one struct with every upstream field ([`config`]), upstream's defaulting
+//! of zero values in it ([`defaults`]), upstream's field names, which tell an unsupported
+//! field from an unknown one ([`fields`]), and the flags installers pass that are accepted and
+//! ignored with a warning ([`accepted_flags`]).
 //!
-//! The per-area settings modules (`settings.rs`, `*_settings.rs`, …) read the file after
-//! these rules ran, so none of them repeats a rule.
+//! The per-area settings modules (`settings.rs`, `*_settings.rs`, …) each read their fields of
+//! the one [`config::KubeletConfiguration`] and merge their flags on top; `cli` depends on
+//! none of them but `cluster_settings` (for its warnings), so there are no import circles.
 
 pub mod accepted_flags;
+pub mod config;
 pub mod defaults;
 pub mod fields;
 
