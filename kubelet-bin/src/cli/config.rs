@@ -605,8 +605,7 @@ mod tests {
     }
 
     #[test]
-    fn every_field_of_the_struct_is_upstreams() {
-        // serialize a configuration with every field set, via a map of each field's value
+    fn serializes_with_upstreams_names() {
         let yaml = "kind: KubeletConfiguration\nmaxPods: 7\nclusterDNS: [10.0.0.10]\nimageGCHighThresholdPercent: 90\nregisterWithTaints: [{key: a, effect: NoSchedule}]\n";
         let loaded = load(yaml).expect("valid");
         let value = serde_json::to_value(&loaded.config).expect("serialize");
