@@ -43,6 +43,10 @@ pub struct Flags {
     /// Path to a KubeletConfiguration (kubelet.config.k8s.io/v1beta1) file; flags win over it.
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// Directory of KubeletConfiguration drop-ins (`*.conf`, lexical order, subdirectories
+    /// included), each merged over --config as a JSON merge patch (upstream v1.30+).
+    #[arg(long)]
+    pub config_dir: Option<PathBuf>,
     /// Directory (or file) of static pod manifests.
     #[arg(long)]
     pub pod_manifest_path: Option<PathBuf>,
@@ -214,10 +218,16 @@ struct ConfigFile {
     object: serde_json::Map<String, Value>,
 }
 
-/// Reads the `--config` file ([`KubeletConfiguration::load`]).
-fn read_config(path: &Path) -> Result<ConfigFile, UsageError> {
-    let loaded =
-        KubeletConfiguration::load(path).map_err(|e| UsageError(format!("--config {e}")))?;
+/// Reads the `--config` file and the `--config-dir` drop-ins
+/// ([`KubeletConfiguration::load_with_drop_ins`]).
+fn read_config(path: Option<&Path>, dir: Option<&Path>) -> Result<ConfigFile, UsageError> {
+    let flag = if path.is_some() {
+        "--config"
+    } else {
+        "--config-dir"
+    };
+    let loaded = KubeletConfiguration::load_with_drop_ins(path, dir)
+        .map_err(|e| UsageError(format!("{flag} {e}")))?;
     let object = match serde_json::to_value(&loaded.config) {
         Ok(Value::Object(object)) => object,
         _ => serde_json::Map::new(),
@@ -326,9 +336,9 @@ impl Settings {
             config: file,
             ignored_fields: ignored_config_fields,
             object: config_object,
-        } = match &flags.config {
-            Some(path) => read_config(path)?,
-            None => ConfigFile::default(),
+        } = match (&flags.config, &flags.config_dir) {
+            (None, None) => ConfigFile::default(),
+            (path, dir) => read_config(path.as_deref(), dir.as_deref())?,
         };
         let file_address = config_ip("address", file.address.as_deref())?;
         let file_healthz_address =

@@ -1,6 +1,6 @@
 //! The `KubeletConfiguration` file (`kubelet.config.k8s.io/v1beta1`, mirrors
 //! `staging/src/k8s.io/kubelet/config/v1beta1/types.go`): every upstream field in one struct,
-//! read by [`KubeletConfiguration::load`] through upstream's zero defaulting
+//! read by [`KubeletConfiguration::load_with_drop_ins`] (`--config`, `--config-dir`) through upstream's zero defaulting
 //! ([`set_defaults`](KubeletConfiguration::set_defaults), the rule in [`super::defaults`]) and
 //! validation ([`validate`](KubeletConfiguration::validate)); the settings modules read their
 //! fields from it and merge their flags on top.
@@ -353,44 +353,45 @@ pub struct Loaded {
 }
 
 impl KubeletConfiguration {
-    /// Reads, defaults and validates the file at `path`.
-    pub fn load(path: &Path) -> Result<Loaded, Error> {
-        let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
-            path: path.to_owned(),
-            source,
-        })?;
-        Self::from_text(path, &text)
+    /// Reads the `--config` file (if any) with the drop-ins of `--config-dir` (if any) merged
+    /// on top, as upstream since v1.30 (`mergeKubeletConfigurations`): every `*.conf` file
+    /// under `dir`, subdirectories included, in lexical order, each a JSON merge patch
+    /// (RFC 7386: objects merge field by field, lists and other values replace, `null`
+    /// removes); then defaults and validates the result. Field errors name `dir` when there
+    /// are drop-ins.
+    pub fn load_with_drop_ins(path: Option<&Path>, dir: Option<&Path>) -> Result<Loaded, Error> {
+        let mut object = match path {
+            Some(path) => parse_object(path, &read(path)?)?,
+            None => Map::new(),
+        };
+        let mut named = path.map(Path::to_owned).unwrap_or_default();
+        if let Some(dir) = dir {
+            let mut drop_ins = Vec::new();
+            collect_drop_ins(dir, &mut drop_ins)?;
+            for drop_in in &drop_ins {
+                merge_patch(&mut object, parse_object(drop_in, &read(drop_in)?)?);
+            }
+            if !drop_ins.is_empty() {
+                named = dir.to_owned();
+            }
+        }
+        Self::from_object(&named, object)
     }
 
-    /// [`load`](Self::load) of `text`, errors naming `path`.
+    /// The configuration of `text`, errors naming `path` (a file without drop-ins).
+    #[cfg(test)]
     pub fn from_text(path: &Path, text: &str) -> Result<Loaded, Error> {
+        Self::from_object(path, parse_object(path, text)?)
+    }
+
+    /// The configuration of a parsed file: its unknown fields set apart, typed, defaulted and
+    /// validated; errors name `path`.
+    fn from_object(path: &Path, mut object: Map<String, Value>) -> Result<Loaded, Error> {
         let field_error = |e: defaults::FieldError| Error::Field {
             path: path.to_owned(),
             field: e.path,
             message: e.reason,
         };
-        let mut object: Map<String, Value> = if text.trim().is_empty() {
-            Map::new()
-        } else {
-            serde_saphyr::from_str(text).map_err(|e| Error::Syntax {
-                path: path.to_owned(),
-                message: e.to_string(),
-            })?
-        };
-        let kind = object.get("kind").and_then(Value::as_str);
-        if let Some(kind) = kind.filter(|k| *k != "KubeletConfiguration") {
-            return Err(Error::Kind {
-                path: path.to_owned(),
-                message: format!("kind must be KubeletConfiguration, not {kind:?}"),
-            });
-        }
-        let api_version = object.get("apiVersion").and_then(Value::as_str);
-        if api_version.is_some_and(|v| v != "kubelet.config.k8s.io/v1beta1") {
-            return Err(Error::Kind {
-                path: path.to_owned(),
-                message: "apiVersion must be kubelet.config.k8s.io/v1beta1".into(),
-            });
-        }
         let unknown_fields: Vec<String> = object
             .keys()
             .filter(|k| !fields::is_upstream_field(k) && !EXTENSION_FIELDS.contains(&k.as_str()))
@@ -583,6 +584,89 @@ impl KubeletConfiguration {
     }
 }
 
+/// The text of `path`.
+fn read(path: &Path) -> Result<String, Error> {
+    std::fs::read_to_string(path).map_err(|source| Error::Read {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// `text` as a JSON object, checked to be a `KubeletConfiguration` (an absent kind or
+/// apiVersion is accepted).
+fn parse_object(path: &Path, text: &str) -> Result<Map<String, Value>, Error> {
+    let object: Map<String, Value> = if text.trim().is_empty() {
+        Map::new()
+    } else {
+        serde_saphyr::from_str(text).map_err(|e| Error::Syntax {
+            path: path.to_owned(),
+            message: e.to_string(),
+        })?
+    };
+    let kind = object.get("kind").and_then(Value::as_str);
+    if let Some(kind) = kind.filter(|k| *k != "KubeletConfiguration") {
+        return Err(Error::Kind {
+            path: path.to_owned(),
+            message: format!("kind must be KubeletConfiguration, not {kind:?}"),
+        });
+    }
+    let api_version = object.get("apiVersion").and_then(Value::as_str);
+    if api_version.is_some_and(|v| v != "kubelet.config.k8s.io/v1beta1") {
+        return Err(Error::Kind {
+            path: path.to_owned(),
+            message: "apiVersion must be kubelet.config.k8s.io/v1beta1".into(),
+        });
+    }
+    Ok(object)
+}
+
+/// The `*.conf` files under `dir` in Go's `filepath.WalkDir` order (lexical, depth first).
+fn collect_drop_ins(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), Error> {
+    let read_dir = |source| Error::Read {
+        path: dir.to_owned(),
+        source,
+    };
+    let mut entries = std::fs::read_dir(dir)
+        .map_err(read_dir)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(read_dir)?;
+    entries.sort_by_key(std::fs::DirEntry::file_name);
+    for entry in entries {
+        let path = entry.path();
+        if path.is_dir() {
+            collect_drop_ins(&path, out)?;
+        } else if path.extension().is_some_and(|e| e == "conf") {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+/// RFC 7386 JSON merge patch of `patch` onto `target`.
+fn merge_patch(target: &mut Map<String, Value>, patch: Map<String, Value>) {
+    for (key, value) in patch {
+        match value {
+            Value::Null => {
+                target.remove(&key);
+            }
+            Value::Object(inner) => {
+                let slot = target
+                    .entry(key)
+                    .or_insert_with(|| Value::Object(Map::new()));
+                if !slot.is_object() {
+                    *slot = Value::Object(Map::new());
+                }
+                if let Value::Object(slot) = slot {
+                    merge_patch(slot, inner);
+                }
+            }
+            other => {
+                target.insert(key, other);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -666,5 +750,53 @@ mod tests {
         }
         assert!(matches!(load("kind: Pod\n"), Err(Error::Kind { .. })));
         assert!(matches!(load("- a\n"), Err(Error::Syntax { .. })));
+    }
+
+    #[test]
+    fn drop_ins_merge_in_lexical_order_as_json_merge_patches() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let base = dir.path().join("config.yaml");
+        std::fs::write(
+            &base,
+            "kind: KubeletConfiguration\nmaxPods: 50\nclusterDNS: [10.0.0.10]\nevictionHard:\n  memory.available: 100Mi\nsyncFrequency: 30s\n",
+        )
+        .expect("write");
+        let drop_ins = dir.path().join("config.d");
+        std::fs::create_dir_all(drop_ins.join("20-sub")).expect("mkdir");
+        std::fs::write(
+            drop_ins.join("10-a.conf"),
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 60\nclusterDNS: [10.0.0.53]\nevictionHard:\n  nodefs.available: 5%\n",
+        )
+        .expect("write");
+        std::fs::write(
+            drop_ins.join("20-sub/x.conf"),
+            "maxPods: 70\nsyncFrequency: null\n",
+        )
+        .expect("write");
+        std::fs::write(drop_ins.join("30-ignored.yaml"), "maxPods: 80\n").expect("write");
+        let loaded =
+            KubeletConfiguration::load_with_drop_ins(Some(&base), Some(&drop_ins)).expect("valid");
+        let c = loaded.config;
+        assert_eq!(
+            c.max_pods,
+            Some(70),
+            "the last drop-in wins; *.yaml is not one"
+        );
+        assert_eq!(
+            c.cluster_dns,
+            Some(vec!["10.0.0.53".to_owned()]),
+            "lists replace"
+        );
+        let hard = c.eviction_hard.unwrap_or_default();
+        assert_eq!(hard.len(), 2, "objects merge: {hard:?}");
+        assert_eq!(c.sync_frequency, None, "null removes");
+
+        std::fs::write(drop_ins.join("40-bad.conf"), "maxPods: lots\n").expect("write");
+        let err = KubeletConfiguration::load_with_drop_ins(Some(&base), Some(&drop_ins))
+            .expect_err("bad drop-in");
+        assert!(err.to_string().contains("maxPods"), "{err}");
+        let alone = KubeletConfiguration::load_with_drop_ins(None, Some(&drop_ins.join("20-sub")))
+            .expect("a drop-in directory alone");
+        assert_eq!(alone.config.max_pods, Some(70));
     }
 }

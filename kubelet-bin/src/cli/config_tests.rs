@@ -300,3 +300,24 @@ fn invalid_values_name_their_field() {
     }
     assert!(unnamed.is_empty(), "{unnamed:#?}");
 }
+
+#[test]
+fn config_dir_drop_ins_override_the_file_and_flags_override_both() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let drop_ins = dir.path().join("kubelet.conf.d");
+    std::fs::create_dir_all(&drop_ins).expect("mkdir");
+    std::fs::write(
+        drop_ins.join("50-sync.conf"),
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nsyncFrequency: 15s\nmaxPods: 30\n",
+    )
+    .expect("write");
+    let dir_flag = drop_ins.to_str().expect("utf8");
+    let s = load(
+        "kind: KubeletConfiguration\nsyncFrequency: 45s\nmaxPods: 20\nfileCheckFrequency: 7s\n",
+        &["--config-dir", dir_flag, "--max-pods", "40"],
+    )
+    .expect("valid");
+    assert_eq!(s.sync_frequency, Duration::from_secs(15));
+    assert_eq!(s.file_check_frequency, Duration::from_secs(7));
+    assert_eq!(s.node_status.max_pods, 40);
+}
