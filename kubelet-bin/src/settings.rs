@@ -467,7 +467,11 @@ impl Settings {
             ignored_config_fields,
             flag_warnings: [
                 flags.accepted.warnings(),
-                crate::cli::accepted_flags::not_implemented(&cluster),
+                crate::cli::accepted_flags::not_implemented(
+                    cluster.bootstrap_kubeconfig.as_deref(),
+                    cluster.rotate_certificates,
+                    cluster.server_tls_bootstrap,
+                ),
             ]
             .concat(),
             config_file: config_object,

@@ -6,7 +6,7 @@
 //!
 //! The per-area settings modules (`settings.rs`, `*_settings.rs`, …) each read their fields of
 //! the one [`config::KubeletConfiguration`] and merge their flags on top; `cli` depends on
-//! none of them but `cluster_settings` (for its warnings), so there are no import circles.
+//! none of them (only its tests drive `settings`), so there are no import circles.
 
 pub mod accepted_flags;
 pub mod config;
