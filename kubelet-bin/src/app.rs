@@ -10,11 +10,32 @@ use tracing::{info, warn};
 
 use crate::settings::Settings;
 
+/// The secure port's options of `settings` (TLS, authentication, authorization, `/configz`).
+pub fn secure_options(settings: &Settings) -> kubelet::server::SecureOptions {
+    kubelet::server::SecureOptions {
+        addr: settings.secure,
+        tls: settings.server.tls.clone(),
+        authn: settings.server.authn.clone(),
+        authz: settings.server.authz.clone(),
+        configz: Arc::new(crate::configz::configz(settings)),
+    }
+}
+
 /// Runs the kubelet until a termination signal.
 pub async fn run(settings: Settings) -> anyhow::Result<()> {
     info!(node = %settings.node_name, endpoint = %settings.runtime_endpoint, "starting kubelet");
+    for warning in &settings.flag_warnings {
+        warn!("{warning}");
+    }
+    let authn = &settings.server.authn;
+    if !authn.anonymous && !authn.webhook && authn.client_ca_file.is_none() {
+        warn!(
+            port = settings.secure.port(),
+            "the secure port authenticates no one and answers every request with 401: give --client-ca-file, --authentication-token-webhook (with --kubeconfig) or --anonymous-auth=true"
+        );
+    }
     for field in &settings.ignored_config_fields {
-        warn!(field = %field, "KubeletConfiguration field is not supported by this kubelet; ignoring it");
+        warn!("{}", crate::cli::fields::ignored_field_warning(field));
     }
     let pr = &settings.pod_runtime;
     let (summary, pod_stats) = stats_provider(&settings)?;
@@ -95,13 +116,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     if let Some(policy) = settings.container_logs.policy {
         builder = builder.container_log_rotation(policy, settings.container_logs.monitor_interval);
     }
-    builder = builder.secure_server(kubelet::server::SecureOptions {
-        addr: settings.secure,
-        tls: settings.server.tls.clone(),
-        authn: settings.server.authn.clone(),
-        authz: settings.server.authz.clone(),
-        configz: Arc::new(crate::configz::configz(&settings)),
-    });
+    builder = builder.secure_server(secure_options(&settings));
     let node = builder.build().await.map_err(|e| {
         let context = match &e {
             kubelet::Error::RootDir { .. } => "--root-dir".to_owned(),

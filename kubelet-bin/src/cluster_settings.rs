@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use kubelet::cluster::{self, ClusterOptions, Limits};
-use serde::Deserialize;
 
+use crate::cli::config::KubeletConfiguration;
 use crate::duration;
 use crate::settings::UsageError;
 
@@ -52,26 +52,19 @@ pub struct Flags {
     /// How often --manifest-url is read (default 20s).
     #[arg(long, value_parser = duration::parse)]
     pub http_check_frequency: Option<Duration>,
-}
-
-/// The `KubeletConfiguration` fields of this module.
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ConfigFile {
-    #[serde(rename = "kubeAPIQPS")]
-    kube_api_qps: Option<i32>,
-    #[serde(rename = "kubeAPIBurst")]
-    kube_api_burst: Option<i32>,
-    node_lease_duration_seconds: Option<i32>,
-    node_status_update_frequency: Option<String>,
-    #[serde(rename = "eventRecordQPS")]
-    event_record_qps: Option<i32>,
-    event_burst: Option<i32>,
-    #[serde(rename = "staticPodURL")]
-    static_pod_url: Option<String>,
-    #[serde(rename = "staticPodURLHeader")]
-    static_pod_url_header: Option<std::collections::BTreeMap<String, Vec<String>>>,
-    http_check_frequency: Option<String>,
+    /// Kubeconfig with a bootstrap token for the TLS bootstrap: used when --kubeconfig does
+    /// not exist yet to request a client certificate (parsed; the bootstrap itself is not
+    /// implemented yet).
+    #[arg(long)]
+    pub bootstrap_kubeconfig: Option<PathBuf>,
+    /// Renew the client certificate through CSRs before it expires (`rotateCertificates`;
+    /// parsed, not implemented yet).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub rotate_certificates: Option<bool>,
+    /// Request the serving certificate through CSRs (`serverTLSBootstrap`; parsed, not
+    /// implemented yet).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub rotate_server_certificates: Option<bool>,
 }
 
 /// Merged cluster settings.
@@ -93,20 +86,31 @@ pub struct Settings {
     pub manifest_url_headers: Vec<(String, String)>,
     /// `--http-check-frequency` / `httpCheckFrequency`.
     pub http_check_frequency: Duration,
+    /// `--bootstrap-kubeconfig`: the kubeconfig (with a bootstrap token) that the TLS
+    /// bootstrap (upstream `pkg/kubelet/certificate/bootstrap`) uses to obtain a client
+    /// certificate when `kubeconfig` does not exist yet. Parsed only: the bootstrap is not
+    /// implemented yet, and the binary warns when this is set.
+    pub bootstrap_kubeconfig: Option<PathBuf>,
+    /// `--rotate-certificates` / `rotateCertificates` (default false): renew the client
+    /// certificate through CSRs. Parsed only (the binary warns when it is true).
+    pub rotate_certificates: bool,
+    /// `--rotate-server-certificates` / `serverTLSBootstrap` (default false): get the
+    /// serving certificate through CSRs. Parsed only (the binary warns when it is true).
+    pub server_tls_bootstrap: bool,
 }
 
 impl Settings {
     /// Merges `flags` over `file`; errors name the flag or field.
-    pub fn merge(flags: Flags, file: ConfigFile) -> Result<Self, UsageError> {
+    pub fn merge(flags: Flags, file: &KubeletConfiguration) -> Result<Self, UsageError> {
         let qps = flags.kube_api_qps.or(file.kube_api_qps);
         let burst = flags.kube_api_burst.or(file.kube_api_burst);
-        let api_limits =
-            limits(qps, burst).map_err(|e| UsageError(format!("--kube-api-burst: {}", e.0)))?;
+        let api_limits = limits(qps, burst)
+            .map_err(|e| UsageError(format!("--kube-api-burst/kubeAPIBurst: {}", e.0)))?;
         let event_limits = limits(
             flags.event_qps.or(file.event_record_qps),
             flags.event_burst.or(file.event_burst),
         )
-        .map_err(|e| UsageError(format!("--event-burst: {}", e.0)))?;
+        .map_err(|e| UsageError(format!("--event-burst/eventBurst: {}", e.0)))?;
         let lease_seconds = file
             .node_lease_duration_seconds
             .unwrap_or(cluster::DEFAULT_NODE_LEASE_DURATION.as_secs() as i32);
@@ -130,6 +134,7 @@ impl Settings {
         }
         let manifest_url_headers = if flags.manifest_url_header.is_empty() {
             file.static_pod_url_header
+                .clone()
                 .unwrap_or_default()
                 .into_iter()
                 .flat_map(|(name, values)| values.into_iter().map(move |v| (name.clone(), v)))
@@ -163,10 +168,19 @@ impl Settings {
         Ok(Self {
             manifest_url: flags
                 .manifest_url
-                .or(file.static_pod_url)
+                .or(file.static_pod_url.clone())
                 .filter(|u| !u.is_empty()),
             manifest_url_headers,
             http_check_frequency,
+            bootstrap_kubeconfig: flags.bootstrap_kubeconfig,
+            rotate_certificates: flags
+                .rotate_certificates
+                .or(file.rotate_certificates)
+                .unwrap_or(false),
+            server_tls_bootstrap: flags
+                .rotate_server_certificates
+                .or(file.server_tls_bootstrap)
+                .unwrap_or(false),
             kubeconfig: flags.kubeconfig,
             api_limits,
             node_lease_duration,
@@ -208,13 +222,13 @@ fn limits(qps: Option<i32>, burst: Option<i32>) -> Result<Limits, UsageError> {
 mod tests {
     use super::*;
 
-    fn file(yaml: &str) -> ConfigFile {
+    fn file(yaml: &str) -> KubeletConfiguration {
         serde_saphyr::from_str(yaml).expect("valid yaml")
     }
 
     #[test]
     fn defaults_are_upstreams() {
-        let s = Settings::merge(Flags::default(), ConfigFile::default()).expect("valid");
+        let s = Settings::merge(Flags::default(), &KubeletConfiguration::default()).expect("valid");
         assert_eq!(s.kubeconfig, None);
         assert_eq!(
             s.api_limits,
@@ -235,7 +249,7 @@ mod tests {
             event_burst: Some(40),
             ..Flags::default()
         };
-        let s = Settings::merge(flags, cfg).expect("valid");
+        let s = Settings::merge(flags, &cfg).expect("valid");
         assert_eq!(
             s.event_limits,
             Limits {
@@ -248,7 +262,7 @@ mod tests {
             event_burst: Some(-1),
             ..Flags::default()
         };
-        let err = Settings::merge(flags, ConfigFile::default()).expect_err("bad");
+        let err = Settings::merge(flags, &KubeletConfiguration::default()).expect_err("bad");
         assert!(err.0.contains("--event-burst"), "{}", err.0);
     }
 
@@ -261,7 +275,7 @@ mod tests {
             kube_api_qps: Some(7),
             ..Flags::default()
         };
-        let s = Settings::merge(flags, cfg).expect("valid");
+        let s = Settings::merge(flags, &cfg).expect("valid");
         assert_eq!(
             s.api_limits,
             Limits {
@@ -288,7 +302,7 @@ mod tests {
 
     #[test]
     fn manifest_url_from_flags_or_config() {
-        let s = Settings::merge(Flags::default(), ConfigFile::default()).expect("valid");
+        let s = Settings::merge(Flags::default(), &KubeletConfiguration::default()).expect("valid");
         assert_eq!(
             (s.manifest_url, s.http_check_frequency),
             (None, Duration::from_secs(20))
@@ -296,7 +310,7 @@ mod tests {
         let cfg = file(
             "staticPodURL: http://m/pods\nstaticPodURLHeader:\n  a: [x, y]\nhttpCheckFrequency: 5s\n",
         );
-        let s = Settings::merge(Flags::default(), cfg).expect("valid");
+        let s = Settings::merge(Flags::default(), &cfg).expect("valid");
         assert_eq!(s.manifest_url.as_deref(), Some("http://m/pods"));
         assert_eq!(
             s.manifest_url_headers,
@@ -307,7 +321,7 @@ mod tests {
             manifest_url_header: vec!["b: 1".into(), "b:2".into()],
             ..Flags::default()
         };
-        let s = Settings::merge(flags, ConfigFile::default()).expect("valid");
+        let s = Settings::merge(flags, &KubeletConfiguration::default()).expect("valid");
         assert_eq!(
             s.manifest_url_headers,
             vec![("b".into(), "1".into()), ("b".into(), "2".into())]
@@ -316,15 +330,15 @@ mod tests {
             manifest_url_header: vec!["nocolon".into()],
             ..Flags::default()
         };
-        assert!(Settings::merge(flags, ConfigFile::default()).is_err());
+        assert!(Settings::merge(flags, &KubeletConfiguration::default()).is_err());
     }
 
     #[test]
     fn bad_values_name_the_field() {
-        let err = Settings::merge(Flags::default(), file("nodeLeaseDurationSeconds: 0\n"))
+        let err = Settings::merge(Flags::default(), &file("nodeLeaseDurationSeconds: 0\n"))
             .expect_err("bad");
         assert!(err.0.contains("nodeLeaseDurationSeconds"), "{}", err.0);
-        let err = Settings::merge(Flags::default(), file("nodeStatusUpdateFrequency: soon\n"))
+        let err = Settings::merge(Flags::default(), &file("nodeStatusUpdateFrequency: soon\n"))
             .expect_err("bad");
         assert!(err.0.contains("nodeStatusUpdateFrequency"), "{}", err.0);
     }

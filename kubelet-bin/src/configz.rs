@@ -75,7 +75,27 @@ pub fn configz(s: &Settings) -> Value {
     if let Some(all) = config.as_object_mut() {
         all.extend(eviction(&s.eviction));
     }
-    json!({ "kubeletconfig": config })
+    // The file's other fields (after upstream's zero defaulting) as read.
+    let mut shown = Value::Object(s.config_file.clone());
+    overlay(&mut shown, config);
+    json!({ "kubeletconfig": shown })
+}
+
+/// Puts `top` over `base`: objects merge field by field, any other value of `top` wins.
+fn overlay(base: &mut Value, top: Value) {
+    match (base, top) {
+        (Value::Object(base), Value::Object(top)) => {
+            for (key, value) in top {
+                match base.get_mut(&key) {
+                    Some(slot) => overlay(slot, value),
+                    None => {
+                        base.insert(key, value);
+                    }
+                }
+            }
+        }
+        (base, top) => *base = top,
+    }
 }
 
 /// `evictionHard`, `evictionSoft`, `evictionSoftGracePeriod`, `evictionMinimumReclaim`,
@@ -182,7 +202,8 @@ mod tests {
         assert_eq!(k["runtimeRequestTimeout"], "2m0s");
         assert_eq!(k["readOnlyPort"], 10255);
         assert_eq!(k["authorization"]["mode"], "AlwaysAllow");
-        assert_eq!(k["authentication"]["anonymous"]["enabled"], true);
+        // secure by default, unlike upstream's legacy flag default
+        assert_eq!(k["authentication"]["anonymous"]["enabled"], false);
         assert_eq!(k["authentication"]["webhook"]["cacheTTL"], "2m0s");
         assert_eq!(k["tlsCertFile"], "/var/lib/kubelet/pki/kubelet.crt");
         assert_eq!(k["evictionHard"]["memory.available"], "100Mi");
@@ -283,7 +304,9 @@ runtimeCgroups: /system.slice/containerd.service
             k["staticPodURLHeader"],
             serde_json::json!({"X-Token": ["a", "b"]})
         );
-        assert_eq!(k["volumeStatsAggPeriod"], "0s");
+        // a zero in the file is upstream's default (SetDefaults_KubeletConfiguration); only
+        // the flag can turn volume stats off
+        assert_eq!(k["volumeStatsAggPeriod"], "1m0s");
         assert_eq!(k["runtimeCgroups"], "/system.slice/containerd.service");
     }
 }

@@ -7,8 +7,8 @@
 use std::time::Duration;
 
 use kubelet_core::logs::rotation::{DEFAULT_MAX_FILES, DEFAULT_MONITOR_INTERVAL, Policy};
-use serde::Deserialize;
 
+use crate::cli::config::KubeletConfiguration;
 use crate::duration;
 use crate::settings::UsageError;
 
@@ -30,15 +30,6 @@ pub struct Flags {
     /// least 2).
     #[arg(long, allow_hyphen_values = true)]
     pub container_log_max_files: Option<i64>,
-}
-
-/// The `KubeletConfiguration` fields of this module.
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ConfigFile {
-    container_log_max_size: Option<String>,
-    container_log_max_files: Option<i64>,
-    container_log_monitor_interval: Option<String>,
 }
 
 /// Merged container log rotation settings.
@@ -67,7 +58,7 @@ impl Default for Settings {
 
 impl Settings {
     /// Merges `flags` over `file` over the defaults.
-    pub fn merge(flags: Flags, file: ConfigFile) -> Result<Self, UsageError> {
+    pub fn merge(flags: Flags, file: &KubeletConfiguration) -> Result<Self, UsageError> {
         let max_files = flags
             .container_log_max_files
             .or(file.container_log_max_files)
@@ -77,7 +68,7 @@ impl Settings {
                 "invalid configuration: containerLogMaxFiles must be greater than 1, got {max_files}"
             )));
         }
-        let monitor_interval = match file.container_log_monitor_interval {
+        let monitor_interval = match file.container_log_monitor_interval.clone() {
             Some(v) => duration::parse(&v).map_err(|e| {
                 UsageError(format!(
                     "invalid configuration: containerLogMonitorInterval: {e}"
@@ -92,12 +83,12 @@ impl Settings {
         }
         let max_size_text = flags
             .container_log_max_size
-            .or(file.container_log_max_size)
+            .or(file.container_log_max_size.clone())
             .unwrap_or_else(|| DEFAULT_MAX_SIZE_TEXT.into());
         let max_size =
             kubelet_core::resources::quantity_value(&max_size_text).ok_or_else(|| {
                 UsageError(format!(
-                    "failed to parse container log max size {max_size_text:?}: quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+                    "--container-log-max-size/containerLogMaxSize: failed to parse container log max size {max_size_text:?}: quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
                 ))
             })?;
         let policy = match u64::try_from(max_size) {
@@ -131,8 +122,8 @@ mod tests {
     use super::*;
 
     fn merge(flags: Flags, file: &str) -> Result<Settings, UsageError> {
-        let file: ConfigFile = serde_json::from_str(file).expect("test config");
-        Settings::merge(flags, file)
+        let file: KubeletConfiguration = serde_json::from_str(file).expect("test config");
+        Settings::merge(flags, &file)
     }
 
     #[test]

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use kubelet::cluster::node_status::EvictionHard;
 use kubelet_core::eviction::{self, api};
-use serde::Deserialize;
 
+use crate::cli::config::KubeletConfiguration;
 use crate::duration;
 use crate::settings::UsageError;
 
@@ -40,18 +40,6 @@ pub struct Flags {
     pub eviction_pressure_transition_period: Option<Duration>,
 }
 
-/// The `KubeletConfiguration` fields of this module.
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ConfigFile {
-    eviction_soft: Option<BTreeMap<String, String>>,
-    eviction_soft_grace_period: Option<BTreeMap<String, String>>,
-    eviction_minimum_reclaim: Option<BTreeMap<String, String>>,
-    eviction_max_pod_grace_period: Option<i64>,
-    eviction_pressure_transition_period: Option<String>,
-    local_storage_capacity_isolation: Option<bool>,
-}
-
 fn usage(what: &str) -> impl Fn(eviction::Error) -> UsageError + '_ {
     move |e| UsageError(format!("{what}: {e}"))
 }
@@ -73,18 +61,21 @@ fn map(
 /// thresholds of `hard`.
 pub fn merge(
     flags: Flags,
-    file: ConfigFile,
+    file: &KubeletConfiguration,
     hard: &EvictionHard,
 ) -> Result<eviction::Config, UsageError> {
     let soft = map(
         flags.eviction_soft.as_deref(),
         "--eviction-soft",
         '<',
-        file.eviction_soft,
+        file.eviction_soft.clone(),
     )?;
     let (grace_name, grace) = match flags.eviction_soft_grace_period.as_deref() {
         Some(_) => ("--eviction-soft-grace-period", None),
-        None => ("evictionSoftGracePeriod", file.eviction_soft_grace_period),
+        None => (
+            "evictionSoftGracePeriod",
+            file.eviction_soft_grace_period.clone(),
+        ),
     };
     let grace = map(
         flags.eviction_soft_grace_period.as_deref(),
@@ -108,7 +99,7 @@ pub fn merge(
         flags.eviction_minimum_reclaim.as_deref(),
         reclaim_name,
         '=',
-        file.eviction_minimum_reclaim,
+        file.eviction_minimum_reclaim.clone(),
     )?;
     let soft_name = if flags.eviction_soft.is_some() {
         "--eviction-soft"
@@ -150,7 +141,7 @@ mod tests {
     fn defaults_are_upstreams() {
         let c = merge(
             Flags::default(),
-            ConfigFile::default(),
+            &KubeletConfiguration::default(),
             &EvictionHard::default(),
         )
         .expect("valid");
@@ -163,7 +154,7 @@ mod tests {
 
     #[test]
     fn soft_thresholds_grace_periods_and_reclaims_from_flags_over_the_file() {
-        let file: ConfigFile = serde_json::from_value(serde_json::json!({
+        let file: KubeletConfiguration = serde_json::from_value(serde_json::json!({
             "evictionSoft": {"nodefs.available": "20%"},
             "evictionSoftGracePeriod": {"nodefs.available": "1h"},
             "evictionPressureTransitionPeriod": "1m",
@@ -177,7 +168,7 @@ mod tests {
             ..Flags::default()
         };
         let hard: EvictionHard = "memory.available<100Mi".parse().expect("hard");
-        let c = merge(flags, file, &hard).expect("valid");
+        let c = merge(flags, &file, &hard).expect("valid");
         assert_eq!(c.thresholds.len(), 2);
         assert!(c.thresholds[0].is_hard());
         assert_eq!(c.thresholds[1].grace_period, Duration::from_secs(90));
@@ -189,10 +180,14 @@ mod tests {
     #[test]
     fn errors_name_the_flag_and_the_statement() {
         let err = |flags: Flags| {
-            merge(flags, ConfigFile::default(), &EvictionHard::default())
-                .map(|_| ())
-                .expect_err("invalid")
-                .0
+            merge(
+                flags,
+                &KubeletConfiguration::default(),
+                &EvictionHard::default(),
+            )
+            .map(|_| ())
+            .expect_err("invalid")
+            .0
         };
         let e = err(Flags {
             eviction_soft: Some("memory.available<1Gi".into()),

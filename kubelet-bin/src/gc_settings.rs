@@ -16,8 +16,8 @@ use std::time::Duration;
 
 use kubelet_core::container_gc::{CONTAINER_GC_PERIOD, Policy};
 use kubelet_core::image_gc::{self, IMAGE_GC_PERIOD};
-use serde::Deserialize;
 
+use crate::cli::config::KubeletConfiguration;
 use crate::duration;
 use crate::settings::UsageError;
 
@@ -57,20 +57,6 @@ pub struct Flags {
     /// How often images are collected (upstream: 5 m, not configurable; for tests).
     #[arg(long, hide = true, value_parser = duration::parse)]
     pub experimental_image_gc_period: Option<Duration>,
-}
-
-/// The `KubeletConfiguration` fields of this module.
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ConfigFile {
-    #[serde(rename = "imageGCHighThresholdPercent")]
-    image_gc_high_threshold_percent: Option<i32>,
-    #[serde(rename = "imageGCLowThresholdPercent")]
-    image_gc_low_threshold_percent: Option<i32>,
-    #[serde(rename = "imageMinimumGCAge")]
-    image_minimum_gc_age: Option<String>,
-    #[serde(rename = "imageMaximumGCAge")]
-    image_maximum_gc_age: Option<String>,
 }
 
 /// Upstream's default sandbox image (`--pod-infra-container-image`).
@@ -113,7 +99,10 @@ fn config_duration(field: &str, value: Option<String>) -> Result<Option<Duration
 }
 
 /// The image GC policy of `flags` over `file` over the defaults, validated as upstream.
-fn image_gc_policy(flags: &Flags, file: ConfigFile) -> Result<image_gc::Policy, UsageError> {
+fn image_gc_policy(
+    flags: &Flags,
+    file: &KubeletConfiguration,
+) -> Result<image_gc::Policy, UsageError> {
     let defaults = image_gc::Policy::default();
     let high = flags
         .image_gc_high_threshold
@@ -125,10 +114,10 @@ fn image_gc_policy(flags: &Flags, file: ConfigFile) -> Result<image_gc::Policy, 
         .unwrap_or(defaults.low_threshold_percent);
     let min_age = match flags.minimum_image_ttl_duration {
         Some(d) => d,
-        None => config_duration("imageMinimumGCAge", file.image_minimum_gc_age)?
+        None => config_duration("imageMinimumGCAge", file.image_minimum_gc_age.clone())?
             .unwrap_or(defaults.min_age),
     };
-    let max_age = config_duration("imageMaximumGCAge", file.image_maximum_gc_age)?
+    let max_age = config_duration("imageMaximumGCAge", file.image_maximum_gc_age.clone())?
         .unwrap_or(defaults.max_age);
     if !(0..=100).contains(&high) {
         return Err(UsageError(format!(
@@ -174,7 +163,7 @@ impl Settings {
     }
 
     /// Merges `flags` over `file` over the defaults.
-    pub fn merge(flags: Flags, file: ConfigFile) -> Result<Self, UsageError> {
+    pub fn merge(flags: Flags, file: &KubeletConfiguration) -> Result<Self, UsageError> {
         let defaults = Policy::default();
         let image_gc = image_gc_policy(&flags, file)?;
         Ok(Self {
@@ -209,7 +198,7 @@ mod tests {
 
     #[test]
     fn defaults_are_upstreams_and_flags_set_the_policy() {
-        let s = Settings::merge(Flags::default(), ConfigFile::default()).expect("valid");
+        let s = Settings::merge(Flags::default(), &KubeletConfiguration::default()).expect("valid");
         assert_eq!(s, Settings::default());
         assert_eq!(s.container_gc, Policy::default());
         assert_eq!(s.container_gc_period, Duration::from_secs(60));
@@ -220,7 +209,7 @@ mod tests {
                 minimum_container_ttl_duration: Some(Duration::from_secs(60)),
                 ..Flags::default()
             },
-            ConfigFile::default(),
+            &KubeletConfiguration::default(),
         )
         .expect("valid");
         assert_eq!(
@@ -233,19 +222,19 @@ mod tests {
         );
     }
 
-    fn file(json: &str) -> ConfigFile {
+    fn file(json: &str) -> KubeletConfiguration {
         serde_json::from_str(json).expect("test config")
     }
 
     #[test]
     fn image_gc_defaults_are_upstreams_and_flags_win_over_the_file() {
-        let s = Settings::merge(Flags::default(), ConfigFile::default()).expect("valid");
+        let s = Settings::merge(Flags::default(), &KubeletConfiguration::default()).expect("valid");
         assert_eq!(s.image_gc, image_gc::Policy::default());
         assert_eq!(s.image_gc_period, Duration::from_secs(300));
         assert_eq!(s.pod_infra_container_image, "registry.k8s.io/pause:3.10");
         let config = r#"{"imageGCHighThresholdPercent": 70, "imageGCLowThresholdPercent": 60,
             "imageMinimumGCAge": "1m", "imageMaximumGCAge": "1h"}"#;
-        let s = Settings::merge(Flags::default(), file(config)).expect("valid");
+        let s = Settings::merge(Flags::default(), &file(config)).expect("valid");
         assert_eq!(
             s.image_gc,
             image_gc::Policy {
@@ -260,7 +249,7 @@ mod tests {
             minimum_image_ttl_duration: Some(Duration::from_secs(5)),
             ..Flags::default()
         };
-        let s = Settings::merge(flags, file(config)).expect("valid");
+        let s = Settings::merge(flags, &file(config)).expect("valid");
         assert_eq!(s.image_gc.high_threshold_percent, 90);
         assert_eq!(s.image_gc.low_threshold_percent, 60);
         assert_eq!(s.image_gc.min_age, Duration::from_secs(5));
@@ -269,7 +258,7 @@ mod tests {
     #[test]
     fn bad_image_gc_settings_are_refused_with_upstreams_messages() {
         let err =
-            |flags: Flags, json: &str| Settings::merge(flags, file(json)).expect_err("invalid").0;
+            |flags: Flags, json: &str| Settings::merge(flags, &file(json)).expect_err("invalid").0;
         let high = |h| Flags {
             image_gc_high_threshold: Some(h),
             ..Flags::default()

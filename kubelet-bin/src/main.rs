@@ -6,6 +6,7 @@
 
 mod app;
 mod async_runtime;
+mod cli;
 mod cluster_settings;
 mod configz;
 mod container_log_settings;
@@ -34,11 +35,15 @@ fn main() {
             std::process::exit(settings::EXIT_USAGE);
         }
         Err(e) => {
-            // --help / --version
+            // --help
             print!("{e}");
             std::process::exit(0);
         }
     };
+    if flags.version.as_deref().is_some_and(|v| v != "false") {
+        println!("{}", kubelet_core::version::VERSION_LINE);
+        std::process::exit(0);
+    }
     let settings = match settings::Settings::from_flags(flags) {
         Ok(s) => s,
         Err(e) => {

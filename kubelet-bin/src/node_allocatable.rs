@@ -17,9 +17,9 @@ use kubelet_core::cm::helpers::ResourceConfig;
 use kubelet_core::cm::node_allocatable::NodeAllocatableCgroups;
 use kubelet_core::cm::node_allocatable::cgroup_config;
 use kubelet_core::pod_resources::{milli_value, value};
-use serde::Deserialize;
 use tracing::{info, warn};
 
+use crate::cli::config::KubeletConfiguration;
 use crate::settings::{Settings as All, UsageError};
 
 /// `pods`: enforce allocatable on the `kubepods` cgroup (upstream
@@ -51,15 +51,6 @@ pub struct Flags {
     pub system_reserved_cgroup: Option<String>,
 }
 
-/// The `KubeletConfiguration` fields of this module.
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ConfigFile {
-    enforce_node_allocatable: Option<Vec<String>>,
-    kube_reserved_cgroup: Option<String>,
-    system_reserved_cgroup: Option<String>,
-}
-
 /// Merged node allocatable enforcement settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Settings {
@@ -76,12 +67,12 @@ impl Settings {
     /// upstream's validation messages.
     pub fn merge(
         flags: Flags,
-        file: ConfigFile,
+        file: &KubeletConfiguration,
         cgroups_per_qos: bool,
     ) -> Result<Self, UsageError> {
         let enforce: Vec<String> = flags
             .enforce_node_allocatable
-            .or(file.enforce_node_allocatable)
+            .or(file.enforce_node_allocatable.clone())
             .unwrap_or_else(|| vec![PODS.to_owned()])
             .into_iter()
             .filter(|k| !k.is_empty())
@@ -90,11 +81,11 @@ impl Settings {
             enforce,
             kube_reserved_cgroup: flags
                 .kube_reserved_cgroup
-                .or(file.kube_reserved_cgroup)
+                .or(file.kube_reserved_cgroup.clone())
                 .unwrap_or_default(),
             system_reserved_cgroup: flags
                 .system_reserved_cgroup
-                .or(file.system_reserved_cgroup)
+                .or(file.system_reserved_cgroup.clone())
                 .unwrap_or_default(),
         };
         let mut errors = Vec::new();
@@ -228,9 +219,10 @@ mod tests {
         let mut argv = vec!["kubelet"];
         argv.extend_from_slice(args);
         let cli = Cli::try_parse_from(argv).map_err(|e| UsageError(e.to_string()))?;
-        let file: ConfigFile = serde_saphyr::from_str(if file.is_empty() { "{}" } else { file })
-            .map_err(|e| UsageError(e.to_string()))?;
-        Settings::merge(cli.flags, file, per_qos)
+        let file: KubeletConfiguration =
+            serde_saphyr::from_str(if file.is_empty() { "{}" } else { file })
+                .map_err(|e| UsageError(e.to_string()))?;
+        Settings::merge(cli.flags, &file, per_qos)
     }
 
     #[test]

@@ -11,10 +11,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Taint;
 use kubelet::cluster::node_status::{self, EvictionHard, NodeStatusOptions, Reserved, initial};
-use serde::Deserialize;
 
+use crate::cli::config::KubeletConfiguration;
 use crate::duration;
 use crate::settings::UsageError;
 
@@ -22,9 +21,10 @@ use crate::settings::UsageError;
 #[derive(Debug, Default, clap::Args)]
 #[group(id = "node-status")]
 pub struct Flags {
-    /// Labels of the registered Node (`key=value,…`).
-    #[arg(long)]
-    pub node_labels: Option<String>,
+    /// Labels of the registered Node (`key=value,…`); repeated flags add up, as upstream's
+    /// map flags.
+    #[arg(long, action = clap::ArgAction::Append)]
+    pub node_labels: Vec<String>,
     /// Create the Node in the API server (default true).
     #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
     pub register_node: Option<bool>,
@@ -55,21 +55,6 @@ pub struct Flags {
     pub port: Option<u16>,
 }
 
-/// The `KubeletConfiguration` fields of this module.
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ConfigFile {
-    register_node: Option<bool>,
-    register_with_taints: Option<Vec<Taint>>,
-    max_pods: Option<u32>,
-    kube_reserved: Option<BTreeMap<String, String>>,
-    system_reserved: Option<BTreeMap<String, String>>,
-    eviction_hard: Option<BTreeMap<String, String>>,
-    node_status_report_frequency: Option<String>,
-    node_status_max_images: Option<i32>,
-    port: Option<u16>,
-}
-
 fn usage(what: &str) -> impl Fn(node_status::Error) -> UsageError + '_ {
     move |e| UsageError(format!("{what}: {e}"))
 }
@@ -93,19 +78,20 @@ fn reserved(
 /// the flag or field.
 pub fn merge(
     flags: Flags,
-    file: ConfigFile,
+    file: &KubeletConfiguration,
     node_name: &str,
 ) -> Result<NodeStatusOptions, UsageError> {
     {
-        let node_labels = match flags.node_labels.as_deref() {
-            Some(s) => initial::parse_labels(s).map_err(usage("--node-labels"))?,
-            None => BTreeMap::new(),
-        };
+        let mut node_labels = BTreeMap::new();
+        for labels in &flags.node_labels {
+            node_labels.extend(initial::parse_labels(labels).map_err(usage("--node-labels"))?);
+        }
         let register_with_taints = match flags.register_with_taints.as_deref() {
             Some(s) => initial::parse_taints(s).map_err(usage("--register-with-taints"))?,
-            None => file.register_with_taints.unwrap_or_default(),
+            // checked by KubeletConfiguration::validate
+            None => file.register_with_taints.clone().unwrap_or_default(),
         };
-        let eviction_hard = match (flags.eviction_hard, file.eviction_hard) {
+        let eviction_hard = match (flags.eviction_hard, file.eviction_hard.clone()) {
             (Some(s), _) => s.parse().map_err(usage("--eviction-hard"))?,
             (None, Some(map)) => EvictionHard::from_map(&map).map_err(usage("evictionHard"))?,
             (None, None) => EvictionHard::default(),
@@ -126,10 +112,14 @@ pub fn merge(
             .unwrap_or(opts.register_node);
         opts.register_with_taints = register_with_taints;
         opts.max_pods = flags.max_pods.or(file.max_pods).unwrap_or(opts.max_pods);
-        opts.kube_reserved = reserved(flags.kube_reserved, file.kube_reserved, "kubeReserved")?;
+        opts.kube_reserved = reserved(
+            flags.kube_reserved,
+            file.kube_reserved.clone(),
+            "kubeReserved",
+        )?;
         opts.system_reserved = reserved(
             flags.system_reserved,
-            file.system_reserved,
+            file.system_reserved.clone(),
             "systemReserved",
         )?;
         opts.eviction_hard = eviction_hard;
@@ -138,6 +128,12 @@ pub fn merge(
             .node_status_max_images
             .or(file.node_status_max_images)
             .unwrap_or(opts.max_images);
+        if opts.max_images < -1 {
+            return Err(UsageError(format!(
+                "--node-status-max-images/nodeStatusMaxImages {}: must be -1 (no cap) or more",
+                opts.max_images
+            )));
+        }
         opts.port = flags.port.or(file.port).unwrap_or(opts.port);
         Ok(opts)
     }
@@ -147,13 +143,13 @@ pub fn merge(
 mod tests {
     use super::*;
 
-    fn file(yaml: &str) -> ConfigFile {
+    fn file(yaml: &str) -> KubeletConfiguration {
         serde_saphyr::from_str(yaml).expect("valid yaml")
     }
 
     #[test]
     fn defaults_are_upstreams() {
-        let s = merge(Flags::default(), ConfigFile::default(), "n").expect("valid");
+        let s = merge(Flags::default(), &KubeletConfiguration::default(), "n").expect("valid");
         assert!(s.register_node);
         assert_eq!(s.max_pods, 110);
         assert_eq!(s.port, 10250);
@@ -173,10 +169,10 @@ mod tests {
         let flags = Flags {
             max_pods: Some(30),
             system_reserved: Some("cpu=200m".into()),
-            node_labels: Some("role=edge".into()),
+            node_labels: vec!["role=edge".into()],
             ..Flags::default()
         };
-        let s = merge(flags, cfg, "n").expect("valid");
+        let s = merge(flags, &cfg, "n").expect("valid");
         assert!(!s.register_node);
         assert_eq!(s.max_pods, 30);
         assert_eq!(s.kube_reserved.0.len(), 2);
@@ -195,10 +191,10 @@ mod tests {
             eviction_hard: Some("memory.available>1Gi".into()),
             ..Flags::default()
         };
-        let err = merge(flags, ConfigFile::default(), "n").expect_err("bad");
+        let err = merge(flags, &KubeletConfiguration::default(), "n").expect_err("bad");
         assert!(err.0.contains("--eviction-hard"), "{}", err.0);
         let err =
-            merge(Flags::default(), file("kubeReserved:\n  cpu: lots\n"), "n").expect_err("bad");
+            merge(Flags::default(), &file("kubeReserved:\n  cpu: lots\n"), "n").expect_err("bad");
         assert!(err.0.contains("kubeReserved"), "{}", err.0);
     }
 }

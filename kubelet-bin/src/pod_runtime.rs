@@ -10,8 +10,7 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde::Deserialize;
-
+use crate::cli::config::KubeletConfiguration;
 use crate::duration;
 use crate::settings::UsageError;
 
@@ -63,29 +62,6 @@ pub struct Flags {
     /// volume stats).
     #[arg(long, value_parser = duration::parse)]
     pub volume_stats_agg_period: Option<Duration>,
-}
-
-/// The `KubeletConfiguration` fields of this module.
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ConfigFile {
-    #[serde(rename = "cgroupsPerQOS")]
-    cgroups_per_qos: Option<bool>,
-    cgroup_root: Option<String>,
-    cgroup_driver: Option<String>,
-    #[serde(rename = "cpuCFSQuota")]
-    cpu_cfs_quota: Option<bool>,
-    #[serde(rename = "cpuCFSQuotaPeriod")]
-    cpu_cfs_quota_period: Option<String>,
-    #[serde(rename = "clusterDNS")]
-    cluster_dns: Option<Vec<String>>,
-    cluster_domain: Option<String>,
-    resolv_conf: Option<PathBuf>,
-    runtime_request_timeout: Option<String>,
-    kubelet_cgroups: Option<String>,
-    runtime_cgroups: Option<String>,
-    system_cgroups: Option<String>,
-    volume_stats_agg_period: Option<String>,
 }
 
 /// How pod cgroups are made (upstream `--cgroup-driver`, `cgroupDriver`).
@@ -141,10 +117,10 @@ pub struct Settings {
 
 impl Settings {
     /// Merges `flags` over `file`; errors name the flag or field.
-    pub fn merge(flags: Flags, file: ConfigFile) -> Result<Self, UsageError> {
+    pub fn merge(flags: Flags, file: &KubeletConfiguration) -> Result<Self, UsageError> {
         let cgroup_driver = match flags
             .cgroup_driver
-            .or(file.cgroup_driver)
+            .or(file.cgroup_driver.clone())
             .as_deref()
             .unwrap_or("cgroupfs")
         {
@@ -152,13 +128,13 @@ impl Settings {
             "systemd" => CgroupDriver::Systemd,
             other => {
                 return Err(UsageError(format!(
-                    "--cgroup-driver {other:?}: must be \"cgroupfs\" or \"systemd\""
+                    "--cgroup-driver/cgroupDriver {other:?}: must be \"cgroupfs\" or \"systemd\""
                 )));
             }
         };
         let cgroup_root = flags
             .cgroup_root
-            .or(file.cgroup_root)
+            .or(file.cgroup_root.clone())
             .filter(|r| !r.is_empty())
             .unwrap_or_else(|| "/".into());
         if !cgroup_root.starts_with('/') {
@@ -178,11 +154,11 @@ impl Settings {
         let period_us = u64::try_from(period.as_micros()).unwrap_or(u64::MAX);
         if !(1000..=1_000_000).contains(&period_us) {
             return Err(UsageError(
-                "--cpu-cfs-quota-period must be between 1ms and 1s".into(),
+                "--cpu-cfs-quota-period/cpuCFSQuotaPeriod must be between 1ms and 1s".into(),
             ));
         }
         let cluster_dns = if flags.cluster_dns.is_empty() {
-            let list = file.cluster_dns.unwrap_or_default();
+            let list = file.cluster_dns.clone().unwrap_or_default();
             for ip in &list {
                 ip.parse::<IpAddr>()
                     .map_err(|_| UsageError(format!("clusterDNS: {ip:?} is not an IP address")))?;
@@ -216,19 +192,19 @@ impl Settings {
             cluster_dns,
             cluster_domain: flags
                 .cluster_domain
-                .or(file.cluster_domain)
+                .or(file.cluster_domain.clone())
                 .unwrap_or_default()
                 .trim_end_matches('.')
                 .to_owned(),
             resolv_conf: flags
                 .resolv_conf
                 .map(PathBuf::from)
-                .or(file.resolv_conf)
+                .or(file.resolv_conf.clone())
                 .unwrap_or_else(|| PathBuf::from("/etc/resolv.conf")),
             runtime_request_timeout,
-            kubelet_cgroups: non_empty(flags.kubelet_cgroups.or(file.kubelet_cgroups)),
-            runtime_cgroups: non_empty(flags.runtime_cgroups.or(file.runtime_cgroups)),
-            system_cgroups: non_empty(flags.system_cgroups.or(file.system_cgroups)),
+            kubelet_cgroups: non_empty(flags.kubelet_cgroups.or(file.kubelet_cgroups.clone())),
+            runtime_cgroups: non_empty(flags.runtime_cgroups.or(file.runtime_cgroups.clone())),
+            system_cgroups: non_empty(flags.system_cgroups.or(file.system_cgroups.clone())),
             volume_stats_agg_period: match flags.volume_stats_agg_period {
                 Some(d) => d,
                 None => match file.volume_stats_agg_period.as_deref() {
@@ -261,9 +237,10 @@ mod tests {
         let mut argv = vec!["kubelet"];
         argv.extend_from_slice(args);
         let cli = Cli::try_parse_from(argv).map_err(|e| UsageError(e.to_string()))?;
-        let file: ConfigFile = serde_saphyr::from_str(if file.is_empty() { "{}" } else { file })
-            .map_err(|e| UsageError(e.to_string()))?;
-        Settings::merge(cli.flags, file)
+        let file: KubeletConfiguration =
+            serde_saphyr::from_str(if file.is_empty() { "{}" } else { file })
+                .map_err(|e| UsageError(e.to_string()))?;
+        Settings::merge(cli.flags, &file)
     }
 
     #[test]

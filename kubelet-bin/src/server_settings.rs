@@ -12,9 +12,13 @@
 //! `authorization.webhook.cacheUnauthorizedTTL`). `--port` and `--address` are read with the
 //! other endpoints.
 //!
-//! Defaults differ as upstream's do: without `--config` the flags' legacy defaults apply
-//! (anonymous on, no token webhook, `AlwaysAllow`); with a config file its defaults apply
-//! (anonymous off, token webhook on, `Webhook`), and flags win over both.
+//! Defaults differ as upstream's do: without `--config` the flags' defaults apply (no token
+//! webhook, `AlwaysAllow`); with a config file its defaults apply (token webhook on,
+//! `Webhook`), and flags win over both. Anonymous requests are off in both: upstream's legacy
+//! flag default `--anonymous-auth=true` served `/run`, `/exec` and the logs to anyone
+//! reaching port 10250, so here a kubelet started without a config file or auth flags answers
+//! every request on the secure port with 401 until `--client-ca-file`, the token webhook or
+//! an explicit `--anonymous-auth=true` lets someone in.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -22,8 +26,8 @@ use std::time::Duration;
 use kubelet::server::authn::{self, AuthnOptions};
 use kubelet::server::authz::{self, AuthzOptions, Mode};
 use kubelet::server::tls::{self, MinVersion, ServingCert, TlsOptions};
-use serde::Deserialize;
 
+use crate::cli::config::KubeletConfiguration;
 use crate::duration;
 use crate::settings::UsageError;
 
@@ -52,8 +56,8 @@ pub struct Flags {
     /// groups of their Organizations.
     #[arg(long)]
     pub client_ca_file: Option<PathBuf>,
-    /// Serve requests that nothing authenticated as system:anonymous (default true; false
-    /// with --config).
+    /// Serve requests that nothing authenticated as system:anonymous (default false, also
+    /// without --config: upstream's legacy flag default is true).
     #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
     pub anonymous_auth: Option<bool>,
     /// Check bearer tokens with TokenReviews (default false; true with --config).
@@ -71,63 +75,6 @@ pub struct Flags {
     /// How long denied access reviews are cached (default 30s).
     #[arg(long, value_parser = duration::parse)]
     pub authorization_webhook_cache_unauthorized_ttl: Option<Duration>,
-}
-
-/// The `KubeletConfiguration` fields of this module.
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ConfigFile {
-    tls_cert_file: Option<PathBuf>,
-    tls_private_key_file: Option<PathBuf>,
-    tls_min_version: Option<String>,
-    tls_cipher_suites: Option<Vec<String>>,
-    authentication: Option<AuthenticationConfig>,
-    authorization: Option<AuthorizationConfig>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct AuthenticationConfig {
-    x509: Option<X509Config>,
-    webhook: Option<AuthnWebhookConfig>,
-    anonymous: Option<AnonymousConfig>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct X509Config {
-    #[serde(rename = "clientCAFile")]
-    client_ca_file: Option<PathBuf>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct AuthnWebhookConfig {
-    enabled: Option<bool>,
-    #[serde(rename = "cacheTTL")]
-    cache_ttl: Option<String>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct AnonymousConfig {
-    enabled: Option<bool>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct AuthorizationConfig {
-    mode: Option<String>,
-    webhook: Option<AuthzWebhookConfig>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct AuthzWebhookConfig {
-    #[serde(rename = "cacheAuthorizedTTL")]
-    cache_authorized_ttl: Option<String>,
-    #[serde(rename = "cacheUnauthorizedTTL")]
-    cache_unauthorized_ttl: Option<String>,
 }
 
 /// Merged secure port settings.
@@ -159,18 +106,20 @@ impl Settings {
     /// else the flags'); the self-signed pair goes to `<root_dir>/pki` unless `--cert-dir`.
     pub fn merge(
         flags: Flags,
-        file: ConfigFile,
+        file: &KubeletConfiguration,
         from_config: bool,
         root_dir: &Path,
     ) -> Result<Self, UsageError> {
-        let authn_file = file.authentication.unwrap_or_default();
-        let authz_file = file.authorization.unwrap_or_default();
+        let authn_file = file.authentication.clone().unwrap_or_default();
+        let authz_file = file.authorization.clone().unwrap_or_default();
         let webhook_file = authn_file.webhook.unwrap_or_default();
         let authz_webhook_file = authz_file.webhook.unwrap_or_default();
 
         let cert = match (
-            flags.tls_cert_file.or(file.tls_cert_file),
-            flags.tls_private_key_file.or(file.tls_private_key_file),
+            flags.tls_cert_file.or(file.tls_cert_file.clone()),
+            flags
+                .tls_private_key_file
+                .or(file.tls_private_key_file.clone()),
         ) {
             (Some(cert), Some(key)) => ServingCert::Files { cert, key },
             (None, None) => ServingCert::SelfSigned {
@@ -185,14 +134,14 @@ impl Settings {
         let min_version = MinVersion::parse(
             flags
                 .tls_min_version
-                .or(file.tls_min_version)
+                .or(file.tls_min_version.clone())
                 .as_deref()
                 .unwrap_or(""),
         )
-        .map_err(|e| UsageError(format!("--tls-min-version: {e}")))?;
+        .map_err(|e| UsageError(format!("--tls-min-version/tlsMinVersion: {e}")))?;
         let cipher_suites = flags
             .tls_cipher_suites
-            .or(file.tls_cipher_suites)
+            .or(file.tls_cipher_suites.clone())
             .unwrap_or_default();
         tls::check_cipher_suites(&cipher_suites)
             .map_err(|e| UsageError(format!("--tls-cipher-suites: {e}")))?;
@@ -213,15 +162,15 @@ impl Settings {
                 webhook_file.cache_ttl.as_deref(),
                 authn::DEFAULT_CACHE_TTL,
             )?,
+            // Secure by default (upstream's flags default to true; see the module docs).
             anonymous: flags
                 .anonymous_auth
                 .or(authn_file.anonymous.and_then(|a| a.enabled))
-                .unwrap_or(!from_config),
+                .unwrap_or(false),
         };
         let mode = match flags.authorization_mode.or(authz_file.mode) {
-            Some(name) => {
-                Mode::parse(&name).map_err(|e| UsageError(format!("--authorization-mode: {e}")))?
-            }
+            Some(name) => Mode::parse(&name)
+                .map_err(|e| UsageError(format!("--authorization-mode/authorization.mode: {e}")))?,
             None if from_config => Mode::Webhook,
             None => Mode::AlwaysAllow,
         };
@@ -295,18 +244,23 @@ impl Settings {
 mod tests {
     use super::*;
 
-    fn file(yaml: &str) -> ConfigFile {
+    fn file(yaml: &str) -> KubeletConfiguration {
         serde_saphyr::from_str(yaml).expect("valid yaml")
     }
 
-    fn merge(flags: Flags, file: ConfigFile, from_config: bool) -> Result<Settings, UsageError> {
+    fn merge(
+        flags: Flags,
+        file: &KubeletConfiguration,
+        from_config: bool,
+    ) -> Result<Settings, UsageError> {
         Settings::merge(flags, file, from_config, Path::new("/var/lib/kubelet"))
     }
 
     #[test]
-    fn flag_defaults_are_upstreams_legacy_ones() {
-        let s = merge(Flags::default(), ConfigFile::default(), false).expect("valid");
-        assert!(s.authn.anonymous);
+    fn flag_defaults_are_upstreams_legacy_ones_but_anonymous_off() {
+        let s = merge(Flags::default(), &KubeletConfiguration::default(), false).expect("valid");
+        // secure by default: upstream's legacy --anonymous-auth defaults to true
+        assert!(!s.authn.anonymous);
         assert!(!s.authn.webhook);
         assert_eq!(s.authn.webhook_cache_ttl, Duration::from_secs(120));
         assert_eq!(s.authz.mode, Mode::AlwaysAllow);
@@ -321,7 +275,7 @@ mod tests {
 
     #[test]
     fn config_file_defaults_are_secure() {
-        let s = merge(Flags::default(), ConfigFile::default(), true).expect("valid");
+        let s = merge(Flags::default(), &KubeletConfiguration::default(), true).expect("valid");
         assert!(!s.authn.anonymous);
         assert!(s.authn.webhook);
         assert_eq!(s.authz.mode, Mode::Webhook);
@@ -342,7 +296,7 @@ mod tests {
             authorization_mode: Some("Webhook".into()),
             ..Flags::default()
         };
-        let s = merge(flags, cfg, true).expect("valid");
+        let s = merge(flags, &cfg, true).expect("valid");
         assert_eq!(
             s.tls.cert,
             ServingCert::Files {
@@ -372,20 +326,20 @@ mod tests {
             tls_cipher_suites: Some(vec!["TLS_RSA_WITH_RC4_128_SHA".into()]),
             ..Flags::default()
         };
-        let err = merge(flags, ConfigFile::default(), false).expect_err("rc4");
+        let err = merge(flags, &KubeletConfiguration::default(), false).expect_err("rc4");
         assert!(err.0.contains("TLS_RSA_WITH_RC4_128_SHA"), "{}", err.0);
-        let err = merge(Flags::default(), file("tlsMinVersion: SSLv3\n"), true).expect_err("bad");
+        let err = merge(Flags::default(), &file("tlsMinVersion: SSLv3\n"), true).expect_err("bad");
         assert!(err.0.contains("SSLv3"), "{}", err.0);
         let err = merge(
             Flags::default(),
-            file("authorization:\n  mode: RBAC\n"),
+            &file("authorization:\n  mode: RBAC\n"),
             true,
         )
         .expect_err("bad");
         assert!(err.0.contains("RBAC"), "{}", err.0);
         let err = merge(
             Flags::default(),
-            file("authentication:\n  webhook:\n    cacheTTL: soon\n"),
+            &file("authentication:\n  webhook:\n    cacheTTL: soon\n"),
             true,
         )
         .expect_err("bad");
@@ -398,6 +352,6 @@ mod tests {
             tls_cert_file: Some("/c.crt".into()),
             ..Flags::default()
         };
-        assert!(merge(flags, ConfigFile::default(), false).is_err());
+        assert!(merge(flags, &KubeletConfiguration::default(), false).is_err());
     }
 }

@@ -8,8 +8,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Parser;
-use serde::Deserialize;
+use serde_json::Value;
 
+use crate::cli::config::KubeletConfiguration;
 use crate::duration;
 
 /// Default safety-net relist period of the evented PLEG.
@@ -23,12 +24,29 @@ pub const EXIT_USAGE: i32 = 64;
 #[command(
     name = "kubelet",
     about = "A Rust kubelet: runs static pods on a CRI runtime",
-    version
+    // `--version` prints upstream's `Kubernetes vX.Y.Z` (kubeadm's preflight parses it).
+    disable_version_flag = true,
+    // A repeated flag: the last value wins, as upstream (KUBELET_EXTRA_ARGS relies on it).
+    args_override_self = true
 )]
 pub struct Flags {
+    /// Print the targeted upstream release (`Kubernetes vX.Y.Z`) and exit.
+    #[arg(
+        long,
+        value_name = "BOOL",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        value_parser = ["true", "false", "raw"]
+    )]
+    pub version: Option<String>,
     /// Path to a KubeletConfiguration (kubelet.config.k8s.io/v1beta1) file; flags win over it.
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// Directory of KubeletConfiguration drop-ins (`*.conf`, lexical order, subdirectories
+    /// included), each merged over --config as a JSON merge patch (upstream v1.30+).
+    #[arg(long)]
+    pub config_dir: Option<PathBuf>,
     /// Directory (or file) of static pod manifests.
     #[arg(long)]
     pub pod_manifest_path: Option<PathBuf>,
@@ -44,9 +62,10 @@ pub struct Flags {
     /// Node name to use instead of the hostname.
     #[arg(long)]
     pub hostname_override: Option<String>,
-    /// The node's IP (reported as the pods' hostIP).
-    #[arg(long)]
-    pub node_ip: Option<IpAddr>,
+    /// The node's IPs, comma-separated, at most one per family (reported as the pods'
+    /// hostIPs).
+    #[arg(long, value_delimiter = ',')]
+    pub node_ip: Vec<IpAddr>,
     /// Address the secure port (default 0.0.0.0) and the read-only port (default 127.0.0.1)
     /// listen on.
     #[arg(long)]
@@ -110,49 +129,9 @@ pub struct Flags {
     /// Node allocatable enforcement flags.
     #[command(flatten)]
     pub node_allocatable: crate::node_allocatable::Flags,
-}
-
-/// The subset of `KubeletConfiguration` this kubelet reads (same field names).
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ConfigFile {
-    kind: Option<String>,
-    api_version: Option<String>,
-    static_pod_path: Option<PathBuf>,
-    container_runtime_endpoint: Option<String>,
-    address: Option<IpAddr>,
-    read_only_port: Option<u16>,
-    healthz_port: Option<u16>,
-    healthz_bind_address: Option<IpAddr>,
-    sync_frequency: Option<String>,
-    file_check_frequency: Option<String>,
-    pod_logs_dir: Option<PathBuf>,
-    crash_loop_back_off: Option<CrashLoopBackOffConfig>,
-    #[serde(flatten)]
-    pod_runtime: crate::pod_runtime::ConfigFile,
-    #[serde(flatten)]
-    cluster: crate::cluster_settings::ConfigFile,
-    #[serde(flatten)]
-    node_status: crate::node_status_flags::ConfigFile,
-    #[serde(flatten)]
-    server: crate::server_settings::ConfigFile,
-    #[serde(flatten)]
-    container_logs: crate::container_log_settings::ConfigFile,
-    #[serde(flatten)]
-    eviction: crate::eviction_settings::ConfigFile,
-    #[serde(flatten)]
-    gc: crate::gc_settings::ConfigFile,
-    #[serde(flatten)]
-    node_allocatable: crate::node_allocatable::ConfigFile,
-    #[serde(flatten)]
-    other: std::collections::BTreeMap<String, serde_json::Value>,
-}
-
-/// `crashLoopBackOff` of `KubeletConfiguration`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct CrashLoopBackOffConfig {
-    max_container_restart_period: Option<String>,
+    /// Flags installers pass that are accepted and ignored with a warning.
+    #[command(flatten)]
+    pub accepted: crate::cli::accepted_flags::Flags,
 }
 
 /// Upstream's first container restart backoff window.
@@ -199,8 +178,13 @@ pub struct Settings {
     pub evented_pleg_relist_period: Duration,
     /// Log verbosity.
     pub verbosity: u8,
+    /// One warning per flag given that is accepted but not implemented (logged at start).
+    pub flag_warnings: Vec<String>,
     /// Config-file fields this kubelet does not use (warned about at start).
     pub ignored_config_fields: Vec<String>,
+    /// The config file as read, after upstream's zero defaulting (empty without a file):
+    /// `/configz` shows it under the effective values.
+    pub config_file: serde_json::Map<String, Value>,
     /// Pod cgroup, CPU limit and DNS settings.
     pub pod_runtime: crate::pod_runtime::Settings,
     /// Cluster mode settings (standalone without a kubeconfig).
@@ -222,37 +206,54 @@ pub struct Settings {
 #[error("{0}")]
 pub struct UsageError(pub String);
 
-fn read_config(path: &Path) -> Result<ConfigFile, UsageError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| UsageError(format!("--config {}: {e}", path.display())))?;
-    let file: ConfigFile = serde_saphyr::from_str(&text).map_err(|e| {
-        UsageError(format!(
-            "--config {}: invalid KubeletConfiguration: {e}",
-            path.display()
-        ))
-    })?;
-    if file
-        .kind
-        .as_deref()
-        .is_some_and(|k| k != "KubeletConfiguration")
-    {
-        return Err(UsageError(format!(
-            "--config {}: kind must be KubeletConfiguration, not {:?}",
-            path.display(),
-            file.kind.unwrap_or_default()
-        )));
-    }
-    if file
-        .api_version
-        .as_deref()
-        .is_some_and(|v| v != "kubelet.config.k8s.io/v1beta1")
-    {
-        return Err(UsageError(format!(
-            "--config {}: apiVersion must be kubelet.config.k8s.io/v1beta1",
-            path.display()
-        )));
-    }
-    Ok(file)
+/// The `--config` file as the settings use it.
+#[derive(Default)]
+struct ConfigFile {
+    /// The configuration, defaulted and validated.
+    config: KubeletConfiguration,
+    /// Its fields that no settings module reads: unknown ones and upstream's that are not
+    /// implemented (each worth a warning).
+    ignored_fields: Vec<String>,
+    /// The configuration as a JSON object, which `/configz` shows under the effective values.
+    object: serde_json::Map<String, Value>,
+}
+
+/// Reads the `--config` file and the `--config-dir` drop-ins
+/// ([`KubeletConfiguration::load_with_drop_ins`]).
+fn read_config(path: Option<&Path>, dir: Option<&Path>) -> Result<ConfigFile, UsageError> {
+    let flag = if path.is_some() {
+        "--config"
+    } else {
+        "--config-dir"
+    };
+    let loaded = KubeletConfiguration::load_with_drop_ins(path, dir)
+        .map_err(|e| UsageError(format!("{flag} {e}")))?;
+    let object = match serde_json::to_value(&loaded.config) {
+        Ok(Value::Object(object)) => object,
+        _ => serde_json::Map::new(),
+    };
+    let mut ignored_fields = loaded.unknown_fields;
+    ignored_fields.extend(
+        object
+            .keys()
+            .filter(|k| !crate::cli::fields::is_implemented(k))
+            .cloned(),
+    );
+    Ok(ConfigFile {
+        config: loaded.config,
+        ignored_fields,
+        object,
+    })
+}
+
+/// An address field of the file (`address`, `healthzBindAddress`).
+fn config_ip(field: &str, value: Option<&str>) -> Result<Option<IpAddr>, UsageError> {
+    value
+        .map(|v| {
+            v.parse()
+                .map_err(|_| UsageError(format!("{field}: {v:?} is not an IP address")))
+        })
+        .transpose()
 }
 
 fn config_duration(
@@ -293,6 +294,17 @@ fn crash_loop_backoff(
     Ok((initial.min(max), max))
 }
 
+/// `--node-ip`: at most one address per family, as upstream's dual-stack form.
+fn node_ips(ips: &[IpAddr]) -> Result<Vec<String>, UsageError> {
+    let v4 = ips.iter().filter(|ip| ip.is_ipv4()).count();
+    if ips.len() > 2 || (ips.len() == 2 && v4 != 1) {
+        return Err(UsageError(format!(
+            "--node-ip {ips:?}: at most one IPv4 and one IPv6 address"
+        )));
+    }
+    Ok(ips.iter().map(ToString::to_string).collect())
+}
+
 fn socket_from_endpoint(endpoint: &str) -> Result<PathBuf, UsageError> {
     let path = endpoint.strip_prefix("unix://").unwrap_or(endpoint);
     if endpoint.contains("://") && !endpoint.starts_with("unix://") {
@@ -320,14 +332,21 @@ impl Settings {
 
     /// Merges defaults, the config file and flags.
     pub fn from_flags(flags: Flags) -> Result<Self, UsageError> {
-        let file = match &flags.config {
-            Some(path) => read_config(path)?,
-            None => ConfigFile::default(),
+        let ConfigFile {
+            config: file,
+            ignored_fields: ignored_config_fields,
+            object: config_object,
+        } = match (&flags.config, &flags.config_dir) {
+            (None, None) => ConfigFile::default(),
+            (path, dir) => read_config(path.as_deref(), dir.as_deref())?,
         };
+        let file_address = config_ip("address", file.address.as_deref())?;
+        let file_healthz_address =
+            config_ip("healthzBindAddress", file.healthz_bind_address.as_deref())?;
         let cfg_path = flags.config.clone().unwrap_or_default();
         let endpoint = flags
             .container_runtime_endpoint
-            .or(file.container_runtime_endpoint)
+            .or(file.container_runtime_endpoint.clone())
             .unwrap_or_else(|| "unix:///run/containerd/containerd.sock".into());
         let sync_frequency = match flags.sync_frequency {
             Some(d) => d,
@@ -391,13 +410,13 @@ impl Settings {
             .unwrap_or(if from_config { 0 } else { 10255 });
         let secure_address = flags
             .address
-            .or(file.address)
+            .or(file_address)
             .unwrap_or([0, 0, 0, 0].into());
-        let address = flags.address.or(file.address).unwrap_or(localhost);
+        let address = flags.address.or(file_address).unwrap_or(localhost);
         let healthz_port = flags.healthz_port.or(file.healthz_port).unwrap_or(10248);
         let healthz_address = flags
             .healthz_bind_address
-            .or(file.healthz_bind_address)
+            .or(file_healthz_address)
             .unwrap_or(localhost);
         let node_name = flags
             .hostname_override
@@ -407,41 +426,35 @@ impl Settings {
         let root_dir = flags
             .root_dir
             .unwrap_or_else(|| PathBuf::from("/var/lib/kubelet"));
-        let node_status =
-            crate::node_status_flags::merge(flags.node_status, file.node_status, &node_name)?;
+        let node_status = crate::node_status_flags::merge(flags.node_status, &file, &node_name)?;
         if node_status.port == 0 {
             return Err(UsageError(
                 "--port must be between 1 and 65535, inclusive".into(),
             ));
         }
-        let pod_runtime = crate::pod_runtime::Settings::merge(flags.pod_runtime, file.pod_runtime)?;
-        let eviction = crate::eviction_settings::merge(
-            flags.eviction,
-            file.eviction,
-            &node_status.eviction_hard,
-        )?;
+        let pod_runtime = crate::pod_runtime::Settings::merge(flags.pod_runtime, &file)?;
+        let cluster = crate::cluster_settings::Settings::merge(flags.cluster, &file)?;
+        let eviction =
+            crate::eviction_settings::merge(flags.eviction, &file, &node_status.eviction_hard)?;
         Ok(Self {
             eviction,
             secure: (secure_address, node_status.port).into(),
             server: crate::server_settings::Settings::merge(
                 flags.server,
-                file.server,
+                &file,
                 from_config,
                 &root_dir,
             )?,
-            pod_manifest_path: flags.pod_manifest_path.or(file.static_pod_path),
+            pod_manifest_path: flags.pod_manifest_path.or(file.static_pod_path.clone()),
             runtime_socket: socket_from_endpoint(&endpoint)?,
             runtime_endpoint: endpoint,
             root_dir,
             pod_log_dir: flags
                 .pod_log_dir
-                .or(file.pod_logs_dir)
+                .or(file.pod_logs_dir.clone())
                 .unwrap_or_else(|| PathBuf::from("/var/log/pods")),
             node_name,
-            node_ips: flags
-                .node_ip
-                .map(|ip| vec![ip.to_string()])
-                .unwrap_or_default(),
+            node_ips: node_ips(&flags.node_ip)?,
             read_only: (read_only_port != 0).then(|| (address, read_only_port).into()),
             healthz: (healthz_port != 0).then(|| (healthz_address, healthz_port).into()),
             sync_frequency,
@@ -451,20 +464,30 @@ impl Settings {
             evented_pleg: flags.evented_pleg.unwrap_or(true),
             evented_pleg_relist_period,
             verbosity: flags.verbosity,
-            ignored_config_fields: file.other.into_keys().collect(),
+            ignored_config_fields,
+            flag_warnings: [
+                flags.accepted.warnings(),
+                crate::cli::accepted_flags::not_implemented(
+                    cluster.bootstrap_kubeconfig.as_deref(),
+                    cluster.rotate_certificates,
+                    cluster.server_tls_bootstrap,
+                ),
+            ]
+            .concat(),
+            config_file: config_object,
             node_allocatable: crate::node_allocatable::Settings::merge(
                 flags.node_allocatable,
-                file.node_allocatable,
+                &file,
                 pod_runtime.cgroups_per_qos,
             )?,
             pod_runtime,
-            cluster: crate::cluster_settings::Settings::merge(flags.cluster, file.cluster)?,
+            cluster,
             node_status,
             container_logs: crate::container_log_settings::Settings::merge(
                 flags.container_logs,
-                file.container_logs,
+                &file,
             )?,
-            gc: crate::gc_settings::Settings::merge(flags.gc, file.gc)?,
+            gc: crate::gc_settings::Settings::merge(flags.gc, &file)?,
         })
     }
 }

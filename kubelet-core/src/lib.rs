@@ -61,6 +61,7 @@ pub mod status;
 pub mod sync;
 pub mod sysctl;
 pub mod time;
+pub mod version;
 pub mod volume;
 pub mod watchdog;
 

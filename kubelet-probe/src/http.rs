@@ -24,7 +24,10 @@ pub const MAX_BODY: usize = 10 * 1024;
 /// Redirects followed before giving up (Go's `http.Client` default).
 pub const MAX_REDIRECTS: usize = 10;
 /// The `User-Agent` probes send (upstream `kube-probe/<major>.<minor>`).
-pub const USER_AGENT: &str = "kube-probe/1.34";
+pub const USER_AGENT: &str = concat!(
+    "kube-probe/",
+    kubelet_core::kubernetes_version!(major_minor)
+);
 
 /// One HTTP GET probe target.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -549,7 +552,7 @@ mod tests {
             https: true,
             ..target(port, "/ok")
         };
-        let e = get(https, "kube-lifecycle/1.34")
+        let e = get(https, crate::lifecycle::USER_AGENT)
             .await
             .expect_err("no TLS here");
         assert!(e.http_answer_to_https, "{e:?}");

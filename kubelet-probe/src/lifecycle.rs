@@ -19,7 +19,10 @@ use tracing::warn;
 use crate::http::{self, Target};
 
 /// The `User-Agent` of httpGet hooks (upstream `kube-lifecycle/<major>.<minor>`).
-pub const USER_AGENT: &str = "kube-lifecycle/1.34";
+pub const USER_AGENT: &str = concat!(
+    "kube-lifecycle/",
+    kubelet_core::kubernetes_version!(major_minor)
+);
 
 /// A [`HandlerRunner`] for every handler kind: exec and sleep as
 /// [`kubelet_core::lifecycle::ExecSleepHandlerRunner`], httpGet with the probes' HTTP client.

@@ -177,7 +177,8 @@ pub async fn load_kubeconfig(path: &Path) -> Result<kube::Config, Error> {
 }
 
 /// The kubelet's User-Agent, as upstream's `rest.DefaultKubernetesUserAgent`:
-/// `kubelet/v<version> (<os>/<arch>) kubernetes/<commit>`, the commit from
+/// `kubelet/<version> (<os>/<arch>) kubernetes/<commit>` with the targeted upstream release
+/// ([`kubelet_core::version::GIT_VERSION`]), the commit from
 /// `KUBELET_GIT_COMMIT` at build time or `unknown`.
 pub fn user_agent() -> String {
     let arch = match std::env::consts::ARCH {
@@ -188,8 +189,8 @@ pub fn user_agent() -> String {
         other => other,
     };
     format!(
-        "kubelet/v{} ({}/{arch}) kubernetes/{}",
-        env!("CARGO_PKG_VERSION"),
+        "kubelet/{} ({}/{arch}) kubernetes/{}",
+        kubelet_core::version::GIT_VERSION,
         std::env::consts::OS,
         option_env!("KUBELET_GIT_COMMIT").unwrap_or("unknown"),
     )
@@ -202,7 +203,7 @@ mod tests {
     #[test]
     fn user_agent_is_upstreams_shape() {
         let agent = user_agent();
-        assert!(agent.starts_with("kubelet/v0."), "{agent}");
+        assert!(agent.starts_with("kubelet/v1.36.0 ("), "{agent}");
         #[cfg(target_arch = "x86_64")]
         assert!(agent.contains(" (linux/amd64) kubernetes/"), "{agent}");
     }

@@ -141,11 +141,6 @@ pub enum Error {
     /// Webhook authentication or authorization without an API client (standalone).
     #[error("no client provided, cannot use webhook {0}")]
     NoClient(&'static str),
-    /// Anonymous off, and neither a client CA nor the token webhook.
-    #[error(
-        "no authentication method configured (anonymous auth is off and there is no client CA or token webhook)"
-    )]
-    NoAuthentication,
     /// `authorization.mode` is empty.
     #[error("no authorization mode specified")]
     NoAuthorizationMode,

@@ -159,3 +159,18 @@ fn a_config_file_wants_webhooks_which_a_standalone_kubelet_cannot_have() {
     );
     assert!(!text.contains("Starting kubelet"), "{text}");
 }
+
+#[test]
+fn version_prints_the_targeted_upstream_release() {
+    for args in [&["--version"][..], &["--version=true"], &["--version=raw"]] {
+        let (code, text) = kubelet(args);
+        assert_eq!(code, 0, "{args:?}: {text}");
+        // kubeadm's preflight parses `Kubernetes vX.Y.Z`
+        assert_eq!(text, "Kubernetes v1.36.0\n", "{args:?}");
+        assert_eq!(
+            text.trim_end(),
+            kubelet_core::version::VERSION_LINE,
+            "{args:?}"
+        );
+    }
+}

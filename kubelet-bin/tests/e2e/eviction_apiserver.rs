@@ -144,7 +144,7 @@ fn pods_are_evicted_under_memory_pressure_and_past_their_local_storage_limits() 
     }
 }
 
-/// `curl -k` of `path` on the node's secure port (anonymous, AlwaysAllow by default).
+/// `curl -k` of `path` on the node's secure port (anonymous under AlwaysAllow: the harness's --anonymous-auth=true).
 fn secure_get(node: &Node, path: &str) -> String {
     let out = std::process::Command::new("curl")
         .args(["-sS", "-k", "--fail"])

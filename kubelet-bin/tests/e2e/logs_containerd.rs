@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use support::{NODE, Node, container_status, phase, pod_yaml};
 
-/// `curl -k` on the node's secure port (anonymous under AlwaysAllow, the flags' defaults):
+/// `curl -k` on the node's secure port (anonymous under AlwaysAllow: the harness's --anonymous-auth=true):
 /// (HTTP status, body).
 fn curl(node: &Node, path: &str) -> (u16, String) {
     let out = Command::new("curl")

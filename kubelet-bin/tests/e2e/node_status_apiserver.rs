@@ -109,7 +109,7 @@ async fn registers_reports_and_adopts_as_a_node() -> Result<()> {
     ensure!(allocatable.contains_key("memory"), "{allocatable:?}");
     let info = status.node_info.clone().unwrap_or_default();
     ensure!(info.container_runtime_version == "fake://0.1.0", "{info:?}");
-    ensure!(info.kubelet_version == "v0.1.0");
+    ensure!(info.kubelet_version == kubelet_core::version::GIT_VERSION);
     let addresses: Vec<_> = status
         .addresses
         .unwrap_or_default()

@@ -39,7 +39,7 @@ spec:
     emptyDir: {}
 "#;
 
-/// `GET https://127.0.0.1:<port><path>` (anonymous, AlwaysAllow: the flags' defaults).
+/// `GET https://127.0.0.1:<port><path>` (anonymous under AlwaysAllow: the harness's --anonymous-auth=true).
 fn get(node: &Node, path: &str) -> String {
     let out = std::process::Command::new("curl")
         .args(["-sSfk"])

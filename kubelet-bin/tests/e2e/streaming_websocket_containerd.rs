@@ -1,5 +1,5 @@
 //! The streaming endpoints over websockets, straight to the `kubelet` binary's secure port
-//! (standalone, the flags' anonymous + AlwaysAllow) on a private containerd: the kubelet
+//! (standalone, anonymous (the harness's --anonymous-auth=true) + AlwaysAllow) on a private containerd: the kubelet
 //! proxies the upgrade to containerd's streaming server, which speaks
 //! `v4.channel.k8s.io` (one byte of channel, then data: 0 stdin, 1 stdout, 2 stderr, 3 the
 //! exit status as a `metav1.Status`). The client is written by hand here (RFC 6455 frames

@@ -150,7 +150,7 @@ impl NodeStatusOptions {
             node_ips: Vec::new(),
             port: 10250,
             root_dir: PathBuf::from("/var/lib/kubelet"),
-            kubelet_version: concat!("v", env!("CARGO_PKG_VERSION")).to_owned(),
+            kubelet_version: kubelet_core::version::GIT_VERSION.to_owned(),
             controller_attach_detach: true,
             max_images: 50,
         }

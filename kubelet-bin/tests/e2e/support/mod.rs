@@ -140,6 +140,11 @@ impl Node {
                 cmd.args([flag, value]);
             }
         }
+        // The suites reach the secure port with `curl -k`: anonymous, under the flags'
+        // AlwaysAllow. The kubelet's own default is anonymous off (secure by default).
+        if !given("--anonymous-auth") && !given("--config") {
+            cmd.arg("--anonymous-auth=true");
+        }
         if !given("--eviction-hard") {
             cmd.arg(xtask::testbed::EVICTION_HARD);
         }

@@ -78,7 +78,7 @@ fn a_full_status_as_upstream_writes_it() {
 
     let info = status.node_info.unwrap_or_default();
     assert_eq!(info.container_runtime_version, "containerd://1.6.20");
-    assert_eq!(info.kubelet_version, "v0.1.0");
+    assert_eq!(info.kubelet_version, "v1.36.0");
     assert_eq!(info.machine_id, "mid");
     assert_eq!(info.system_uuid, "SUUID");
     assert_eq!(info.boot_id, "boot-2");

@@ -1,0 +1,231 @@
+//! The flag sets installers pass parse, each ignored flag gives one warning, and a repeated
+//! flag takes its last value.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+
+use crate::settings::{Flags, Settings, UsageError};
+
+fn parse(args: &[&str]) -> Result<Settings, UsageError> {
+    let argv = std::iter::once("kubelet").chain(args.iter().copied());
+    Settings::from_flags(Flags::try_parse_from(argv).map_err(|e| UsageError(e.to_string()))?)
+}
+
+/// `line` split at spaces, with `{config}` replaced by a written KubeletConfiguration.
+fn parse_line(line: &str, config: &str) -> Result<Settings, UsageError> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("config.yaml");
+    std::fs::write(&path, config).expect("write");
+    let line = line.replace("{config}", path.to_str().expect("utf8"));
+    parse(&line.split_whitespace().collect::<Vec<_>>())
+}
+
+fn warned(s: &Settings, flag: &str) -> usize {
+    s.flag_warnings
+        .iter()
+        .filter(|w| w.starts_with(&format!("{flag}=")) || w.starts_with(&format!("{flag} ")))
+        .count()
+}
+
+/// kubeadm v1.20's drop-in (`10-kubeadm.conf`) with `kubeadm-flags.env`, and the file it
+/// writes.
+#[test]
+fn kubeadm_drop_in_flags_parse() {
+    let config = include_str!("../../tests/fixtures/kubeadm-v1.20.2-init-defaults.yaml")
+        .split("\n---\n")
+        .find(|doc| doc.contains("kind: KubeletConfiguration"))
+        .expect("kubelet document");
+    let s = parse_line(
+        "--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf --kubeconfig=/etc/kubernetes/kubelet.conf --config={config} --network-plugin=cni --pod-infra-container-image=k8s.gcr.io/pause:3.2 --container-runtime=remote --container-runtime-endpoint=unix:///run/containerd/containerd.sock",
+        config,
+    )
+    .expect("kubeadm's flags parse");
+    assert_eq!(
+        s.cluster.bootstrap_kubeconfig,
+        Some(PathBuf::from("/etc/kubernetes/bootstrap-kubelet.conf"))
+    );
+    assert_eq!(
+        s.cluster.kubeconfig,
+        Some(PathBuf::from("/etc/kubernetes/kubelet.conf"))
+    );
+    assert!(
+        s.cluster.rotate_certificates,
+        "rotateCertificates: true in the file"
+    );
+    assert_eq!(s.gc.pod_infra_container_image, "k8s.gcr.io/pause:3.2");
+    assert_eq!(
+        s.runtime_socket,
+        PathBuf::from("/run/containerd/containerd.sock")
+    );
+    assert_eq!(warned(&s, "--network-plugin"), 1, "{:?}", s.flag_warnings);
+    assert_eq!(
+        warned(&s, "--container-runtime"),
+        1,
+        "{:?}",
+        s.flag_warnings
+    );
+    assert_eq!(
+        warned(&s, "--bootstrap-kubeconfig"),
+        1,
+        "{:?}",
+        s.flag_warnings
+    );
+    assert!(
+        s.flag_warnings
+            .iter()
+            .any(|w| w.starts_with("--network-plugin=cni is ignored: ")),
+        "{:?}",
+        s.flag_warnings
+    );
+}
+
+/// kubespray's `kubelet.env` (containerd, v2.15-era).
+#[test]
+fn kubespray_flags_parse() {
+    let s = parse_line(
+        "--logtostderr=true --v=2 --node-ip=10.0.0.11 --hostname-override=node1 --bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf --config={config} --kubeconfig=/etc/kubernetes/kubelet.conf --pod-infra-container-image=k8s.gcr.io/pause:3.3 --container-runtime=remote --container-runtime-endpoint=unix:///var/run/containerd/containerd.sock --runtime-cgroups=/system.slice/containerd.service --image-pull-progress-deadline=2m --network-plugin=cni --cni-conf-dir=/etc/cni/net.d --cni-bin-dir=/opt/cni/bin --volume-plugin-dir=/var/lib/kubelet/volumeplugins --node-labels=node-role.kubernetes.io/worker= --resolv-conf=/run/systemd/resolve/resolv.conf --cgroup-driver=systemd --max-pods=110 --fail-swap-on=false --register-with-taints=dedicated=infra:NoSchedule --kube-reserved=cpu=100m,memory=256Mi --system-reserved=cpu=100m,memory=256Mi",
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nstaticPodPath: /etc/kubernetes/manifests\nclusterDNS:\n- 169.254.25.10\nclusterDomain: cluster.local\nrotateCertificates: true\n",
+    )
+    .expect("kubespray's flags parse");
+    assert_eq!(s.node_name, "node1");
+    assert_eq!(s.node_ips, vec!["10.0.0.11".to_owned()]);
+    assert_eq!(s.verbosity, 2);
+    assert_eq!(
+        s.pod_runtime.resolv_conf,
+        PathBuf::from("/run/systemd/resolve/resolv.conf")
+    );
+    assert_eq!(s.node_status.max_pods, 110);
+    assert_eq!(
+        s.runtime_socket,
+        PathBuf::from("/var/run/containerd/containerd.sock")
+    );
+    for flag in [
+        "--logtostderr",
+        "--container-runtime",
+        "--image-pull-progress-deadline",
+        "--network-plugin",
+        "--cni-conf-dir",
+        "--cni-bin-dir",
+        "--volume-plugin-dir",
+        "--fail-swap-on",
+    ] {
+        assert_eq!(warned(&s, flag), 1, "{flag}: {:?}", s.flag_warnings);
+    }
+}
+
+/// The flags k3s's agent gives its embedded kubelet.
+#[test]
+fn k3s_flags_parse() {
+    let s = parse(&[
+        "--address=0.0.0.0",
+        "--anonymous-auth=false",
+        "--authentication-token-webhook=true",
+        "--authorization-mode=Webhook",
+        "--cgroup-driver=cgroupfs",
+        "--cloud-provider=external",
+        "--cluster-dns=10.43.0.10",
+        "--cluster-domain=cluster.local",
+        "--cni-bin-dir=/var/lib/rancher/k3s/data/current/bin",
+        "--cni-conf-dir=/var/lib/rancher/k3s/agent/etc/cni/net.d",
+        "--container-runtime-endpoint=unix:///run/k3s/containerd/containerd.sock",
+        "--container-runtime=remote",
+        "--containerd=/run/k3s/containerd/containerd.sock",
+        "--eviction-hard=imagefs.available<5%,nodefs.available<5%",
+        "--eviction-minimum-reclaim=imagefs.available=10%,nodefs.available=10%",
+        "--fail-swap-on=false",
+        "--feature-gates=CloudDualStackNodeIPs=true",
+        "--healthz-bind-address=127.0.0.1",
+        "--hostname-override=k3s-server",
+        "--kubeconfig=/var/lib/rancher/k3s/agent/kubelet.kubeconfig",
+        "--node-ip=10.0.0.5,fd00::5",
+        "--node-labels=",
+        "--pod-manifest-path=/var/lib/rancher/k3s/agent/pod-manifests",
+        "--provider-id=k3s://k3s-server",
+        "--read-only-port=0",
+        "--resolv-conf=/etc/resolv.conf",
+        "--serialize-image-pulls=false",
+        "--alsologtostderr",
+        "--log-dir=/var/log/k3s",
+    ])
+    .expect("k3s's flags parse");
+    assert_eq!(s.node_name, "k3s-server");
+    assert_eq!(
+        s.node_ips,
+        vec!["10.0.0.5".to_owned(), "fd00::5".to_owned()]
+    );
+    assert_eq!(s.read_only, None);
+    assert_eq!(
+        s.runtime_socket,
+        PathBuf::from("/run/k3s/containerd/containerd.sock")
+    );
+    for flag in [
+        "--cloud-provider",
+        "--containerd",
+        "--provider-id",
+        "--feature-gates",
+        "--serialize-image-pulls",
+        "--alsologtostderr",
+        "--log-dir",
+    ] {
+        assert_eq!(warned(&s, flag), 1, "{flag}: {:?}", s.flag_warnings);
+    }
+    assert!(
+        s.flag_warnings
+            .iter()
+            .any(|w| w.starts_with("--alsologtostderr=true is ignored")),
+        "{:?}",
+        s.flag_warnings
+    );
+}
+
+#[test]
+fn a_repeated_flag_takes_its_last_value() {
+    let s = parse(&[
+        "--sync-frequency=10s",
+        "--max-pods=50",
+        "--node-labels=a=1",
+        "--sync-frequency",
+        "30s",
+        "--max-pods=60",
+        "--node-labels=b=2",
+        "--network-plugin=kubenet",
+        "--network-plugin=cni",
+        "--cluster-dns=10.0.0.10",
+        "--cluster-dns=10.0.0.53",
+    ])
+    .expect("valid");
+    assert_eq!(s.sync_frequency, Duration::from_secs(30));
+    assert_eq!(s.node_status.max_pods, 60);
+    // map and list flags add up, as upstream's (cliflag.MapStringString, StringSlice)
+    assert_eq!(
+        s.node_status.node_labels.len(),
+        2,
+        "{:?}",
+        s.node_status.node_labels
+    );
+    assert_eq!(
+        s.pod_runtime.cluster_dns,
+        vec!["10.0.0.10".to_owned(), "10.0.0.53".to_owned()]
+    );
+    assert_eq!(warned(&s, "--network-plugin"), 1, "{:?}", s.flag_warnings);
+    assert!(
+        s.flag_warnings
+            .iter()
+            .any(|w| w.starts_with("--network-plugin=cni "))
+    );
+}
+
+#[test]
+fn a_rejected_value_is_a_usage_error() {
+    let err = parse(&["--container-runtime=docker"]).expect_err("dockershim is gone");
+    assert!(err.0.contains("--container-runtime"), "{}", err.0);
+    let err = parse(&["--cloud-provider=aws"]).expect_err("in-tree providers are gone");
+    assert!(err.0.contains("--cloud-provider"), "{}", err.0);
+    let err = parse(&["--fail-swap-on=maybe"]).expect_err("not a bool");
+    assert!(err.0.contains("--fail-swap-on"), "{}", err.0);
+    assert!(parse(&["--no-such-flag"]).is_err());
+    let s = parse(&["--cloud-provider=", "--cni-bin-dir="]).expect("empty values are accepted");
+    assert_eq!(s.flag_warnings.len(), 2, "{:?}", s.flag_warnings);
+}
