@@ -3,7 +3,9 @@
 //! `kubeAPIQPS`, `kubeAPIBurst`, `nodeLeaseDurationSeconds`, `nodeStatusUpdateFrequency`;
 //! `--event-qps`/`eventRecordQPS` and `--event-burst`/`eventBurst` for event writes),
 //! merged as the other settings: defaults < file < flags. Without `--kubeconfig` the kubelet
-//! is standalone.
+//! is standalone. The TLS bootstrap and rotation: `--bootstrap-kubeconfig`,
+//! `--rotate-certificates`/`rotateCertificates` (the certificates go to `--cert-dir`, a flag
+//! of the secure port's settings).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -26,6 +28,15 @@ pub struct Flags {
     /// Kubeconfig of the API server to join; without it the kubelet is standalone.
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig for the TLS bootstrap: when --kubeconfig is missing or its client
+    /// certificate is not usable, a certificate is requested with these credentials, stored
+    /// in --cert-dir and --kubeconfig written to point at it.
+    #[arg(long)]
+    pub bootstrap_kubeconfig: Option<PathBuf>,
+    /// Renew the client certificate through a CertificateSigningRequest as it nears its
+    /// expiry (default false).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub rotate_certificates: Option<bool>,
     /// Requests per second to the API server (default 50; 0: client-go's 5; negative: no limit).
     #[arg(long, allow_negative_numbers = true)]
     pub kube_api_qps: Option<i32>,
@@ -72,6 +83,7 @@ pub struct ConfigFile {
     #[serde(rename = "staticPodURLHeader")]
     static_pod_url_header: Option<std::collections::BTreeMap<String, Vec<String>>>,
     http_check_frequency: Option<String>,
+    rotate_certificates: Option<bool>,
 }
 
 /// Merged cluster settings.
@@ -79,6 +91,10 @@ pub struct ConfigFile {
 pub struct Settings {
     /// `--kubeconfig`; `None`: standalone.
     pub kubeconfig: Option<PathBuf>,
+    /// `--bootstrap-kubeconfig` (needs `--kubeconfig`).
+    pub bootstrap_kubeconfig: Option<PathBuf>,
+    /// `--rotate-certificates` / `rotateCertificates`.
+    pub rotate_certificates: bool,
     /// The main API client's rate limit.
     pub api_limits: Limits,
     /// `nodeLeaseDurationSeconds`.
@@ -160,7 +176,18 @@ impl Settings {
                 "--http-check-frequency must be greater than 0".into(),
             ));
         }
+        if flags.bootstrap_kubeconfig.is_some() && flags.kubeconfig.is_none() {
+            return Err(UsageError(
+                "--bootstrap-kubeconfig needs --kubeconfig (the file the TLS bootstrap writes)"
+                    .into(),
+            ));
+        }
         Ok(Self {
+            bootstrap_kubeconfig: flags.bootstrap_kubeconfig,
+            rotate_certificates: flags
+                .rotate_certificates
+                .or(file.rotate_certificates)
+                .unwrap_or(false),
             manifest_url: flags
                 .manifest_url
                 .or(file.static_pod_url)
@@ -216,6 +243,8 @@ mod tests {
     fn defaults_are_upstreams() {
         let s = Settings::merge(Flags::default(), ConfigFile::default()).expect("valid");
         assert_eq!(s.kubeconfig, None);
+        assert_eq!(s.bootstrap_kubeconfig, None);
+        assert!(!s.rotate_certificates);
         assert_eq!(
             s.api_limits,
             Limits {
@@ -317,6 +346,28 @@ mod tests {
             ..Flags::default()
         };
         assert!(Settings::merge(flags, ConfigFile::default()).is_err());
+    }
+
+    #[test]
+    fn tls_bootstrap_flags() {
+        let s =
+            Settings::merge(Flags::default(), file("rotateCertificates: true\n")).expect("valid");
+        assert!(s.rotate_certificates);
+        let flags = Flags {
+            rotate_certificates: Some(false),
+            kubeconfig: Some("/k".into()),
+            bootstrap_kubeconfig: Some("/b".into()),
+            ..Flags::default()
+        };
+        let s = Settings::merge(flags, file("rotateCertificates: true\n")).expect("valid");
+        assert!(!s.rotate_certificates);
+        assert_eq!(s.bootstrap_kubeconfig, Some("/b".into()));
+        let flags = Flags {
+            bootstrap_kubeconfig: Some("/b".into()),
+            ..Flags::default()
+        };
+        let err = Settings::merge(flags, ConfigFile::default()).expect_err("no --kubeconfig");
+        assert!(err.0.contains("--bootstrap-kubeconfig"), "{}", err.0);
     }
 
     #[test]

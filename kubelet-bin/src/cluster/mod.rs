@@ -6,6 +6,7 @@
 //! builder turns them into a [`Cluster`] (the [`ApiClients`] and the options) at build time
 //! and starts the cluster tasks when the node is spawned. Without it the node is standalone.
 
+pub mod certificate;
 pub mod client;
 pub mod events;
 pub mod http_source;
@@ -85,6 +86,8 @@ pub struct ClusterOptions {
     /// Rate limit of event writes (`eventRecordQPS` 50, `eventBurst` 100; upstream's event
     /// client).
     pub event_limits: Limits,
+    /// The client certificate's rotation (`rotateCertificates`), if on.
+    pub client_certificate_rotation: Option<certificate::Rotation>,
     /// Where the API clients count their requests (`rest_client_requests_total`); the node
     /// builder sets its own.
     pub(crate) metrics: kubelet_core::metrics::KubeletMetrics,
@@ -93,7 +96,7 @@ pub struct ClusterOptions {
 #[derive(Clone, Debug)]
 enum Connection {
     Config(Box<kube::Config>),
-    Clients(ApiClients),
+    Clients(Box<ApiClients>),
 }
 
 impl ClusterOptions {
@@ -106,7 +109,7 @@ impl ClusterOptions {
     /// Uses these clients as they are (no rate limit or User-Agent added), e.g. a
     /// `kube::Client` over a fake API server in tests.
     pub fn with_clients(clients: ApiClients) -> Self {
-        Self::with_connection(Connection::Clients(clients))
+        Self::with_connection(Connection::Clients(Box::new(clients)))
     }
 
     fn with_connection(connection: Connection) -> Self {
@@ -117,6 +120,7 @@ impl ClusterOptions {
             node_status_update_frequency: DEFAULT_NODE_STATUS_UPDATE_FREQUENCY,
             node_status: None,
             event_limits: Limits::default(),
+            client_certificate_rotation: None,
             metrics: kubelet_core::metrics::KubeletMetrics::default(),
         }
     }
@@ -125,6 +129,14 @@ impl ClusterOptions {
     #[must_use]
     pub fn event_limits(mut self, limits: Limits) -> Self {
         self.event_limits = limits;
+        self
+    }
+
+    /// Renews the client certificate with `rotation` while the node runs; the clients switch
+    /// to each new certificate ([`ApiClients::use_client_certificate`]).
+    #[must_use]
+    pub fn rotate_client_certificate(mut self, rotation: certificate::Rotation) -> Self {
+        self.client_certificate_rotation = Some(rotation);
         self
     }
 
@@ -207,7 +219,7 @@ impl Cluster {
                 options.heartbeat_timeout(),
                 &options.metrics,
             )?,
-            Connection::Clients(clients) => clients.clone(),
+            Connection::Clients(clients) => (**clients).clone(),
         };
         Ok(Self {
             clients,
@@ -369,6 +381,21 @@ impl Cluster {
             .on_repeated_heartbeat_failure(self.clients.on_heartbeat_failure())
             .run(token.child_token()),
         );
+        if let Some(rotation) = self.options.client_certificate_rotation.clone() {
+            let clients = self.clients.clone();
+            let on_rotated: certificate::manager::OnRotated = Arc::new(move |pem| {
+                if let Err(e) = clients.use_client_certificate(pem) {
+                    tracing::error!(error = %e, certificate = %pem.display(), "the API clients cannot use the rotated certificate");
+                }
+            });
+            tracing::info!(dir = %rotation.store().current_path().display(), "rotating the client certificate");
+            tracker.spawn(rotation.run(
+                self.clients.client.clone(),
+                self.options.metrics.clone(),
+                on_rotated,
+                token.child_token(),
+            ));
+        }
         if let Some(lister) = self.service_watch.take() {
             tracker.spawn(lister.run(self.clients.client.clone(), token.child_token()));
         }
