@@ -7,6 +7,9 @@
 //! binary is not built, unless KUBELET_REQUIRE_APISERVER is set.
 
 mod support;
+/// TLS bootstrap and client certificate rotation (issue 30).
+#[path = "cluster_apiserver/tls_bootstrap.rs"]
+mod tls_bootstrap;
 
 use std::sync::Arc;
 use std::time::Duration;
