@@ -110,6 +110,14 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
                     ),
                 }
             }
+            if settings.cluster.server_tls_bootstrap {
+                options = options.rotate_serving_certificate(
+                    kubelet::cluster::certificate::Rotation::serving(
+                        &cert_dir,
+                        &settings.node_name,
+                    ),
+                );
+            }
             builder = builder.cluster(options);
         }
         None => info!("no --kubeconfig: running standalone"),

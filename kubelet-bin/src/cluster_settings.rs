@@ -4,8 +4,8 @@
 //! `--event-qps`/`eventRecordQPS` and `--event-burst`/`eventBurst` for event writes),
 //! merged as the other settings: defaults < file < flags. Without `--kubeconfig` the kubelet
 //! is standalone. The TLS bootstrap and rotation: `--bootstrap-kubeconfig`,
-//! `--rotate-certificates`/`rotateCertificates` (the certificates go to `--cert-dir`, a flag
-//! of the secure port's settings).
+//! `--rotate-certificates`/`rotateCertificates`, `serverTLSBootstrap` (the certificates go to
+//! `--cert-dir`, a flag of the secure port's settings).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -84,6 +84,8 @@ pub struct ConfigFile {
     static_pod_url_header: Option<std::collections::BTreeMap<String, Vec<String>>>,
     http_check_frequency: Option<String>,
     rotate_certificates: Option<bool>,
+    #[serde(rename = "serverTLSBootstrap")]
+    server_tls_bootstrap: Option<bool>,
 }
 
 /// Merged cluster settings.
@@ -95,6 +97,9 @@ pub struct Settings {
     pub bootstrap_kubeconfig: Option<PathBuf>,
     /// `--rotate-certificates` / `rotateCertificates`.
     pub rotate_certificates: bool,
+    /// `serverTLSBootstrap` (a config field only, as upstream): the serving certificate from
+    /// CSRs.
+    pub server_tls_bootstrap: bool,
     /// The main API client's rate limit.
     pub api_limits: Limits,
     /// `nodeLeaseDurationSeconds`.
@@ -188,6 +193,7 @@ impl Settings {
                 .rotate_certificates
                 .or(file.rotate_certificates)
                 .unwrap_or(false),
+            server_tls_bootstrap: file.server_tls_bootstrap.unwrap_or(false),
             manifest_url: flags
                 .manifest_url
                 .or(file.static_pod_url)
@@ -350,9 +356,12 @@ mod tests {
 
     #[test]
     fn tls_bootstrap_flags() {
-        let s =
-            Settings::merge(Flags::default(), file("rotateCertificates: true\n")).expect("valid");
-        assert!(s.rotate_certificates);
+        let s = Settings::merge(
+            Flags::default(),
+            file("rotateCertificates: true\nserverTLSBootstrap: true\n"),
+        )
+        .expect("valid");
+        assert!(s.rotate_certificates && s.server_tls_bootstrap);
         let flags = Flags {
             rotate_certificates: Some(false),
             kubeconfig: Some("/k".into()),

@@ -59,9 +59,10 @@ pub const CONTAINER_STATES: [&str; 4] = ["created", "running", "exited", "unknow
 /// Counters whose upstream name has no `_total` suffix: OpenMetrics samples of a counter
 /// always carry it (as client_golang writes them too), the Prometheus text format 0.0.4 that
 /// upstream serves does not (`kubelet_evictions{eviction_signal="memory.available"} 1`).
-pub const COUNTERS_WITHOUT_TOTAL: [&str; 2] = [
+pub const COUNTERS_WITHOUT_TOTAL: [&str; 3] = [
     "kubelet_evictions",
     "kubelet_certificate_manager_client_expiration_renew_errors",
+    "kubelet_server_expiration_renew_errors",
 ];
 
 /// Upstream `ImageGarbageCollectedTotalReasonAge`: an image unused past `imageMaximumGCAge`.
@@ -212,6 +213,11 @@ pub struct KubeletMetrics {
     /// `kubelet_certificate_manager_client_expiration_renew_errors`: failed renewals of the
     /// client certificate.
     pub certificate_manager_client_renew_errors: Counter,
+    /// `kubelet_certificate_manager_server_ttl_seconds`: seconds until the serving
+    /// certificate from a CSR (`serverTLSBootstrap`) expires, computed when scraped.
+    pub certificate_manager_server_ttl: CertificateTtl,
+    /// `kubelet_server_expiration_renew_errors`: failed renewals of the serving certificate.
+    pub server_expiration_renew_errors: Counter,
 }
 
 /// A gauge of the seconds left until a certificate's `NotAfter`, computed at each scrape
@@ -302,6 +308,8 @@ impl Default for KubeletMetrics {
             image_garbage_collected: Family::default(),
             certificate_manager_client_ttl: CertificateTtl::default(),
             certificate_manager_client_renew_errors: Counter::default(),
+            certificate_manager_server_ttl: CertificateTtl::default(),
+            server_expiration_renew_errors: Counter::default(),
         }
     }
 }

@@ -88,6 +88,8 @@ pub struct ClusterOptions {
     pub event_limits: Limits,
     /// The client certificate's rotation (`rotateCertificates`), if on.
     pub client_certificate_rotation: Option<certificate::Rotation>,
+    /// The serving certificate from CSRs (`serverTLSBootstrap`), if on.
+    pub serving_certificate_rotation: Option<certificate::Rotation>,
     /// Where the API clients count their requests (`rest_client_requests_total`); the node
     /// builder sets its own.
     pub(crate) metrics: kubelet_core::metrics::KubeletMetrics,
@@ -121,6 +123,7 @@ impl ClusterOptions {
             node_status: None,
             event_limits: Limits::default(),
             client_certificate_rotation: None,
+            serving_certificate_rotation: None,
             metrics: kubelet_core::metrics::KubeletMetrics::default(),
         }
     }
@@ -137,6 +140,15 @@ impl ClusterOptions {
     #[must_use]
     pub fn rotate_client_certificate(mut self, rotation: certificate::Rotation) -> Self {
         self.client_certificate_rotation = Some(rotation);
+        self
+    }
+
+    /// Gets the secure port's serving certificate through CSRs with `rotation`
+    /// ([`certificate::Rotation::serving`]) and renews it while the node runs; the port serves
+    /// each new one from its next handshake (until the first is issued, its own pair).
+    #[must_use]
+    pub fn rotate_serving_certificate(mut self, rotation: certificate::Rotation) -> Self {
+        self.serving_certificate_rotation = Some(rotation);
         self
     }
 
@@ -207,6 +219,7 @@ pub struct Cluster {
     started: bool,
     node_status: Option<node_status::NodeStatusHandle>,
     events: Option<Arc<dyn kubelet_core::events::EventRecorder>>,
+    serving: Option<Arc<crate::server::tls::ServingCertificate>>,
 }
 
 impl Cluster {
@@ -230,6 +243,7 @@ impl Cluster {
             started: false,
             node_status: None,
             events: None,
+            serving: None,
         })
     }
 
@@ -260,6 +274,31 @@ impl Cluster {
             .unwrap_or_else(|| node_status::NodeStatusOptions::new(self.node_name.clone()));
         let machine = node_status::machine::MachineInfo::read(&opts.root_dir);
         node_status::initial::fallback_node(&opts, &machine)
+    }
+
+    /// The host names and IPs of the node's addresses as it registers them (upstream's
+    /// serving certificate asks for exactly these).
+    fn node_addresses(&self) -> (Vec<String>, Vec<std::net::IpAddr>) {
+        let node = self.initial_node();
+        let mut hostnames = Vec::new();
+        let mut ips = Vec::new();
+        for address in node.status.and_then(|s| s.addresses).into_iter().flatten() {
+            match address.type_.as_str() {
+                "Hostname" | "InternalDNS" | "ExternalDNS" => {
+                    if !hostnames.contains(&address.address) {
+                        hostnames.push(address.address);
+                    }
+                }
+                _ => {
+                    if let Ok(ip) = address.address.parse()
+                        && !ips.contains(&ip)
+                    {
+                        ips.push(ip);
+                    }
+                }
+            }
+        }
+        (hostnames, ips)
     }
 
     /// Service-account tokens through the TokenRequest API, over the main client.
@@ -330,6 +369,15 @@ impl Cluster {
         self.events = Some(recorder);
     }
 
+    /// The secure port's serving certificate, renewed from CSRs when the options ask for it
+    /// ([`ClusterOptions::rotate_serving_certificate`]).
+    pub fn set_serving_certificate(
+        &mut self,
+        serving: Arc<crate::server::tls::ServingCertificate>,
+    ) {
+        self.serving = Some(serving);
+    }
+
     /// The node status loop, once spawned (the Node as last read or written).
     pub fn node_status(&self) -> Option<&node_status::NodeStatusHandle> {
         self.node_status.as_ref()
@@ -395,6 +443,29 @@ impl Cluster {
                 on_rotated,
                 token.child_token(),
             ));
+        }
+        match (
+            self.options.serving_certificate_rotation.clone(),
+            self.serving.clone(),
+        ) {
+            (Some(rotation), Some(serving)) => {
+                let (hostnames, ips) = self.node_addresses();
+                let on_rotated: certificate::manager::OnRotated = Arc::new(move |pem| {
+                    if let Err(e) = serving.set_from_file(pem) {
+                        tracing::error!(error = %e, certificate = %pem.display(), "the secure port cannot serve the new certificate");
+                    }
+                });
+                tracker.spawn(rotation.addresses(hostnames, ips).run(
+                    self.clients.client.clone(),
+                    self.options.metrics.clone(),
+                    on_rotated,
+                    token.child_token(),
+                ));
+            }
+            (Some(_), None) => tracing::warn!(
+                "serverTLSBootstrap: no secure port to serve the certificate; not requesting one"
+            ),
+            _ => {}
         }
         if let Some(lister) = self.service_watch.take() {
             tracker.spawn(lister.run(self.clients.client.clone(), token.child_token()));

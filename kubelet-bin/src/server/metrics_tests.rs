@@ -170,6 +170,14 @@ async fn certificate_manager_metrics_keep_upstreams_names() {
         text.contains("\nkubelet_certificate_manager_client_expiration_renew_errors 0\n"),
         "{text}"
     );
+    assert!(
+        text.contains("\nkubelet_server_expiration_renew_errors 0\n"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("kubelet_certificate_manager_server_ttl_seconds "),
+        "{text}"
+    );
     metrics
         .certificate_manager_client_ttl
         .set_not_after(std::time::SystemTime::now() + std::time::Duration::from_secs(3600));

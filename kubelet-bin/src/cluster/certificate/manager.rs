@@ -24,9 +24,19 @@ use super::store::{Pair, Store};
 /// What to do once a new pair is current: the path of the `current` link.
 pub type OnRotated = Arc<dyn Fn(&Path) + Send + Sync>;
 
-/// The rotation of the kubelet's client certificate (see the [module docs](self)).
+/// Which certificate a [`Rotation`] renews.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// The client certificate (`rotateCertificates`).
+    Client,
+    /// The secure port's serving certificate (`serverTLSBootstrap`).
+    Serving,
+}
+
+/// The rotation of the kubelet's client or serving certificate (see the [module docs](self)).
 #[derive(Clone, Debug)]
 pub struct Rotation {
+    kind: Kind,
     store: Store,
     template: Template,
     wait: Duration,
@@ -37,6 +47,7 @@ impl Rotation {
     /// Rotates the client certificate of node `node_name` kept in `cert_dir`.
     pub fn client(cert_dir: impl Into<PathBuf>, node_name: &str) -> Self {
         Self {
+            kind: Kind::Client,
             store: Store::client(cert_dir),
             template: Template::client(node_name),
             wait: super::DEFAULT_WAIT_TIMEOUT,
@@ -71,6 +82,33 @@ impl Rotation {
         Pair::parse(cert, &text, true).map(Some)
     }
 
+    /// Requests and renews the serving certificate of node `node_name` (upstream
+    /// `NewKubeletServerCertificateManager`; signer `kubernetes.io/kubelet-serving`), kept in
+    /// `cert_dir` as `kubelet-server-*.pem`. Its alternative names are the node's addresses
+    /// ([`addresses`](Self::addresses); the cluster fills them in from the node status).
+    pub fn serving(cert_dir: impl Into<PathBuf>, node_name: &str) -> Self {
+        Self {
+            kind: Kind::Serving,
+            store: Store::new(cert_dir, super::store::SERVER_PREFIX),
+            template: Template::serving(node_name, Vec::new(), Vec::new()),
+            wait: super::DEFAULT_WAIT_TIMEOUT,
+            fallback: None,
+        }
+    }
+
+    /// Which certificate this renews.
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    /// Sets the alternative names requested: host names and IPs.
+    #[must_use]
+    pub fn addresses(mut self, hostnames: Vec<String>, ips: Vec<std::net::IpAddr>) -> Self {
+        self.template.dns_names = hostnames;
+        self.template.ips = ips;
+        self
+    }
+
     /// How long each request waits for its certificate (default 15 min).
     #[must_use]
     pub fn wait(mut self, wait: Duration) -> Self {
@@ -92,12 +130,28 @@ impl Rotation {
         on_rotated: OnRotated,
         token: CancellationToken,
     ) {
+        let (ttl, errors) = match self.kind {
+            Kind::Client => (
+                &metrics.certificate_manager_client_ttl,
+                &metrics.certificate_manager_client_renew_errors,
+            ),
+            Kind::Serving => (
+                &metrics.certificate_manager_server_ttl,
+                &metrics.server_expiration_renew_errors,
+            ),
+        };
+        // A stored serving certificate is served from the start (the secure port began
+        // with its own pair).
+        if self.kind == Kind::Serving
+            && let Ok(Some(pair)) = self.store.current()
+            && pair.is_valid_at(SystemTime::now())
+        {
+            on_rotated(&self.store.current_path());
+        }
         loop {
             let wait = match self.current() {
                 Ok(Some(pair)) => {
-                    metrics
-                        .certificate_manager_client_ttl
-                        .set_not_after(pair.not_after);
+                    ttl.set_not_after(pair.not_after);
                     let deadline = next_rotation_deadline(pair.not_before, pair.not_after);
                     let wait = deadline
                         .duration_since(SystemTime::now())
@@ -105,16 +159,17 @@ impl Rotation {
                     tracing::info!(
                         expiration = %super::store::offset_date_time(pair.not_after),
                         deadline = %super::store::offset_date_time(deadline),
-                        "client certificate rotation deadline"
+                        kind = ?self.kind,
+                        "certificate rotation deadline"
                     );
                     wait
                 }
                 Ok(None) => {
-                    tracing::info!(dir = %self.store.current_path().display(), "no client certificate stored; requesting one");
+                    tracing::info!(kind = ?self.kind, dir = %self.store.current_path().display(), "no certificate stored; requesting one");
                     Duration::ZERO
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, "cannot read the client certificate; requesting a new one");
+                    tracing::warn!(kind = ?self.kind, error = %e, "cannot read the certificate; requesting a new one");
                     Duration::ZERO
                 }
             };
@@ -132,18 +187,16 @@ impl Rotation {
                 };
                 match attempt {
                     Ok(pair) => {
-                        metrics
-                            .certificate_manager_client_ttl
-                            .set_not_after(pair.not_after);
+                        ttl.set_not_after(pair.not_after);
                         on_rotated(&self.store.current_path());
-                        tracing::info!(certificate = %pair.path.display(), "client certificate rotated");
+                        tracing::info!(kind = ?self.kind, certificate = %pair.path.display(), "certificate rotated");
                         break;
                     }
                     Err(e) => {
-                        metrics.certificate_manager_client_renew_errors.inc();
+                        errors.inc();
                         let pause = super::backoff(failures);
                         failures += 1;
-                        tracing::error!(error = %e, retry_in = ?pause, "renewing the client certificate failed");
+                        tracing::error!(kind = ?self.kind, error = %e, retry_in = ?pause, "renewing the certificate failed");
                         tokio::select! {
                             biased;
                             _ = token.cancelled() => return,

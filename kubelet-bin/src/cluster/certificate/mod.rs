@@ -136,4 +136,6 @@ pub(crate) fn backoff(failures: u32) -> Duration {
 }
 
 #[cfg(test)]
+mod serving_tests;
+#[cfg(test)]
 pub(crate) mod test_ca;

@@ -12,6 +12,8 @@ use super::store::offset_date_time;
 /// A CA with its key.
 pub(crate) struct TestCa {
     issuer: Issuer<'static, KeyPair>,
+    /// The CA certificate, PEM.
+    pub(crate) cert_pem: String,
 }
 
 impl TestCa {
@@ -27,8 +29,10 @@ impl TestCa {
             KeyUsagePurpose::DigitalSignature,
         ];
         let key = KeyPair::generate().expect("key");
+        let cert_pem = params.self_signed(&key).expect("ca").pem();
         Self {
             issuer: Issuer::new(params, key),
+            cert_pem,
         }
     }
 
