@@ -177,6 +177,31 @@ async fn an_expired_stored_certificate_is_not_reused() {
 }
 
 #[tokio::test]
+async fn a_denied_request_is_retried_with_a_new_one() {
+    let fake = FakeApiServer::start().await.expect("fake");
+    let signer = tokio::spawn(sign_requests(
+        fake.client("signer").expect("client"),
+        Arc::new(TestCa::new()),
+        Verdict::DenyFirst(Duration::from_secs(3600)),
+    ));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bootstrap = Bootstrap::new(
+        dir.path().join("kubelet.conf"),
+        fake.kubeconfig_file(None).expect("file"),
+        dir.path().join("pki"),
+        "node-a",
+    );
+    // The denial, then a new request after the back-off (2 s).
+    let outcome = bootstrap.load_client_cert().await.expect("bootstrapped");
+    assert!(matches!(outcome, Outcome::Issued(_)), "{outcome:?}");
+    assert_eq!(
+        fake.journal().count("create", "certificatesigningrequests"),
+        2
+    );
+    signer.abort();
+}
+
+#[tokio::test]
 async fn an_unreadable_bootstrap_kubeconfig_is_an_error_naming_it() {
     let dir = tempfile::tempdir().expect("tempdir");
     let err = Bootstrap::new(

@@ -80,6 +80,8 @@ pub(crate) enum Verdict {
     Approve(Duration),
     /// Deny it (reason `NotAllowed`).
     Deny,
+    /// Deny the first request, approve the later ones (certificates valid this long).
+    DenyFirst(Duration),
 }
 
 /// Plays the signer (and approver) of every new CertificateSigningRequest it sees through
@@ -105,14 +107,21 @@ pub(crate) async fn sign_requests(
             .default_backoff()
             .applied_objects()
     );
+    let mut seen = 0;
     while let Ok(Some(mut csr)) = stream.try_next().await {
         if csr.status.as_ref().is_some_and(|s| s.conditions.is_some()) {
             continue;
         }
+        seen += 1;
         let name = csr.metadata.name.clone().expect("a name");
-        let (type_, reason) = match verdict {
-            Verdict::Approve(_) => ("Approved", "AutoApproved"),
-            Verdict::Deny => ("Denied", "NotAllowed"),
+        let approve = match verdict {
+            Verdict::Approve(valid_for) => Some(valid_for),
+            Verdict::DenyFirst(valid_for) if seen > 1 => Some(valid_for),
+            Verdict::Deny | Verdict::DenyFirst(_) => None,
+        };
+        let (type_, reason) = match approve {
+            Some(_) => ("Approved", "AutoApproved"),
+            None => ("Denied", "NotAllowed"),
         };
         csr.status = Some(CertificateSigningRequestStatus {
             conditions: Some(vec![CertificateSigningRequestCondition {
@@ -128,7 +137,7 @@ pub(crate) async fn sign_requests(
             .replace_subresource("approval", &name, &PostParams::default(), &csr)
             .await
             .expect("approval");
-        if let Verdict::Approve(valid_for) = verdict {
+        if let Some(valid_for) = approve {
             let request = String::from_utf8(csr.spec.request.0.clone()).expect("pem");
             let cert = ca.sign(&request, valid_for);
             if let Some(status) = approved.status.as_mut() {
