@@ -4,7 +4,9 @@
 //! the request as the admin and signs it with the CA the server trusts (`--client-ca-file`),
 //! as kube-controller-manager would. The node then registers as `system:node:node-b` with
 //! that certificate, renews it through a second request (made with the certificate itself)
-//! before it expires, and keeps renewing its Lease after the first certificate's expiry.
+//! before it expires, and keeps renewing its Lease after the first certificate's expiry. With
+//! `serverTLSBootstrap` the node also requests its serving certificate (signer
+//! `kubernetes.io/kubelet-serving`), which its secure port then serves.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -25,6 +27,7 @@ use kube::runtime::{WatchStreamExt as _, watcher};
 use kubelet::NodeBuilder;
 use kubelet::cluster::ClusterOptions;
 use kubelet::cluster::certificate::{Bootstrap, Rotation, Store, bootstrap::Outcome};
+use kubelet::server::SecureOptions;
 use kubelet_core::testing::FakeRuntime;
 use rcgen::{CertificateSigningRequestParams, ExtendedKeyUsagePurpose, Issuer, KeyPair};
 use xtask::apiserver::Cluster;
@@ -85,18 +88,25 @@ async fn approve_and_sign(admin: kube::Client, issuer: Arc<Issuer<'static, KeyPa
             continue;
         };
         let now = SystemTime::now();
-        let lifetime = if signed == 0 {
+        let serving = csr.spec.signer_name == "kubernetes.io/kubelet-serving";
+        let lifetime = if signed == 0 && !serving {
             FIRST_LIFETIME
         } else {
             Duration::from_secs(3600)
         };
         params.params.not_before = date(now - Duration::from_secs(1));
         params.params.not_after = date(now + lifetime);
-        params.params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        params.params.extended_key_usages = vec![if serving {
+            ExtendedKeyUsagePurpose::ServerAuth
+        } else {
+            ExtendedKeyUsagePurpose::ClientAuth
+        }];
         let Ok(cert) = params.signed_by(&issuer) else {
             continue;
         };
-        signed += 1;
+        if !serving {
+            signed += 1;
+        }
         if let Some(status) = approved.status.as_mut() {
             status.certificate = Some(ByteString(cert.pem().into_bytes()));
         }
@@ -104,6 +114,37 @@ async fn approve_and_sign(admin: kube::Client, issuer: Arc<Issuer<'static, KeyPa
             .replace_status(&name, &PostParams::default(), &approved)
             .await;
     }
+}
+
+/// Whether the secure port at `addr` serves a certificate for 127.0.0.1 that verifies against
+/// the CA file `ca`.
+async fn served_by(addr: std::net::SocketAddr, ca: &Path) -> bool {
+    use rustls::pki_types::pem::PemObject as _;
+    let Ok(ca) = rustls::pki_types::CertificateDer::from_pem_file(ca) else {
+        return false;
+    };
+    let mut roots = rustls::RootCertStore::empty();
+    if roots.add(ca).is_err() {
+        return false;
+    }
+    let Ok(builder) = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions() else {
+        return false;
+    };
+    let config = builder.with_root_certificates(roots).with_no_client_auth();
+    let Ok(tcp) = tokio::net::TcpStream::connect(addr).await else {
+        return false;
+    };
+    let Ok(name) = rustls::pki_types::ServerName::try_from("127.0.0.1") else {
+        return false;
+    };
+    let handshake = tokio_rustls::TlsConnector::from(Arc::new(config)).connect(name, tcp);
+    matches!(
+        tokio::time::timeout(Duration::from_secs(10), handshake).await,
+        Ok(Ok(_))
+    )
 }
 
 /// The bootstrap kubeconfig: the server, its CA, the bootstrap token.
@@ -173,15 +214,19 @@ async fn a_node_bootstraps_its_client_certificate_and_renews_it() -> Result<()> 
     let root = tempfile::tempdir()?;
     let mut node = NodeBuilder::with_runtime(Arc::new(FakeRuntime::new()))
         .node_name(NODE)
+        .node_ips(vec!["127.0.0.1".into()])
         .root_dir(root.path())
         .no_probes()
+        .secure_server(SecureOptions::new("127.0.0.1:0".parse()?, &cert_dir))
         .cluster(
             ClusterOptions::new(config(&kubeconfig).await?)
                 .node_lease_duration(Duration::from_secs(4))
-                .rotate_client_certificate(Rotation::client(&cert_dir, NODE)),
+                .rotate_client_certificate(Rotation::client(&cert_dir, NODE))
+                .rotate_serving_certificate(Rotation::serving(&cert_dir, NODE)),
         )
         .build()
         .await?;
+    let secure_addr = node.secure_addr().context("secure port")?;
     node.spawn().await;
 
     // Registered (the Node authorizer lets system:node:node-b create only node-b).
@@ -212,18 +257,29 @@ async fn a_node_bootstraps_its_client_certificate_and_renews_it() -> Result<()> 
         .list(&Default::default())
         .await?
         .items;
-    let mut users: Vec<String> = csrs
+    let mut client_users: Vec<String> = csrs
         .iter()
+        .filter(|c| c.spec.signer_name == "kubernetes.io/kube-apiserver-client-kubelet")
         .filter_map(|c| c.spec.username.clone())
         .collect();
-    users.sort();
+    client_users.sort();
     assert_eq!(
-        users,
+        client_users,
         vec![BOOTSTRAP_USER.to_owned(), format!("system:node:{NODE}")]
     );
+    // The serving certificate: requested by the node itself, served by the secure port.
+    let serving: Vec<&CertificateSigningRequest> = csrs
+        .iter()
+        .filter(|c| c.spec.signer_name == "kubernetes.io/kubelet-serving")
+        .collect();
+    assert_eq!(serving.len(), 1, "{csrs:?}");
+    assert_eq!(
+        serving[0].spec.username.as_deref(),
+        Some(format!("system:node:{NODE}").as_str())
+    );
     assert!(
-        csrs.iter()
-            .all(|c| c.spec.signer_name == "kubernetes.io/kube-apiserver-client-kubelet")
+        served_by(secure_addr, &pki.ca).await,
+        "the secure port serves the certificate signed by the cluster's signer"
     );
 
     // After the first certificate's expiry the node still renews its Lease: the clients use
