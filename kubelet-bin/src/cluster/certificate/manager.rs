@@ -1,13 +1,17 @@
-//! Client certificate rotation (client-go `util/certificate/certificate_manager.go`, started
-//! by upstream `pkg/kubelet/certificate/kubelet.go` `NewKubeletClientCertificateManager` with
-//! `rotateCertificates`): at a jittered 70–90 % of the current certificate's lifetime
-//! ([`deadline`](super::deadline)) a new key and CertificateSigningRequest, authenticated with
-//! the current certificate; the issued pair is stored, the `current` link moved, and the API
-//! clients told to use it for their new connections.
+//! Certificate rotation (client-go `util/certificate/certificate_manager.go`, started by
+//! upstream `pkg/kubelet/certificate/kubelet.go` `NewKubeletClientCertificateManager` with
+//! `rotateCertificates` and `NewKubeletServerCertificateManager` with `serverTLSBootstrap`):
+//! at a jittered 70–90 % of the current certificate's lifetime ([`deadline`](super::deadline))
+//! a new key and CertificateSigningRequest, made through the API client (for the client
+//! certificate: authenticated with the current one); the issued pair is stored, the `current`
+//! link moved, and the users told ([`OnRotated`]: the API clients dial new connections with
+//! it, the secure port serves it).
 //!
 //! A failed renewal counts in `kubelet_certificate_manager_client_expiration_renew_errors`
-//! and is retried with back-off until one succeeds; `kubelet_certificate_manager_client_ttl_seconds`
-//! shows the time left on the current certificate.
+//! (serving: `kubelet_server_expiration_renew_errors`) and is retried with back-off until one
+//! succeeds; `kubelet_certificate_manager_client_ttl_seconds` (serving:
+//! `kubelet_certificate_manager_server_ttl_seconds`) shows the time left on the current
+//! certificate.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

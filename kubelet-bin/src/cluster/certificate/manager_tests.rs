@@ -97,3 +97,57 @@ async fn a_failed_renewal_counts_and_is_retried() {
     task.await.expect("stops");
     signer.abort();
 }
+
+#[tokio::test]
+async fn a_kubeconfig_certificate_outside_the_store_seeds_the_first_renewal() {
+    let fake = FakeApiServer::start().await.expect("fake");
+    let ca = Arc::new(TestCa::new());
+    let dir = tempfile::tempdir().expect("tempdir");
+    // The kubeconfig's own files, past their rotation deadline; the store is empty.
+    let now = SystemTime::now();
+    let (cert, key) = ca.pair_between(
+        "system:node:node-a",
+        now - Duration::from_secs(100),
+        now + Duration::from_secs(5),
+    );
+    let (cert_file, key_file) = (
+        dir.path().join("kubelet.crt"),
+        dir.path().join("kubelet.key"),
+    );
+    std::fs::write(&cert_file, &cert).expect("write");
+    std::fs::write(&key_file, &key).expect("write");
+    let pki = dir.path().join("pki");
+    let rotation = Rotation::client(&pki, "node-a").fallback(&cert_file, &key_file);
+    let seed = rotation
+        .current()
+        .expect("read")
+        .expect("the fallback pair");
+    assert_eq!(seed.path, cert_file);
+    let signer = tokio::spawn(sign_requests(
+        fake.client("signer").expect("client"),
+        ca.clone(),
+        Verdict::Approve(Duration::from_secs(3600)),
+    ));
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let token = CancellationToken::new();
+    let task = tokio::spawn(rotation.run(
+        fake.client("kubelet").expect("client"),
+        KubeletMetrics::default(),
+        Arc::new(move |path: &Path| {
+            let _ = tx.send(path.to_owned());
+        }),
+        token.clone(),
+    ));
+    assert_eq!(
+        rx.recv().await.expect("rotated"),
+        pki.join("kubelet-client-current.pem")
+    );
+    let stored = Store::client(&pki)
+        .current()
+        .expect("read")
+        .expect("a pair");
+    assert!(stored.not_after > seed.not_after);
+    token.cancel();
+    task.await.expect("stops");
+    signer.abort();
+}

@@ -1,10 +1,10 @@
-//! TLS bootstrap and client certificate rotation: the kubelet gets its client certificate
-//! from the API server through a `certificates.k8s.io/v1` CertificateSigningRequest and
-//! renews it before it expires.
+//! TLS bootstrap and certificate rotation: the kubelet gets its client certificate (and, with
+//! `serverTLSBootstrap`, its serving certificate) from the API server through
+//! `certificates.k8s.io/v1` CertificateSigningRequests and renews them before they expire.
 //!
 //! Mirrors upstream `pkg/kubelet/certificate/bootstrap/bootstrap.go` (`LoadClientCert`:
-//! [`bootstrap`]), `pkg/kubelet/certificate/kubelet.go` (the client certificate's template:
-//! [`csr::Template::client`]) and client-go's `util/certificate/certificate_manager.go`
+//! [`bootstrap`]), `pkg/kubelet/certificate/kubelet.go` (the templates:
+//! [`csr::Template::client`], [`csr::Template::serving`]) and client-go's `util/certificate/certificate_manager.go`
 //! ([`manager`], [`deadline`]), `certificate_store.go` ([`store`]) and `util/certificate/csr`
 //! ([`csr`]).
 //!
