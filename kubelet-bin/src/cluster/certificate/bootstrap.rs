@@ -5,8 +5,10 @@
 //!
 //! In order: a `--kubeconfig` whose client certificate is readable and not expired is used as
 //! it is; else a valid `kubelet-client-current.pem` in the certificate directory is reused
-//! (the kubeconfig is rewritten to point at it); else a new key and CertificateSigningRequest,
-//! retried with back-off while the request is denied, fails or times out.
+//! (the kubeconfig is rewritten to point at it); else a CertificateSigningRequest named after
+//! its key (upstream `digestedName`), retried with back-off while the request is denied,
+//! fails or times out. The key waits in `kubelet-client.key.tmp` until the certificate is
+//! stored, so a restart waits for the same request; a denied or failed one gets a new key.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -17,6 +19,9 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use super::csr::{self, Template};
 use super::store::{Pair, Store};
 use super::{Error, Result};
+
+/// The key of a request still waiting for its certificate (upstream's file name).
+pub const PENDING_KEY_FILE: &str = "kubelet-client.key.tmp";
 
 /// What [`Bootstrap::load_client_cert`] did.
 #[derive(Debug)]
@@ -108,9 +113,26 @@ impl Bootstrap {
         let template = Template::client(&self.node_name);
         let mut failures = 0;
         let (cert, key) = loop {
-            match csr::request_certificate(client.clone(), &template, self.wait).await {
-                Ok(issued) => break issued,
+            // The key is kept until the certificate is stored, so that a restart waits for
+            // the same request (upstream `kubelet-client.key.tmp`).
+            let key = self.pending_key()?;
+            let name = template.digested_name(&key);
+            match csr::request_certificate_for(
+                client.clone(),
+                &template,
+                &key,
+                Some(&name),
+                self.wait,
+            )
+            .await
+            {
+                Ok(cert) => break (cert, key),
                 Err(e) if e.is_retryable() => {
+                    if !matches!(e, Error::Timeout { .. } | Error::Api { .. }) {
+                        // Denied, failed or unusable: the next request needs a new key (and
+                        // with it a new name).
+                        self.discard_pending_key()?;
+                    }
                     let pause = super::backoff(failures);
                     failures += 1;
                     tracing::error!(error = %e, retry_in = ?pause, "TLS bootstrap: no client certificate yet");
@@ -120,9 +142,41 @@ impl Bootstrap {
             }
         };
         let pair = self.store.update(&cert, &key.serialize_pem())?;
+        self.discard_pending_key()?;
         self.write_kubeconfig(&bootstrap)?;
         tracing::info!(certificate = %pair.path.display(), kubeconfig = %self.kubeconfig.display(), "TLS bootstrap done");
         Ok(Outcome::Issued(pair))
+    }
+
+    /// `<cert-dir>/kubelet-client.key.tmp`: the key of the pending request.
+    fn pending_key_path(&self) -> PathBuf {
+        self.store.dir().join(PENDING_KEY_FILE)
+    }
+
+    /// The pending request's key: read back, or made and written (0600).
+    fn pending_key(&self) -> Result<rcgen::KeyPair> {
+        let path = self.pending_key_path();
+        if let Ok(text) = std::fs::read_to_string(&path) {
+            match rcgen::KeyPair::from_pem(&text) {
+                Ok(key) => return Ok(key),
+                Err(e) => {
+                    tracing::warn!(file = %path.display(), error = %e, "unusable pending key; making a new one")
+                }
+            }
+        }
+        let key =
+            rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).map_err(Error::Key)?;
+        write_private(&path, &key.serialize_pem())?;
+        Ok(key)
+    }
+
+    fn discard_pending_key(&self) -> Result<()> {
+        let path = self.pending_key_path();
+        match std::fs::remove_file(&path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(source) => Err(Error::Io { path, source }),
+        }
     }
 
     fn bootstrap_error(&self, message: String) -> Error {

@@ -202,6 +202,54 @@ async fn a_denied_request_is_retried_with_a_new_one() {
 }
 
 #[tokio::test]
+async fn a_restart_while_waiting_waits_for_the_same_request() {
+    use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+    let fake = FakeApiServer::start().await.expect("fake");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cert_dir = dir.path().join("pki");
+    let bootstrap = Bootstrap::new(
+        dir.path().join("kubelet.conf"),
+        fake.kubeconfig_file(None).expect("file"),
+        &cert_dir,
+        "node-a",
+    );
+    // No signer yet: the kubelet stops while its request waits.
+    let waiting = tokio::spawn({
+        let bootstrap = bootstrap.clone();
+        async move { bootstrap.load_client_cert().await }
+    });
+    fake.journal()
+        .wait_for_count("create", "certificatesigningrequests", 1)
+        .await;
+    waiting.abort();
+    let _ = waiting.await;
+    assert!(cert_dir.join(PENDING_KEY_FILE).exists());
+    let api: kube::Api<CertificateSigningRequest> =
+        kube::Api::all(fake.client("admin").expect("client"));
+    let pending = api.list(&Default::default()).await.expect("list").items;
+    assert_eq!(pending.len(), 1);
+    let name = pending[0].metadata.name.clone().expect("name");
+    assert!(name.starts_with("node-csr-"), "{name}");
+
+    // Restarted, with a signer: the same request (same key, same name) gets its certificate.
+    let signer = tokio::spawn(sign_requests(
+        fake.client("signer").expect("client"),
+        Arc::new(TestCa::new()),
+        Verdict::Approve(Duration::from_secs(3600)),
+    ));
+    let outcome = bootstrap.load_client_cert().await.expect("bootstrapped");
+    assert!(matches!(outcome, Outcome::Issued(_)), "{outcome:?}");
+    let all = api.list(&Default::default()).await.expect("list").items;
+    assert_eq!(all.len(), 1, "no second request");
+    assert_eq!(all[0].metadata.name.as_deref(), Some(name.as_str()));
+    assert!(
+        !cert_dir.join(PENDING_KEY_FILE).exists(),
+        "the key is stored"
+    );
+    signer.abort();
+}
+
+#[tokio::test]
 async fn an_unreadable_bootstrap_kubeconfig_is_an_error_naming_it() {
     let dir = tempfile::tempdir().expect("tempdir");
     let err = Bootstrap::new(

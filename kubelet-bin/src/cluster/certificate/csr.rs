@@ -69,6 +69,13 @@ impl Template {
     /// A new ECDSA P-256 key and a PEM certificate request for it with this subject and
     /// these alternative names.
     pub fn new_request(&self) -> Result<(KeyPair, String)> {
+        let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).map_err(Error::Key)?;
+        let pem = self.request_for(&key)?;
+        Ok((key, pem))
+    }
+
+    /// A PEM certificate request for `key` with this subject and these alternative names.
+    pub fn request_for(&self, key: &KeyPair) -> Result<String> {
         let mut params = CertificateParams::default();
         params.distinguished_name = DistinguishedName::new();
         for o in &self.organizations {
@@ -87,10 +94,31 @@ impl Template {
         params
             .subject_alt_names
             .extend(self.ips.iter().copied().map(SanType::IpAddress));
-        let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).map_err(Error::Key)?;
-        let request = params.serialize_request(&key).map_err(Error::Key)?;
-        let pem = request.pem().map_err(Error::Key)?;
-        Ok((key, pem))
+        let request = params.serialize_request(key).map_err(Error::Key)?;
+        request.pem().map_err(Error::Key)
+    }
+
+    /// The name upstream's TLS bootstrap gives its request for `key` (`digestedName`):
+    /// `node-csr-` and a hash of the public key, the subject and the usages, so that a restart
+    /// with the same key finds the same request.
+    pub fn digested_name(&self, key: &KeyPair) -> String {
+        use base64::Engine as _;
+        use sha2::Digest as _;
+        let encode = |data: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(data);
+        let mut hash = sha2::Sha512_256::new();
+        let mut write = |data: &[u8]| {
+            hash.update(encode(data).as_bytes());
+            hash.update(b"|");
+        };
+        write(&rcgen::PublicKeyData::subject_public_key_info(key));
+        write(self.common_name.as_bytes());
+        for o in &self.organizations {
+            write(o.as_bytes());
+        }
+        for u in &self.usages {
+            write(u.as_bytes());
+        }
+        format!("node-csr-{}", encode(&hash.finalize()))
     }
 
     /// The CertificateSigningRequest object of `request_pem` (`generateName: csr-`).
@@ -121,15 +149,50 @@ pub async fn request_certificate(
     template: &Template,
     wait: Duration,
 ) -> Result<(String, KeyPair)> {
-    let (key, request_pem) = template.new_request()?;
+    let (key, _) = template.new_request()?;
+    let cert = request_certificate_for(client, template, &key, None, wait).await?;
+    Ok((cert, key))
+}
+
+/// [`request_certificate`] for an existing `key`, as the request `name` when given (else
+/// `generateName: csr-`): a request of that name that exists already is waited for when it is
+/// for the same key (upstream `RequestCertificate` on `AlreadyExists`). Returns the issued
+/// certificate.
+pub async fn request_certificate_for(
+    client: kube::Client,
+    template: &Template,
+    key: &KeyPair,
+    name: Option<&str>,
+    wait: Duration,
+) -> Result<String> {
+    let request_pem = template.request_for(key)?;
     let api: Api<CertificateSigningRequest> = Api::all(client);
-    let created = api
-        .create(&PostParams::default(), &template.object(&request_pem))
-        .await
-        .map_err(|source| Error::Api {
-            name: "csr-*".into(),
-            source,
-        })?;
+    let mut object = template.object(&request_pem);
+    if let Some(name) = name {
+        object.metadata.generate_name = None;
+        object.metadata.name = Some(name.to_owned());
+    }
+    let api_error = |source| Error::Api {
+        name: name.unwrap_or("csr-*").to_owned(),
+        source,
+    };
+    let created = match api.create(&PostParams::default(), &object).await {
+        Ok(created) => created,
+        Err(kube::Error::Api(status)) if status.code == 409 && name.is_some() => {
+            let existing = api.get(name.unwrap_or_default()).await.map_err(api_error)?;
+            if existing.spec.signer_name != template.signer_name
+                || !same_key(&existing.spec.request.0, key)
+            {
+                return Err(Error::Issued {
+                    name: name.unwrap_or_default().to_owned(),
+                    message: "request exists for another key or signer".into(),
+                });
+            }
+            tracing::info!(csr = %name.unwrap_or_default(), "certificate signing request exists already; waiting for it");
+            existing
+        }
+        Err(source) => return Err(api_error(source)),
+    };
     let name = created.metadata.name.clone().unwrap_or_default();
     let uid = created.metadata.uid.clone();
     tracing::info!(csr = %name, signer = %template.signer_name, "certificate signing request created; waiting for its certificate");
@@ -144,14 +207,29 @@ pub async fn request_certificate(
             name: name.clone(),
             message: format!("is not a PEM certificate: {e}"),
         })?;
-    if pair.public_key_der != rcgen::PublicKeyData::subject_public_key_info(&key) {
+    if pair.public_key_der != rcgen::PublicKeyData::subject_public_key_info(key) {
         return Err(Error::Issued {
             name,
             message: "is not for the request's key".into(),
         });
     }
     tracing::info!(csr = %name, "certificate issued");
-    Ok((issued, key))
+    Ok(issued)
+}
+
+/// Whether the PEM certificate request `request` is for `key`.
+fn same_key(request: &[u8], key: &KeyPair) -> bool {
+    use x509_parser::prelude::FromDer as _;
+    let Ok((_, pem)) = x509_parser::pem::parse_x509_pem(request) else {
+        return false;
+    };
+    let Ok((_, csr)) =
+        x509_parser::certification_request::X509CertificationRequest::from_der(&pem.contents)
+    else {
+        return false;
+    };
+    csr.certification_request_info.subject_pki.raw
+        == rcgen::PublicKeyData::subject_public_key_info(key).as_slice()
 }
 
 /// Watches request `name` until it has a certificate (or was denied or failed).

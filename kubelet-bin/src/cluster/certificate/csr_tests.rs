@@ -169,3 +169,17 @@ async fn a_request_nobody_signs_times_out() {
         "{err}"
     );
 }
+
+#[test]
+fn the_bootstrap_name_follows_the_key_and_the_subject() {
+    let template = Template::client("node-a");
+    let (key, _) = template.new_request().expect("request");
+    let (other, _) = template.new_request().expect("request");
+    let name = template.digested_name(&key);
+    assert!(name.starts_with("node-csr-"), "{name}");
+    // SHA-512/256 in unpadded base64url: 43 characters.
+    assert_eq!(name.len(), "node-csr-".len() + 43, "{name}");
+    assert_eq!(name, template.digested_name(&key));
+    assert_ne!(name, template.digested_name(&other));
+    assert_ne!(name, Template::client("node-b").digested_name(&key));
+}

@@ -172,6 +172,11 @@ impl Store {
         Self::new(dir, CLIENT_PREFIX)
     }
 
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// The link to the pair in use: `<dir>/<prefix>-current.pem`.
     pub fn current_path(&self) -> PathBuf {
         self.dir.join(format!("{}-current.pem", self.prefix))
