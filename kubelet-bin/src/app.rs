@@ -89,16 +89,57 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     }
     match &settings.cluster.kubeconfig {
         Some(path) => {
+            let cert_dir = cert_dir(&settings);
+            if let Some(bootstrap) = &settings.cluster.bootstrap_kubeconfig {
+                kubelet::cluster::certificate::Bootstrap::new(
+                    path,
+                    bootstrap,
+                    &cert_dir,
+                    &settings.node_name,
+                )
+                .load_client_cert()
+                .await
+                .with_context(|| {
+                    format!(
+                        "TLS bootstrap with --bootstrap-kubeconfig {}",
+                        bootstrap.display()
+                    )
+                })?;
+            }
             let config = kubelet::cluster::client::load_kubeconfig(path)
                 .await
                 .context("--kubeconfig")?;
             info!(server = %config.cluster_url, "joining the cluster");
-            builder = builder.cluster(
-                settings
-                    .cluster
-                    .options(config)
-                    .node_status(settings.node_status.clone()),
-            );
+            let mut options = settings
+                .cluster
+                .options(config.clone())
+                .node_status(settings.node_status.clone());
+            if settings.cluster.rotate_certificates {
+                let auth = &config.auth_info;
+                let rotation =
+                    kubelet::cluster::certificate::Rotation::client(&cert_dir, &settings.node_name);
+                match (&auth.client_certificate, &auth.client_key) {
+                    (Some(cert), Some(key)) => {
+                        options = options.rotate_client_certificate(rotation.fallback(cert, key));
+                    }
+                    _ if auth.client_certificate_data.is_some() => {
+                        options = options.rotate_client_certificate(rotation);
+                    }
+                    _ => warn!(
+                        kubeconfig = %path.display(),
+                        "--rotate-certificates: the kubeconfig has no client certificate to rotate"
+                    ),
+                }
+            }
+            if settings.cluster.server_tls_bootstrap {
+                options = options.rotate_serving_certificate(
+                    kubelet::cluster::certificate::Rotation::serving(
+                        &cert_dir,
+                        &settings.node_name,
+                    ),
+                );
+            }
+            builder = builder.cluster(options);
         }
         None => info!("no --kubeconfig: running standalone"),
     }
@@ -140,6 +181,16 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     node.run_until(async move { signals.recv().await }).await;
     trim.cancel();
     Ok(())
+}
+
+/// Where the client certificates live: `--cert-dir` (default `<root-dir>/pki`, upstream's
+/// `/var/lib/kubelet/pki`). With `--tls-cert-file` the secure port's settings keep no
+/// directory, and the default is used.
+fn cert_dir(settings: &Settings) -> std::path::PathBuf {
+    match &settings.server.tls.cert {
+        kubelet::server::tls::ServingCert::SelfSigned { cert_dir } => cert_dir.clone(),
+        _ => settings.root_dir.join("pki"),
+    }
 }
 
 /// The CRI runtime of the settings. The one place the binary constructs `RemoteRuntime`.

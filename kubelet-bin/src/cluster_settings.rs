@@ -3,7 +3,9 @@
 //! `kubeAPIQPS`, `kubeAPIBurst`, `nodeLeaseDurationSeconds`, `nodeStatusUpdateFrequency`;
 //! `--event-qps`/`eventRecordQPS` and `--event-burst`/`eventBurst` for event writes),
 //! merged as the other settings: defaults < file < flags. Without `--kubeconfig` the kubelet
-//! is standalone.
+//! is standalone. The TLS bootstrap and rotation: `--bootstrap-kubeconfig`,
+//! `--rotate-certificates`/`rotateCertificates`, `serverTLSBootstrap` (the certificates go to
+//! `--cert-dir`, a flag of the secure port's settings).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -52,17 +54,17 @@ pub struct Flags {
     /// How often --manifest-url is read (default 20s).
     #[arg(long, value_parser = duration::parse)]
     pub http_check_frequency: Option<Duration>,
-    /// Kubeconfig with a bootstrap token for the TLS bootstrap: used when --kubeconfig does
-    /// not exist yet to request a client certificate (parsed; the bootstrap itself is not
-    /// implemented yet).
+    /// Kubeconfig for the TLS bootstrap: when --kubeconfig is missing or its client
+    /// certificate is not usable, a certificate is requested with these credentials, stored
+    /// in --cert-dir and --kubeconfig written to point at it.
     #[arg(long)]
     pub bootstrap_kubeconfig: Option<PathBuf>,
-    /// Renew the client certificate through CSRs before it expires (`rotateCertificates`;
-    /// parsed, not implemented yet).
+    /// Renew the client certificate through a CertificateSigningRequest as it nears its
+    /// expiry (`rotateCertificates`, default false).
     #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
     pub rotate_certificates: Option<bool>,
-    /// Request the serving certificate through CSRs (`serverTLSBootstrap`; parsed, not
-    /// implemented yet).
+    /// Request the serving certificate through CertificateSigningRequests
+    /// (`serverTLSBootstrap`, default false).
     #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
     pub rotate_server_certificates: Option<bool>,
 }
@@ -86,16 +88,15 @@ pub struct Settings {
     pub manifest_url_headers: Vec<(String, String)>,
     /// `--http-check-frequency` / `httpCheckFrequency`.
     pub http_check_frequency: Duration,
-    /// `--bootstrap-kubeconfig`: the kubeconfig (with a bootstrap token) that the TLS
-    /// bootstrap (upstream `pkg/kubelet/certificate/bootstrap`) uses to obtain a client
-    /// certificate when `kubeconfig` does not exist yet. Parsed only: the bootstrap is not
-    /// implemented yet, and the binary warns when this is set.
+    /// `--bootstrap-kubeconfig` (needs `--kubeconfig`): the kubeconfig (with a bootstrap
+    /// token) that the TLS bootstrap (upstream `pkg/kubelet/certificate/bootstrap`) uses to
+    /// obtain a client certificate when `kubeconfig` is missing or not usable.
     pub bootstrap_kubeconfig: Option<PathBuf>,
     /// `--rotate-certificates` / `rotateCertificates` (default false): renew the client
-    /// certificate through CSRs. Parsed only (the binary warns when it is true).
+    /// certificate through CSRs.
     pub rotate_certificates: bool,
-    /// `--rotate-server-certificates` / `serverTLSBootstrap` (default false): get the
-    /// serving certificate through CSRs. Parsed only (the binary warns when it is true).
+    /// `--rotate-server-certificates` / `serverTLSBootstrap` (default false): the serving
+    /// certificate from CSRs.
     pub server_tls_bootstrap: bool,
 }
 
@@ -163,6 +164,12 @@ impl Settings {
         if http_check_frequency.is_zero() {
             return Err(UsageError(
                 "--http-check-frequency must be greater than 0".into(),
+            ));
+        }
+        if flags.bootstrap_kubeconfig.is_some() && flags.kubeconfig.is_none() {
+            return Err(UsageError(
+                "--bootstrap-kubeconfig needs --kubeconfig (the file the TLS bootstrap writes)"
+                    .into(),
             ));
         }
         Ok(Self {
@@ -341,5 +348,31 @@ mod tests {
         let err = Settings::merge(Flags::default(), &file("nodeStatusUpdateFrequency: soon\n"))
             .expect_err("bad");
         assert!(err.0.contains("nodeStatusUpdateFrequency"), "{}", err.0);
+    }
+
+    #[test]
+    fn tls_bootstrap_flags() {
+        let s = Settings::merge(
+            Flags::default(),
+            &file("rotateCertificates: true\nserverTLSBootstrap: true\n"),
+        )
+        .expect("valid");
+        assert!(s.rotate_certificates && s.server_tls_bootstrap);
+        let flags = Flags {
+            rotate_certificates: Some(false),
+            kubeconfig: Some("/k".into()),
+            bootstrap_kubeconfig: Some("/b".into()),
+            ..Flags::default()
+        };
+        let s = Settings::merge(flags, &file("rotateCertificates: true\n")).expect("valid");
+        assert!(!s.rotate_certificates);
+        assert_eq!(s.bootstrap_kubeconfig, Some("/b".into()));
+        let flags = Flags {
+            bootstrap_kubeconfig: Some("/b".into()),
+            ..Flags::default()
+        };
+        let err =
+            Settings::merge(flags, &KubeletConfiguration::default()).expect_err("no --kubeconfig");
+        assert!(err.0.contains("--bootstrap-kubeconfig"), "{}", err.0);
     }
 }

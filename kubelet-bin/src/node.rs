@@ -598,6 +598,9 @@ impl NodeBuilder {
                 server::Secure::new(opts, &self.node_name, &ips, reviews).map(|s| (opts.addr, s))
             })
             .transpose()?;
+        if let (Some(cluster), Some((_, secure))) = (cluster.as_mut(), secure.as_ref()) {
+            cluster.set_serving_certificate(secure.serving.clone());
+        }
         let token = CancellationToken::new();
         let tracker = TaskTracker::new();
         let events: Arc<dyn EventRecorder> = match (self.events.take(), &cluster) {

@@ -42,8 +42,9 @@ pub struct Flags {
     /// The key of --tls-cert-file.
     #[arg(long)]
     pub tls_private_key_file: Option<PathBuf>,
-    /// Directory of the self-signed serving pair kubelet.crt/kubelet.key (default
-    /// <root-dir>/pki).
+    /// Directory of the kubelet's certificates (default <root-dir>/pki): the self-signed
+    /// serving pair kubelet.crt/kubelet.key, and the client and serving certificates of the
+    /// TLS bootstrap and rotation (kubelet-client-current.pem, kubelet-server-current.pem).
     #[arg(long)]
     pub cert_dir: Option<PathBuf>,
     /// Minimum TLS version (VersionTLS10, VersionTLS11, VersionTLS12, VersionTLS13).

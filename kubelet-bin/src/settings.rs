@@ -465,15 +465,7 @@ impl Settings {
             evented_pleg_relist_period,
             verbosity: flags.verbosity,
             ignored_config_fields,
-            flag_warnings: [
-                flags.accepted.warnings(),
-                crate::cli::accepted_flags::not_implemented(
-                    cluster.bootstrap_kubeconfig.as_deref(),
-                    cluster.rotate_certificates,
-                    cluster.server_tls_bootstrap,
-                ),
-            ]
-            .concat(),
+            flag_warnings: flags.accepted.warnings(),
             config_file: config_object,
             node_allocatable: crate::node_allocatable::Settings::merge(
                 flags.node_allocatable,

@@ -59,7 +59,11 @@ pub const CONTAINER_STATES: [&str; 4] = ["created", "running", "exited", "unknow
 /// Counters whose upstream name has no `_total` suffix: OpenMetrics samples of a counter
 /// always carry it (as client_golang writes them too), the Prometheus text format 0.0.4 that
 /// upstream serves does not (`kubelet_evictions{eviction_signal="memory.available"} 1`).
-pub const COUNTERS_WITHOUT_TOTAL: [&str; 1] = ["kubelet_evictions"];
+pub const COUNTERS_WITHOUT_TOTAL: [&str; 3] = [
+    "kubelet_evictions",
+    "kubelet_certificate_manager_client_expiration_renew_errors",
+    "kubelet_server_expiration_renew_errors",
+];
 
 /// Upstream `ImageGarbageCollectedTotalReasonAge`: an image unused past `imageMaximumGCAge`.
 pub const IMAGE_GC_REASON_AGE: &str = "age";
@@ -203,6 +207,72 @@ pub struct KubeletMetrics {
     /// `kubelet_image_garbage_collected_total{reason}`: images removed by image GC, by
     /// [`IMAGE_GC_REASON_AGE`] or [`IMAGE_GC_REASON_SPACE`].
     pub image_garbage_collected: Family<OneLabel, Counter>,
+    /// `kubelet_certificate_manager_client_ttl_seconds`: seconds until the client
+    /// certificate expires, computed when scraped (absent until a certificate is known).
+    pub certificate_manager_client_ttl: CertificateTtl,
+    /// `kubelet_certificate_manager_client_expiration_renew_errors`: failed renewals of the
+    /// client certificate.
+    pub certificate_manager_client_renew_errors: Counter,
+    /// `kubelet_certificate_manager_server_ttl_seconds`: seconds until the serving
+    /// certificate from a CSR (`serverTLSBootstrap`) expires, computed when scraped.
+    pub certificate_manager_server_ttl: CertificateTtl,
+    /// `kubelet_server_expiration_renew_errors`: failed renewals of the serving certificate.
+    pub server_expiration_renew_errors: Counter,
+}
+
+/// A gauge of the seconds left until a certificate's `NotAfter`, computed at each scrape
+/// (upstream's `GaugeFunc` over the certificate manager's current certificate). Clones share
+/// the value.
+#[derive(Clone, Debug, Default)]
+pub struct CertificateTtl {
+    /// The expiry; `None` until a certificate is known.
+    not_after: std::sync::Arc<std::sync::Mutex<Option<std::time::SystemTime>>>,
+}
+
+impl CertificateTtl {
+    /// Sets the current certificate's expiry.
+    pub fn set_not_after(&self, not_after: std::time::SystemTime) {
+        *self
+            .not_after
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(not_after);
+    }
+
+    /// Seconds until the expiry (negative once expired); `None` without a certificate.
+    pub fn seconds(&self) -> Option<f64> {
+        let not_after = (*self
+            .not_after
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner))?;
+        Some(
+            match not_after.duration_since(std::time::SystemTime::now()) {
+                Ok(left) => left.as_secs_f64(),
+                Err(past) => -past.duration().as_secs_f64(),
+            },
+        )
+    }
+}
+
+impl prometheus_client::metrics::TypedMetric for CertificateTtl {
+    const TYPE: prometheus_client::metrics::MetricType =
+        prometheus_client::metrics::MetricType::Gauge;
+}
+
+impl prometheus_client::encoding::EncodeMetric for CertificateTtl {
+    fn encode(
+        &self,
+        mut encoder: prometheus_client::encoding::MetricEncoder<'_>,
+    ) -> Result<(), std::fmt::Error> {
+        encoder.encode_gauge(&self.seconds().unwrap_or(f64::INFINITY))
+    }
+
+    fn metric_type(&self) -> prometheus_client::metrics::MetricType {
+        prometheus_client::metrics::MetricType::Gauge
+    }
+
+    fn is_empty(&self) -> bool {
+        self.seconds().is_none()
+    }
 }
 
 impl Default for KubeletMetrics {
@@ -236,6 +306,10 @@ impl Default for KubeletMetrics {
             restarted_pods: Family::default(),
             evictions: Family::default(),
             image_garbage_collected: Family::default(),
+            certificate_manager_client_ttl: CertificateTtl::default(),
+            certificate_manager_client_renew_errors: Counter::default(),
+            certificate_manager_server_ttl: CertificateTtl::default(),
+            server_expiration_renew_errors: Counter::default(),
         }
     }
 }

@@ -201,29 +201,6 @@ impl Flags {
     }
 }
 
-/// Warnings for settings that are parsed and kept for a feature that is not implemented yet
-/// (TLS bootstrap and certificate rotation, issue 30): one per setting that is on.
-pub fn not_implemented(
-    bootstrap_kubeconfig: Option<&std::path::Path>,
-    rotate_certificates: bool,
-    server_tls_bootstrap: bool,
-) -> Vec<String> {
-    let mut out = Vec::new();
-    if let Some(path) = bootstrap_kubeconfig {
-        out.push(format!(
-            "--bootstrap-kubeconfig={} is not used yet: TLS bootstrap is not implemented; --kubeconfig must hold a client certificate",
-            path.display()
-        ));
-    }
-    if rotate_certificates {
-        out.push("--rotate-certificates / rotateCertificates is not implemented yet: the client certificate is not renewed".into());
-    }
-    if server_tls_bootstrap {
-        out.push("--rotate-server-certificates / serverTLSBootstrap is not implemented yet: the serving certificate comes from --tls-cert-file or is self-signed".into());
-    }
-    out
-}
-
 /// Go's `strconv.ParseBool`, as upstream's boolean flags.
 fn go_bool(value: &str) -> Result<String, String> {
     match value {

@@ -17,6 +17,10 @@
 //!   this replaces with a fresh one (a new, empty connection pool); the old connections close
 //!   once their requests end. Upstream's connection-rotating dialer is shared by both
 //!   clients; here only the heartbeat client (node status, Lease, events) rotates.
+//! - After a client certificate rotation both clients dial new connections with the new
+//!   certificate ([`ApiClients::use_client_certificate`]; upstream's transport reads the
+//!   certificate manager's current pair and closes its connections the same way). Both
+//!   clients forward each request to an inner `kube::Client` that is replaced for this.
 
 use std::path::Path;
 use std::sync::{Arc, PoisonError, RwLock};
@@ -57,6 +61,7 @@ pub struct ApiClients {
     /// Node status, the node Lease and events: not rate limited, with a short timeout.
     pub heartbeat: kube::Client,
     reconnect: Option<OnHeartbeatFailure>,
+    swaps: Vec<Arc<Swappable>>,
 }
 
 impl std::fmt::Debug for ApiClients {
@@ -92,18 +97,39 @@ impl ApiClients {
                 .map(ToString::to_string)
                 .unwrap_or_default(),
         );
-        let client = ClientBuilder::try_from(config)
-            .map_err(Error::Client)?
+        let main = Swappable::new(config, None)?;
+        let client = ClientBuilder::new(main.service(), main.default_namespace())
             .with_layer(&tower::timeout::TimeoutLayer::new(RESPONSE_TIMEOUT))
             .with_layer(&RateLimitLayer::new(limits))
             .with_layer(&requests)
             .build();
-        let (heartbeat, reconnect) = reconnecting_client(heartbeat_config, requests)?;
+        let heartbeat_swap = Swappable::new(heartbeat_config, Some(requests))?;
+        let heartbeat =
+            kube::Client::new(heartbeat_swap.service(), heartbeat_swap.default_namespace());
+        let reconnect_heartbeat = heartbeat_swap.clone();
+        let reconnect: OnHeartbeatFailure = Arc::new(move || match reconnect_heartbeat.rebuild() {
+            Ok(()) => {
+                tracing::info!("heartbeat failed repeatedly; the next one dials a new connection");
+            }
+            Err(e) => tracing::warn!(error = %e, "rebuilding the heartbeat client failed"),
+        });
         Ok(Self {
             client,
             heartbeat,
             reconnect: Some(reconnect),
+            swaps: vec![main, heartbeat_swap],
         })
+    }
+
+    /// Makes both clients authenticate their new connections with the certificate and key in
+    /// the PEM file `pem` (read now; e.g. `kubelet-client-current.pem` after a rotation), and
+    /// drops their idle connections; requests in flight (watches) finish on the old ones.
+    /// Clients given as they are ([`from_client`](Self::from_client)) are left alone.
+    pub fn use_client_certificate(&self, pem: &Path) -> Result<(), Error> {
+        for swap in &self.swaps {
+            swap.use_client_certificate(pem).map_err(Error::Client)?;
+        }
+        Ok(())
     }
 
     /// One client for both roles (tests: a `kube::Client` over a mock service); it cannot
@@ -113,6 +139,7 @@ impl ApiClients {
             heartbeat: client.clone(),
             client,
             reconnect: None,
+            swaps: Vec::new(),
         }
     }
 
@@ -123,33 +150,109 @@ impl ApiClients {
     }
 }
 
-/// A client whose requests go to an inner client built from `config`, and the function that
-/// replaces that inner client with a fresh one (new connections).
-fn reconnecting_client(
-    config: kube::Config,
-    requests: RequestMetricsLayer,
-) -> Result<(kube::Client, OnHeartbeatFailure), Error> {
-    let default_namespace = config.default_namespace.clone();
-    let build = move || {
-        ClientBuilder::try_from(config.clone()).map(|builder| builder.with_layer(&requests).build())
-    };
-    let current = Arc::new(RwLock::new(build().map_err(Error::Client)?));
-    let inner = current.clone();
-    let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
-        let client = inner.read().unwrap_or_else(PoisonError::into_inner).clone();
-        async move { client.send(request).await }
-    });
-    let reconnect = move || match build() {
-        Ok(fresh) => {
-            *current.write().unwrap_or_else(PoisonError::into_inner) = fresh;
-            tracing::info!("heartbeat failed repeatedly; the next one dials a new connection");
-        }
-        Err(e) => tracing::warn!(error = %e, "rebuilding the heartbeat client failed"),
-    };
-    Ok((
-        kube::Client::new(service, default_namespace),
-        Arc::new(reconnect),
-    ))
+/// A client whose requests go to an inner client built from a config that can change: the
+/// inner client (and with it its connection pool) is replaced by a fresh one on
+/// [`rebuild`](Self::rebuild) (new connections) and
+/// [`use_client_certificate`](Self::use_client_certificate) (new connections with another
+/// client certificate); requests in flight keep the old one until they end.
+struct Swappable {
+    config: RwLock<kube::Config>,
+    requests: Option<RequestMetricsLayer>,
+    current: RwLock<kube::Client>,
+}
+
+impl Swappable {
+    fn new(
+        config: kube::Config,
+        requests: Option<RequestMetricsLayer>,
+    ) -> Result<Arc<Self>, Error> {
+        let client = build(&config, requests.as_ref()).map_err(Error::Client)?;
+        Ok(Arc::new(Self {
+            config: RwLock::new(config),
+            requests,
+            current: RwLock::new(client),
+        }))
+    }
+
+    fn default_namespace(&self) -> String {
+        self.config
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .default_namespace
+            .clone()
+    }
+
+    /// The service forwarding each request to the current inner client.
+    fn service(self: &Arc<Self>) -> SwapService {
+        SwapService(self.clone())
+    }
+
+    /// A fresh inner client from the config (reads its certificate files again).
+    fn rebuild(&self) -> Result<(), kube::Error> {
+        let config = self
+            .config
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let fresh = build(&config, self.requests.as_ref())?;
+        *self.current.write().unwrap_or_else(PoisonError::into_inner) = fresh;
+        Ok(())
+    }
+
+    fn use_client_certificate(&self, pem: &Path) -> Result<(), kube::Error> {
+        let mut config = self
+            .config
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let file = Some(pem.to_string_lossy().into_owned());
+        config.auth_info.client_certificate_data = None;
+        config.auth_info.client_key_data = None;
+        config.auth_info.client_certificate = file.clone();
+        config.auth_info.client_key = file;
+        let fresh = build(&config, self.requests.as_ref())?;
+        *self.config.write().unwrap_or_else(PoisonError::into_inner) = config;
+        *self.current.write().unwrap_or_else(PoisonError::into_inner) = fresh;
+        Ok(())
+    }
+}
+
+/// See [`Swappable::service`].
+#[derive(Clone)]
+struct SwapService(Arc<Swappable>);
+
+impl tower::Service<http::Request<kube::client::Body>> for SwapService {
+    type Response = http::Response<kube::client::Body>;
+    type Error = kube::Error;
+    type Future = futures::future::BoxFuture<'static, Result<Self::Response, kube::Error>>;
+
+    fn poll_ready(
+        &mut self,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), kube::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<kube::client::Body>) -> Self::Future {
+        let client = self
+            .0
+            .current
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        Box::pin(async move { client.send(request).await })
+    }
+}
+
+fn build(
+    config: &kube::Config,
+    requests: Option<&RequestMetricsLayer>,
+) -> Result<kube::Client, kube::Error> {
+    let builder = ClientBuilder::try_from(config.clone())?;
+    Ok(match requests {
+        Some(layer) => builder.with_layer(layer).build(),
+        None => builder.build(),
+    })
 }
 
 /// Whether a failed request may succeed later: transport failures, throttling and server

@@ -6,6 +6,7 @@
 //! builder turns them into a [`Cluster`] (the [`ApiClients`] and the options) at build time
 //! and starts the cluster tasks when the node is spawned. Without it the node is standalone.
 
+pub mod certificate;
 pub mod client;
 pub mod events;
 pub mod http_source;
@@ -85,6 +86,10 @@ pub struct ClusterOptions {
     /// Rate limit of event writes (`eventRecordQPS` 50, `eventBurst` 100; upstream's event
     /// client).
     pub event_limits: Limits,
+    /// The client certificate's rotation (`rotateCertificates`), if on.
+    pub client_certificate_rotation: Option<certificate::Rotation>,
+    /// The serving certificate from CSRs (`serverTLSBootstrap`), if on.
+    pub serving_certificate_rotation: Option<certificate::Rotation>,
     /// Where the API clients count their requests (`rest_client_requests_total`); the node
     /// builder sets its own.
     pub(crate) metrics: kubelet_core::metrics::KubeletMetrics,
@@ -93,7 +98,7 @@ pub struct ClusterOptions {
 #[derive(Clone, Debug)]
 enum Connection {
     Config(Box<kube::Config>),
-    Clients(ApiClients),
+    Clients(Box<ApiClients>),
 }
 
 impl ClusterOptions {
@@ -106,7 +111,7 @@ impl ClusterOptions {
     /// Uses these clients as they are (no rate limit or User-Agent added), e.g. a
     /// `kube::Client` over a fake API server in tests.
     pub fn with_clients(clients: ApiClients) -> Self {
-        Self::with_connection(Connection::Clients(clients))
+        Self::with_connection(Connection::Clients(Box::new(clients)))
     }
 
     fn with_connection(connection: Connection) -> Self {
@@ -117,6 +122,8 @@ impl ClusterOptions {
             node_status_update_frequency: DEFAULT_NODE_STATUS_UPDATE_FREQUENCY,
             node_status: None,
             event_limits: Limits::default(),
+            client_certificate_rotation: None,
+            serving_certificate_rotation: None,
             metrics: kubelet_core::metrics::KubeletMetrics::default(),
         }
     }
@@ -125,6 +132,23 @@ impl ClusterOptions {
     #[must_use]
     pub fn event_limits(mut self, limits: Limits) -> Self {
         self.event_limits = limits;
+        self
+    }
+
+    /// Renews the client certificate with `rotation` while the node runs; the clients switch
+    /// to each new certificate ([`ApiClients::use_client_certificate`]).
+    #[must_use]
+    pub fn rotate_client_certificate(mut self, rotation: certificate::Rotation) -> Self {
+        self.client_certificate_rotation = Some(rotation);
+        self
+    }
+
+    /// Gets the secure port's serving certificate through CSRs with `rotation`
+    /// ([`certificate::Rotation::serving`]) and renews it while the node runs; the port serves
+    /// each new one from its next handshake (until the first is issued, its own pair).
+    #[must_use]
+    pub fn rotate_serving_certificate(mut self, rotation: certificate::Rotation) -> Self {
+        self.serving_certificate_rotation = Some(rotation);
         self
     }
 
@@ -195,6 +219,7 @@ pub struct Cluster {
     started: bool,
     node_status: Option<node_status::NodeStatusHandle>,
     events: Option<Arc<dyn kubelet_core::events::EventRecorder>>,
+    serving: Option<Arc<crate::server::tls::ServingCertificate>>,
 }
 
 impl Cluster {
@@ -207,7 +232,7 @@ impl Cluster {
                 options.heartbeat_timeout(),
                 &options.metrics,
             )?,
-            Connection::Clients(clients) => clients.clone(),
+            Connection::Clients(clients) => (**clients).clone(),
         };
         Ok(Self {
             clients,
@@ -218,6 +243,7 @@ impl Cluster {
             started: false,
             node_status: None,
             events: None,
+            serving: None,
         })
     }
 
@@ -248,6 +274,31 @@ impl Cluster {
             .unwrap_or_else(|| node_status::NodeStatusOptions::new(self.node_name.clone()));
         let machine = node_status::machine::MachineInfo::read(&opts.root_dir);
         node_status::initial::fallback_node(&opts, &machine)
+    }
+
+    /// The host names and IPs of the node's addresses as it registers them (upstream's
+    /// serving certificate asks for exactly these).
+    fn node_addresses(&self) -> (Vec<String>, Vec<std::net::IpAddr>) {
+        let node = self.initial_node();
+        let mut hostnames = Vec::new();
+        let mut ips = Vec::new();
+        for address in node.status.and_then(|s| s.addresses).into_iter().flatten() {
+            match address.type_.as_str() {
+                "Hostname" | "InternalDNS" | "ExternalDNS" => {
+                    if !hostnames.contains(&address.address) {
+                        hostnames.push(address.address);
+                    }
+                }
+                _ => {
+                    if let Ok(ip) = address.address.parse()
+                        && !ips.contains(&ip)
+                    {
+                        ips.push(ip);
+                    }
+                }
+            }
+        }
+        (hostnames, ips)
     }
 
     /// Service-account tokens through the TokenRequest API, over the main client.
@@ -318,6 +369,15 @@ impl Cluster {
         self.events = Some(recorder);
     }
 
+    /// The secure port's serving certificate, renewed from CSRs when the options ask for it
+    /// ([`ClusterOptions::rotate_serving_certificate`]).
+    pub fn set_serving_certificate(
+        &mut self,
+        serving: Arc<crate::server::tls::ServingCertificate>,
+    ) {
+        self.serving = Some(serving);
+    }
+
     /// The node status loop, once spawned (the Node as last read or written).
     pub fn node_status(&self) -> Option<&node_status::NodeStatusHandle> {
         self.node_status.as_ref()
@@ -369,6 +429,44 @@ impl Cluster {
             .on_repeated_heartbeat_failure(self.clients.on_heartbeat_failure())
             .run(token.child_token()),
         );
+        if let Some(rotation) = self.options.client_certificate_rotation.clone() {
+            let clients = self.clients.clone();
+            let on_rotated: certificate::manager::OnRotated = Arc::new(move |pem| {
+                if let Err(e) = clients.use_client_certificate(pem) {
+                    tracing::error!(error = %e, certificate = %pem.display(), "the API clients cannot use the rotated certificate");
+                }
+            });
+            tracing::info!(dir = %rotation.store().current_path().display(), "rotating the client certificate");
+            tracker.spawn(rotation.run(
+                self.clients.client.clone(),
+                self.options.metrics.clone(),
+                on_rotated,
+                token.child_token(),
+            ));
+        }
+        match (
+            self.options.serving_certificate_rotation.clone(),
+            self.serving.clone(),
+        ) {
+            (Some(rotation), Some(serving)) => {
+                let (hostnames, ips) = self.node_addresses();
+                let on_rotated: certificate::manager::OnRotated = Arc::new(move |pem| {
+                    if let Err(e) = serving.set_from_file(pem) {
+                        tracing::error!(error = %e, certificate = %pem.display(), "the secure port cannot serve the new certificate");
+                    }
+                });
+                tracker.spawn(rotation.addresses(hostnames, ips).run(
+                    self.clients.client.clone(),
+                    self.options.metrics.clone(),
+                    on_rotated,
+                    token.child_token(),
+                ));
+            }
+            (Some(_), None) => tracing::warn!(
+                "serverTLSBootstrap: no secure port to serve the certificate; not requesting one"
+            ),
+            _ => {}
+        }
         if let Some(lister) = self.service_watch.take() {
             tracker.spawn(lister.run(self.clients.client.clone(), token.child_token()));
         }

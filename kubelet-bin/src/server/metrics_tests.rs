@@ -155,3 +155,52 @@ async fn serves_the_format_the_scraper_asks_for() {
     );
     assert!(!probes.contains("kubelet_"), "{probes}");
 }
+
+#[tokio::test]
+async fn certificate_manager_metrics_keep_upstreams_names() {
+    let metrics = KubeletMetrics::default();
+    let registries = Registries::new(&metrics);
+    let (_, text) = body(render(&registries.metrics, &HeaderMap::new())).await;
+    // No certificate yet: no TTL sample; the error counter starts at 0.
+    assert!(
+        !text.contains("kubelet_certificate_manager_client_ttl_seconds "),
+        "{text}"
+    );
+    assert!(
+        text.contains("\nkubelet_certificate_manager_client_expiration_renew_errors 0\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("\nkubelet_server_expiration_renew_errors 0\n"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("kubelet_certificate_manager_server_ttl_seconds "),
+        "{text}"
+    );
+    metrics
+        .certificate_manager_client_ttl
+        .set_not_after(std::time::SystemTime::now() + std::time::Duration::from_secs(3600));
+    metrics.certificate_manager_client_renew_errors.inc();
+    let (_, text) = body(render(&registries.metrics, &HeaderMap::new())).await;
+    let parsed = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned())))
+        .expect("prometheus text");
+    let value = |name: &str| {
+        parsed
+            .samples
+            .iter()
+            .find(|s| s.metric == name)
+            .map(|s| match s.value {
+                prometheus_parse::Value::Gauge(v)
+                | prometheus_parse::Value::Counter(v)
+                | prometheus_parse::Value::Untyped(v) => v,
+                _ => f64::NAN,
+            })
+    };
+    let ttl = value("kubelet_certificate_manager_client_ttl_seconds").expect("ttl sample");
+    assert!((3590.0..=3600.0).contains(&ttl), "{ttl}");
+    assert_eq!(
+        value("kubelet_certificate_manager_client_expiration_renew_errors"),
+        Some(1.0)
+    );
+}

@@ -197,6 +197,8 @@ pub struct Secure {
     pub auth: Arc<KubeletAuth>,
     /// What `/configz` serves.
     pub configz: Arc<serde_json::Value>,
+    /// The serving certificate, replaceable while the port serves.
+    pub serving: Arc<tls::ServingCertificate>,
 }
 
 impl std::fmt::Debug for Secure {
@@ -219,7 +221,7 @@ impl Secure {
         reviews: Option<Arc<dyn webhook::Reviews>>,
     ) -> Result<Self, Error> {
         let (certs, key) = tls::serving_pair(&opts.tls, node_name, node_ips)?;
-        let (config, client_ca) = tls::server_config(&opts.tls, certs, key)?;
+        let (config, client_ca, serving) = tls::server_config(&opts.tls, certs, key)?;
         let auth = KubeletAuth {
             node_name: node_name.to_owned(),
             authenticator: authn::Authenticator::new(&opts.authn, client_ca, reviews.clone())?,
@@ -229,6 +231,7 @@ impl Secure {
             tls: config,
             auth: Arc::new(auth),
             configz: opts.configz.clone(),
+            serving,
         })
     }
 

@@ -221,14 +221,79 @@ pub(crate) fn provider(opts: &TlsOptions) -> Result<Arc<CryptoProvider>, Error> 
     Ok(Arc::new(provider))
 }
 
-/// The rustls server config of `opts` with this serving pair, and the client CA verifier
-/// when `--client-ca-file` is set (for [`super::authn`]).
+/// The secure port's serving certificate, replaceable while it serves: new handshakes get
+/// the pair last [`set`](Self::set) (upstream's `GetCertificate` over the serving certificate
+/// manager, `serverTLSBootstrap`).
+#[derive(Debug)]
+pub struct ServingCertificate {
+    current: std::sync::RwLock<Arc<rustls::sign::CertifiedKey>>,
+    provider: Arc<CryptoProvider>,
+}
+
+impl ServingCertificate {
+    fn new(
+        certs: Vec<CertificateDer<'static>>,
+        key: PrivateKeyDer<'static>,
+        provider: Arc<CryptoProvider>,
+    ) -> Result<Self, Error> {
+        let current =
+            rustls::sign::CertifiedKey::from_der(certs, key, &provider).map_err(Error::Tls)?;
+        Ok(Self {
+            current: std::sync::RwLock::new(Arc::new(current)),
+            provider,
+        })
+    }
+
+    /// Serves `certs` (the leaf first) with `key` from the next handshake on; an error when
+    /// the key does not fit the certificate.
+    pub fn set(
+        &self,
+        certs: Vec<CertificateDer<'static>>,
+        key: PrivateKeyDer<'static>,
+    ) -> Result<(), Error> {
+        let pair =
+            rustls::sign::CertifiedKey::from_der(certs, key, &self.provider).map_err(Error::Tls)?;
+        *self
+            .current
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(pair);
+        Ok(())
+    }
+
+    /// Serves the certificate and key of the PEM file `path` (e.g. `kubelet-server-current.pem`).
+    pub fn set_from_file(&self, path: &Path) -> Result<(), Error> {
+        self.set(read_certs(path)?, read_key(path)?)
+    }
+}
+
+impl rustls::server::ResolvesServerCert for ServingCertificate {
+    fn resolve(
+        &self,
+        _hello: rustls::server::ClientHello<'_>,
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        Some(
+            self.current
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone(),
+        )
+    }
+}
+
+/// What [`server_config`] builds: the rustls config, the client CA verifier, the serving
+/// certificate's handle.
+pub(crate) type ServerTls = (Arc<ServerConfig>, Option<ClientCa>, Arc<ServingCertificate>);
+
+/// The rustls server config of `opts` with this serving pair (replaceable through the
+/// returned [`ServingCertificate`]), and the client CA verifier when `--client-ca-file` is set
+/// (for [`super::authn`]).
 pub(crate) fn server_config(
     opts: &TlsOptions,
     certs: Vec<CertificateDer<'static>>,
     key: PrivateKeyDer<'static>,
-) -> Result<(Arc<ServerConfig>, Option<ClientCa>), Error> {
+) -> Result<ServerTls, Error> {
     let provider = provider(opts)?;
+    let serving = Arc::new(ServingCertificate::new(certs, key, provider.clone())?);
     let client_ca = opts
         .client_ca_file
         .as_deref()
@@ -241,9 +306,9 @@ pub(crate) fn server_config(
         Some(ca) => builder.with_client_cert_verifier(Arc::new(RequestClientCert(ca.clone()))),
         None => builder.with_no_client_auth(),
     };
-    let mut config = builder.with_single_cert(certs, key).map_err(Error::Tls)?;
+    let mut config = builder.with_cert_resolver(serving.clone());
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok((Arc::new(config), client_ca))
+    Ok((Arc::new(config), client_ca, serving))
 }
 
 /// The serving pair of `opts`: read from the files, or self-signed (see [`super::cert`]).

@@ -83,6 +83,8 @@ fn help_lists_upstream_flag_names() {
         "--file-check-frequency",
         "--config",
         "--kubeconfig",
+        "--bootstrap-kubeconfig",
+        "--rotate-certificates",
         "--kube-api-qps",
         "--kube-api-burst",
         "--node-status-update-frequency",
@@ -128,6 +130,37 @@ fn an_unreadable_kubeconfig_fails_before_touching_the_runtime() {
     assert_eq!(code, 1, "{text}");
     assert!(text.contains("--kubeconfig"), "{text}");
     assert!(text.contains(missing.to_str().expect("utf8")), "{text}");
+}
+
+#[test]
+fn the_tls_bootstrap_runs_before_the_runtime_and_names_its_kubeconfig() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bootstrap = dir.path().join("bootstrap-kubelet.conf");
+    let kubeconfig = dir.path().join("kubelet.conf");
+    let (code, text) = kubelet(&[
+        "--bootstrap-kubeconfig",
+        bootstrap.to_str().expect("utf8"),
+        "--kubeconfig",
+        kubeconfig.to_str().expect("utf8"),
+        "--cert-dir",
+        dir.path().join("pki").to_str().expect("utf8"),
+        "--root-dir",
+        dir.path().join("root").to_str().expect("utf8"),
+        "--container-runtime-endpoint",
+        "unix:///does/not/exist.sock",
+        "--read-only-port",
+        "0",
+        "--healthz-port",
+        "0",
+    ]);
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("TLS bootstrap"), "{text}");
+    assert!(text.contains(bootstrap.to_str().expect("utf8")), "{text}");
+    assert!(!kubeconfig.exists());
+    // Without --kubeconfig there is nowhere to write: a usage error.
+    let (code, text) = kubelet(&["--bootstrap-kubeconfig", "/b.conf"]);
+    assert_eq!(code, 64, "{text}");
+    assert!(text.contains("--bootstrap-kubeconfig"), "{text}");
 }
 
 #[test]

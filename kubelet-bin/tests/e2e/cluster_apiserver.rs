@@ -7,6 +7,8 @@
 //! binary is not built, unless KUBELET_REQUIRE_APISERVER is set.
 
 use crate::support;
+/// TLS bootstrap and client certificate rotation (issue 30).
+mod tls_bootstrap;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -119,6 +119,26 @@ impl KubeletMetrics {
             self.image_garbage_collected.clone(),
         );
         kubelet.register(
+            "certificate_manager_client_ttl_seconds",
+            help("Gauge of the TTL (time-to-live) of the Kubelet's client certificate. The value is in seconds until certificate expiry (negative if already expired). If client certificate is invalid or unused, the value will be +INF."),
+            self.certificate_manager_client_ttl.clone(),
+        );
+        kubelet.register(
+            "certificate_manager_client_expiration_renew_errors",
+            help("Counter of certificate renewal errors."),
+            self.certificate_manager_client_renew_errors.clone(),
+        );
+        kubelet.register(
+            "certificate_manager_server_ttl_seconds",
+            help("Gauge of the shortest TTL (time-to-live) of the Kubelet's serving certificate. The value is in seconds until certificate expiry (negative if already expired). If serving certificate is invalid or unused, the value will be +INF."),
+            self.certificate_manager_server_ttl.clone(),
+        );
+        kubelet.register(
+            "server_expiration_renew_errors",
+            help("Counter of certificate renewal errors."),
+            self.server_expiration_renew_errors.clone(),
+        );
+        kubelet.register(
             "cgroup_version",
             help("cgroup version on the hosts."),
             self.cgroup_version.clone(),

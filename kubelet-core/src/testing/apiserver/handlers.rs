@@ -135,6 +135,14 @@ pub(crate) async fn dispatch(
             200,
             shared.write(|s| s.update(gvr, &ns, &name, api.json()?, sub))?,
         )),
+        // A CSR's approval conditions live in its status (the registry's approval strategy
+        // changes only `status.conditions`; here the whole status, as `/status` does).
+        ("update", Some("approval")) if gvr.resource == "certificatesigningrequests" => {
+            Ok(Reply::Json(
+                200,
+                shared.write(|s| s.update(gvr, &ns, &name, api.json()?, Some("status")))?,
+            ))
+        }
         ("patch", None | Some("status")) => {
             let ty = PatchType::from_content_type(&api.content_type)?;
             let body = api.json()?;

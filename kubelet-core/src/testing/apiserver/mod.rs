@@ -3,7 +3,8 @@
 //! on — one increasing resourceVersion, field and label selectors, watches with resume,
 //! `410 Expired`, bookmarks and selector entry/exit, PUT conflicts, merge/JSON/strategic
 //! PATCH, the `/status` subresource, DELETE preconditions, finalizers and graceful pod
-//! deletion, TokenRequest/TokenReview/SubjectAccessReview from a policy table — plus
+//! deletion, a CertificateSigningRequest's `/approval`, TokenRequest/TokenReview/
+//! SubjectAccessReview from a policy table — plus
 //! [fault switches](Faults) and a [journal](Journal) of every request.
 //!
 //! It stands in for `kube-apiserver` (`k8s.io/apiserver` and `pkg/registry`); where it and the
