@@ -63,8 +63,8 @@ pub struct Flags {
     #[arg(long)]
     pub hostname_override: Option<String>,
     /// The node's IPs, comma-separated, at most one per family (reported as the pods'
-    /// hostIPs).
-    #[arg(long, value_delimiter = ',')]
+    /// hostIPs). A string flag upstream: given twice, the last one counts.
+    #[arg(long, value_delimiter = ',', action = clap::ArgAction::Set)]
     pub node_ip: Vec<IpAddr>,
     /// Address the secure port (default 0.0.0.0) and the read-only port (default 127.0.0.1)
     /// listen on.

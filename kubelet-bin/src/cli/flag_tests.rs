@@ -229,3 +229,58 @@ fn a_rejected_value_is_a_usage_error() {
     let s = parse(&["--cloud-provider=", "--cni-bin-dir="]).expect("empty values are accepted");
     assert_eq!(s.flag_warnings.len(), 2, "{:?}", s.flag_warnings);
 }
+
+/// `deploy/10-kubeadm.conf`'s `ExecStart` as systemd expands it: its `Environment=` values,
+/// `kubeadm-flags.env` as kubeadm v1.20 writes it on a containerd node, and an operator's
+/// `KUBELET_EXTRA_ARGS` that repeats a flag (the last value wins).
+#[test]
+fn the_shipped_kubeadm_drop_in_starts_the_kubelet() {
+    let drop_in = include_str!("../../../deploy/10-kubeadm.conf");
+    let mut env: std::collections::HashMap<&str, String> = drop_in
+        .lines()
+        .filter_map(|l| l.strip_prefix("Environment=\""))
+        .filter_map(|l| l.strip_suffix('"'))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k, v.to_owned()))
+        .collect();
+    env.insert(
+        "KUBELET_KUBEADM_ARGS",
+        "--container-runtime=remote --container-runtime-endpoint=unix:///run/containerd/containerd.sock --pod-infra-container-image=k8s.gcr.io/pause:3.2".into(),
+    );
+    env.insert(
+        "KUBELET_EXTRA_ARGS",
+        "--node-ip=10.0.0.7 --node-ip=10.0.0.8".into(),
+    );
+    let exec = drop_in
+        .lines()
+        .filter_map(|l| l.strip_prefix("ExecStart="))
+        .rfind(|l| !l.is_empty())
+        .expect("an ExecStart line");
+    let config_file = env["KUBELET_CONFIG_ARGS"].clone();
+    let line: Vec<String> = exec
+        .split_whitespace()
+        .skip(1)
+        .map(|word| match word.strip_prefix('$') {
+            Some(var) => env.get(var).cloned().unwrap_or_default(),
+            None => word.to_owned(),
+        })
+        .collect();
+    assert_eq!(config_file, "--config=/var/lib/kubelet/config.yaml");
+    let line = line
+        .join(" ")
+        .replace("/var/lib/kubelet/config.yaml", "{config}");
+    let config = include_str!("../../tests/fixtures/kubeadm-v1.20.2-init-defaults.yaml")
+        .split("\n---\n")
+        .find(|doc| doc.contains("kind: KubeletConfiguration"))
+        .expect("the kubelet document");
+    let s = parse_line(&line, config).expect("the drop-in's command line parses");
+    assert_eq!(
+        s.cluster.bootstrap_kubeconfig,
+        Some(PathBuf::from("/etc/kubernetes/bootstrap-kubelet.conf"))
+    );
+    assert_eq!(
+        s.runtime_socket,
+        PathBuf::from("/run/containerd/containerd.sock")
+    );
+    assert_eq!(s.node_ips, ["10.0.0.8"], "the last --node-ip wins");
+}
