@@ -5,8 +5,8 @@
 //!
 //! A request that got no answer at all (refused, reset, timed out) is also logged here, the one
 //! place that still knows which request it was: its verb, path and server with the whole chain
-//! of causes (`POST https://…/api/v1/nodes: client error (SendRequest): connection closed
-//! before message completed`), where kube's own line would say only `client error
+//! of causes (`POST 10.0.0.1:6443/api/v1/nodes: client error (SendRequest): connection
+//! closed before message completed`), where kube's own line would say only `client error
 //! (SendRequest)`.
 
 use std::future::Future;
@@ -67,11 +67,14 @@ where
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
         let method = request.method().as_str().to_owned();
-        let target = request.uri().clone();
         let host = request
             .uri()
             .authority()
             .map_or_else(|| self.layer.host.clone(), ToString::to_string);
+        let target = format!(
+            "{host}{}",
+            request.uri().path_and_query().map_or("", |p| p.as_str())
+        );
         let metrics = self.layer.metrics.clone();
         let answer = self.inner.call(request);
         Box::pin(async move {
