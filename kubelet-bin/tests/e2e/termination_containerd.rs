@@ -282,7 +282,8 @@ fn termination_messages_post_start_failures_and_active_deadlines_show_in_the_sta
     // The sync reports the failure with upstream's reason and message. (The status shows it
     // only until the next sync: there is no reason cache yet, so it is read from the log.)
     let log = node.log();
-    let expected = "PostStartHookError: Exec lifecycle hook ([sh -c echo nope >&2; exit 3]) for Container \"app\" in Pod \"hook-it-node_default(";
+    // In the quoted `err="…"` field of klog's format, so the message's own quotes are escaped.
+    let expected = r#"PostStartHookError: Exec lifecycle hook ([sh -c echo nope >&2; exit 3]) for Container \"app\" in Pod \"hook-it-node_default("#;
     let line = log
         .lines()
         .find(|l| l.contains(expected))
