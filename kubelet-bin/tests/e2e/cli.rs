@@ -107,6 +107,7 @@ fn help_lists_upstream_flag_names() {
         "--authorization-webhook-cache-authorized-ttl",
         "--authorization-webhook-cache-unauthorized-ttl",
         "-v",
+        "--logging-format",
     ] {
         assert!(text.contains(flag), "--help lacks {flag}");
     }
