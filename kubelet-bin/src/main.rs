@@ -16,6 +16,7 @@ mod fuzz_corpus;
 mod gc_settings;
 mod heap_trim;
 mod idle_trim;
+mod log_format;
 mod log_writer;
 mod node_allocatable;
 mod node_status_flags;
@@ -51,7 +52,7 @@ fn main() {
             std::process::exit(settings::EXIT_USAGE);
         }
     };
-    let _log_writer = init_logging(settings.verbosity);
+    let _log_writer = init_logging(settings.logging_format, settings.verbosity);
     let runtime = match async_runtime::builder().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -90,23 +91,15 @@ fn limit_malloc_arenas() {
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 fn limit_malloc_arenas() {}
 
-/// Logs to stderr through [`log_writer`]'s thread (stderr directly if it cannot start);
-/// the guard writes the last lines when dropped.
-fn init_logging(verbosity: u8) -> Option<log_writer::Guard> {
-    let level = match verbosity {
-        0 | 1 => "info",
-        2..=4 => "debug",
-        _ => "trace",
-    };
-    // kube's own line for a failed request names neither the request nor the cause
-    // (`failed with error client error (SendRequest)`): the client's request layer logs it
-    // instead (`cluster::request_metrics`).
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("warn,kube_client::client::builder=off,kubelet={level},kubelet_core={level},kubelet_cri={level},kubelet_pleg={level},kubelet_status={level},kubelet_volumes={level}")));
-    use std::io::IsTerminal;
+/// Logs to stderr through [`log_writer`]'s thread (stderr directly if it cannot start), in
+/// klog's text or upstream's JSON format ([`log_format`]); `RUST_LOG`, when set, replaces the
+/// filter that `-v` picks. The guard writes the last lines when dropped.
+fn init_logging(format: log_format::Format, verbosity: u8) -> Option<log_writer::Guard> {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(log_format::filter_directives(verbosity))
+    });
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
-    let ansi = std::io::stderr().is_terminal();
     let (writer, guard) = match log_writer::NonBlocking::new(std::io::stderr()) {
         Ok((writer, guard)) => (
             tracing_subscriber::fmt::writer::BoxMakeWriter::new(writer),
@@ -124,8 +117,8 @@ fn init_logging(verbosity: u8) -> Option<log_writer::Guard> {
         .with(filter)
         .with(
             tracing_subscriber::fmt::layer()
-                .with_target(false)
-                .with_ansi(ansi)
+                .event_format(log_format::Klog::new(format))
+                .fmt_fields(log_format::Fields::new(format))
                 .with_writer(writer),
         )
         .with(kubelet::span_stacks::SpanStacks)

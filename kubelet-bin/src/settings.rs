@@ -102,9 +102,14 @@ pub struct Flags {
     /// health threshold of 3m.
     #[arg(long, value_parser = duration::parse)]
     pub evented_pleg_relist_period: Option<Duration>,
-    /// Log verbosity (0 info, 2 more, 4 debug, 6+ trace).
-    #[arg(short = 'v', long = "v", default_value_t = 0)]
-    pub verbosity: u8,
+    /// Log verbosity as upstream's klog.V(N): 0–1 info, 2–4 debug, 5+ trace of the kubelet's
+    /// own lines; other crates' info from 4 (default 0, or the file's logging.verbosity);
+    /// RUST_LOG, when set, replaces this filter.
+    #[arg(short = 'v', long = "v")]
+    pub verbosity: Option<u8>,
+    /// Log line format: `text` (klog's header, default) or `json` (upstream's JSON keys).
+    #[arg(long, value_enum)]
+    pub logging_format: Option<crate::log_format::Format>,
     /// Pod cgroup, CPU limit and DNS flags.
     #[command(flatten)]
     pub pod_runtime: crate::pod_runtime::Flags,
@@ -176,8 +181,10 @@ pub struct Settings {
     pub evented_pleg: bool,
     /// Safety-net relist period of the evented PLEG.
     pub evented_pleg_relist_period: Duration,
-    /// Log verbosity.
+    /// Log verbosity (`-v`, else `logging.verbosity`, else 0).
     pub verbosity: u8,
+    /// Log line format (`--logging-format`, else `logging.format`, else text).
+    pub logging_format: crate::log_format::Format,
     /// One warning per flag given that is accepted but not implemented (logged at start).
     pub flag_warnings: Vec<String>,
     /// Config-file fields this kubelet does not use (warned about at start).
@@ -303,6 +310,39 @@ fn node_ips(ips: &[IpAddr]) -> Result<Vec<String>, UsageError> {
         )));
     }
     Ok(ips.iter().map(ToString::to_string).collect())
+}
+
+/// `--logging-format` and `-v` over the file's `logging.format` and `logging.verbosity`
+/// (upstream's `LoggingConfiguration`; its other fields are not read).
+fn logging(
+    path: &Path,
+    flags: (Option<crate::log_format::Format>, Option<u8>),
+    file: Option<&Value>,
+) -> Result<(crate::log_format::Format, u8), UsageError> {
+    let field = |name: &str| file.and_then(|l| l.get(name)).filter(|v| !v.is_null());
+    let bad = |name: &str, v: &Value, want: &str| {
+        UsageError(format!(
+            "--config {}: logging.{name}: {v} is not {want}",
+            path.display()
+        ))
+    };
+    let format = match (flags.0, field("format")) {
+        (Some(format), _) => format,
+        (None, Some(v)) => v
+            .as_str()
+            .and_then(crate::log_format::Format::from_name)
+            .ok_or_else(|| bad("format", v, "one of \"text\", \"json\""))?,
+        (None, None) => crate::log_format::Format::default(),
+    };
+    let verbosity = match (flags.1, field("verbosity")) {
+        (Some(v), _) => v,
+        (None, Some(v)) => v
+            .as_u64()
+            .map(|n| u8::try_from(n).unwrap_or(u8::MAX))
+            .ok_or_else(|| bad("verbosity", v, "a number"))?,
+        (None, None) => 0,
+    };
+    Ok((format, verbosity))
 }
 
 fn socket_from_endpoint(endpoint: &str) -> Result<PathBuf, UsageError> {
@@ -434,6 +474,11 @@ impl Settings {
         }
         let pod_runtime = crate::pod_runtime::Settings::merge(flags.pod_runtime, &file)?;
         let cluster = crate::cluster_settings::Settings::merge(flags.cluster, &file)?;
+        let (logging_format, verbosity) = logging(
+            &cfg_path,
+            (flags.logging_format, flags.verbosity),
+            file.logging.as_ref(),
+        )?;
         let eviction =
             crate::eviction_settings::merge(flags.eviction, &file, &node_status.eviction_hard)?;
         Ok(Self {
@@ -463,7 +508,8 @@ impl Settings {
             image_pull_backoff,
             evented_pleg: flags.evented_pleg.unwrap_or(true),
             evented_pleg_relist_period,
-            verbosity: flags.verbosity,
+            verbosity,
+            logging_format,
             ignored_config_fields,
             flag_warnings: flags.accepted.warnings(),
             config_file: config_object,
@@ -611,6 +657,36 @@ mod tests {
         assert_eq!(s.pleg_choice().safety_net_period, Duration::from_secs(30));
         let err = parse(&["--evented-pleg-relist-period", "5m"]).expect_err("bad");
         assert!(err.0.contains("--evented-pleg-relist-period"), "{}", err.0);
+    }
+
+    #[test]
+    fn logging_format_and_verbosity_from_flags_and_the_file() {
+        use crate::log_format::Format;
+        let s = parse(&[]).expect("valid");
+        assert_eq!((s.logging_format, s.verbosity), (Format::Text, 0));
+        let s = parse(&["--logging-format=json", "-v", "3"]).expect("valid");
+        assert_eq!((s.logging_format, s.verbosity), (Format::Json, 3));
+        let s = parse(&["--logging-format", "text"]).expect("valid");
+        assert_eq!(s.logging_format, Format::Text);
+        let err = parse(&["--logging-format=xml"]).expect_err("bad");
+        assert!(err.0.contains("--logging-format"), "{}", err.0);
+
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cfg = dir.path().join("c.yaml");
+        let config = cfg.to_str().expect("utf8");
+        std::fs::write(&cfg, "logging:\n  format: json\n  verbosity: 4\n").expect("write");
+        let s = parse(&["--config", config]).expect("valid");
+        assert_eq!((s.logging_format, s.verbosity), (Format::Json, 4));
+        assert!(!s.ignored_config_fields.contains(&"logging".to_owned()));
+        // Flags win over the file.
+        let s = parse(&["--config", config, "--logging-format=text", "--v=1"]).expect("valid");
+        assert_eq!((s.logging_format, s.verbosity), (Format::Text, 1));
+        std::fs::write(&cfg, "logging:\n  format: text\n").expect("write");
+        let s = parse(&["--config", config]).expect("valid");
+        assert_eq!(s.logging_format, Format::Text);
+        std::fs::write(&cfg, "logging:\n  format: xml\n").expect("write");
+        let err = parse(&["--config", config]).expect_err("bad");
+        assert!(err.0.contains("logging.format"), "{}", err.0);
     }
 
     #[test]

@@ -38,6 +38,8 @@ const fn row(name: &'static str, takes: Takes, why: &'static str) -> Ignored {
 const DOCKERSHIM: &str = "the container runtime sets up pod networking with CNI and reads its own CNI configuration (removed upstream with dockershim in v1.24)";
 const KLOG: &str = "this kubelet logs to stderr only (klog's file flags were removed upstream in v1.26); let systemd or the supervisor keep the logs";
 
+const LOG_STREAMS: &str = "every log line goes to stderr through one buffered writer (upstream's split streams are alpha)";
+
 /// Every accepted-and-ignored flag.
 pub const TABLE: &[Ignored] = &[
     row(
@@ -92,6 +94,15 @@ pub const TABLE: &[Ignored] = &[
     row("log-file-max-size", Takes::Value, KLOG),
     row("stderrthreshold", Takes::Value, KLOG),
     row("skip-log-headers", Takes::Bool, KLOG),
+    row(
+        "log-flush-frequency",
+        Takes::Value,
+        "the log writer thread writes each line as it comes; there is nothing to flush periodically",
+    ),
+    row("log-json-info-buffer-size", Takes::Value, LOG_STREAMS),
+    row("log-json-split-stream", Takes::Bool, LOG_STREAMS),
+    row("log-text-info-buffer-size", Takes::Value, LOG_STREAMS),
+    row("log-text-split-stream", Takes::Bool, LOG_STREAMS),
     row(
         "vmodule",
         Takes::Value,

@@ -179,6 +179,7 @@ pub const IMPLEMENTED: &[&str] = &[
     "kubeReservedCgroup",
     "kubeletCgroups",
     "localStorageCapacityIsolation",
+    "logging",
     "maxPods",
     "nodeLeaseDurationSeconds",
     "nodeStatusMaxImages",
@@ -266,6 +267,6 @@ mod tests {
             ignored_field_warning("syncFrequncy"),
             "unknown KubeletConfiguration field \"syncFrequncy\" (not in kubelet.config.k8s.io/v1beta1); ignoring it"
         );
-        assert!(ignored_field_warning("logging").contains("not supported by this kubelet"));
+        assert!(ignored_field_warning("tracing").contains("not supported by this kubelet"));
     }
 }

@@ -284,3 +284,32 @@ fn the_shipped_kubeadm_drop_in_starts_the_kubelet() {
     );
     assert_eq!(s.node_ips, ["10.0.0.8"], "the last --node-ip wins");
 }
+
+/// component-base's logging flags of upstream's `kubelet --help` (v1.31): `--logging-format`
+/// and `-v` work, the others are accepted with a warning each.
+#[test]
+fn upstreams_logging_flags_parse() {
+    let s = parse(&[
+        "--logging-format=json",
+        "--v=4",
+        "--log-flush-frequency=5s",
+        "--log-json-info-buffer-size=0",
+        "--log-json-split-stream",
+        "--log-text-info-buffer-size=0",
+        "--log-text-split-stream=false",
+        "--vmodule=pod_workers=4",
+    ])
+    .expect("valid");
+    assert_eq!(s.logging_format, crate::log_format::Format::Json);
+    assert_eq!(s.verbosity, 4);
+    for flag in [
+        "--log-flush-frequency",
+        "--log-json-info-buffer-size",
+        "--log-json-split-stream",
+        "--log-text-info-buffer-size",
+        "--log-text-split-stream",
+        "--vmodule",
+    ] {
+        assert_eq!(warned(&s, flag), 1, "{flag}: {:?}", s.flag_warnings);
+    }
+}

@@ -40,6 +40,7 @@ fn bad_flags_exit_64_with_a_clear_message() {
         ),
         (&["--file-check-frequency", "0s"], "file-check-frequency"),
         (&["--kube-api-burst", "-1"], "kube-api-burst"),
+        (&["--logging-format", "xml"], "--logging-format"),
         (
             &["--node-status-update-frequency", "0s"],
             "node-status-update-frequency",
@@ -106,6 +107,7 @@ fn help_lists_upstream_flag_names() {
         "--authorization-webhook-cache-authorized-ttl",
         "--authorization-webhook-cache-unauthorized-ttl",
         "-v",
+        "--logging-format",
     ] {
         assert!(text.contains(flag), "--help lacks {flag}");
     }
@@ -130,6 +132,53 @@ fn an_unreadable_kubeconfig_fails_before_touching_the_runtime() {
     assert_eq!(code, 1, "{text}");
     assert!(text.contains("--kubeconfig"), "{text}");
     assert!(text.contains(missing.to_str().expect("utf8")), "{text}");
+}
+
+/// The kubelet's log lines in `format`, from a run that fails fast (no kubeconfig to read).
+fn log_lines(format: &str) -> Vec<String> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (code, text) = kubelet(&[
+        "--logging-format",
+        format,
+        "--kubeconfig",
+        dir.path().join("kubeconfig").to_str().expect("utf8"),
+        "--root-dir",
+        dir.path().join("root").to_str().expect("utf8"),
+        "--container-runtime-endpoint",
+        "unix:///does/not/exist.sock",
+        "--read-only-port",
+        "0",
+        "--healthz-port",
+        "0",
+    ]);
+    assert_eq!(code, 1, "{text}");
+    text.lines().map(str::to_owned).collect()
+}
+
+#[test]
+fn log_lines_have_klogs_header_or_upstreams_json_keys() {
+    let lines = log_lines("text");
+    let first = lines.first().expect("a log line");
+    let header = first.as_bytes();
+    assert!(
+        header.first() == Some(&b'I')
+            && header.len() > 5
+            && header[1..5].iter().all(u8::is_ascii_digit)
+            && header[5] == b' '
+            && first.contains("] \""),
+        "not klog's header: {first}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with('E') && l.contains("--kubeconfig")),
+        "{lines:?}"
+    );
+    for line in log_lines("json") {
+        let value: serde_json::Value = serde_json::from_str(&line).expect("a JSON line");
+        assert!(value["ts"].is_f64() && value["msg"].is_string(), "{line}");
+        assert!(value["caller"].is_string(), "{line}");
+    }
 }
 
 #[test]

@@ -438,7 +438,7 @@ fn image_pull_failures_are_reported_with_upstream_reasons() {
     assert!(
         first_failure.is_some()
             || node.log().contains(
-                "ErrImagePull: failed to pull and unpack image \"registry.invalid/nope:1\""
+                r#"ErrImagePull: failed to pull and unpack image \"registry.invalid/nope:1\""#
             ),
         "ErrImagePull neither in /pods ({reasons:?}) nor in the kubelet log"
     );

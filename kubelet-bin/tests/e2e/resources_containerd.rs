@@ -201,7 +201,8 @@ fn qos_classes_land_in_their_cgroups_with_upstream_limits() {
             .and_then(|l| l.split("oom_score_adj=").nth(1))
             .and_then(|r| r.split_whitespace().next())
             .map(|v| {
-                v.trim_start_matches("Some(")
+                v.trim_matches('"')
+                    .trim_start_matches("Some(")
                     .trim_end_matches(')')
                     .to_owned()
             })

@@ -52,30 +52,42 @@ fn secs(from: Timestamp, to: Timestamp) -> f64 {
     (to.as_nanosecond() - from.as_nanosecond()) as f64 / 1e9
 }
 
-/// The value of `key=` in a log line (quotes stripped).
-fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
+/// The value of `key` in a log line: klog's text (`key=value`, quotes stripped) or JSON.
+fn field(line: &str, key: &str) -> Option<String> {
+    if line.starts_with('{') {
+        let value: serde_json::Value = serde_json::from_str(line).ok()?;
+        return match &value[key] {
+            serde_json::Value::String(s) => Some(s.clone()),
+            serde_json::Value::Number(n) => Some(n.to_string()),
+            _ => None,
+        };
+    }
     let start = line.find(&format!(" {key}="))? + key.len() + 2;
     let rest = &line[start..];
     Some(
         rest.split_whitespace()
             .next()
             .unwrap_or_default()
-            .trim_matches('"'),
+            .trim_matches('"')
+            .to_owned(),
     )
 }
 
-/// When the kill of container `name` started (the log line's timestamp).
+/// When the kill of container `name` started: the time of the JSON log line (klog's text
+/// header has local time without a year), so the kubelet runs with `--logging-format=json`.
 fn kill_started(log: &str, name: &str) -> Option<Timestamp> {
-    log.lines()
-        .find(|l| l.contains("killing container") && field(l, "container") == Some(name))
-        .and_then(|l| l.split_whitespace().next()?.parse().ok())
+    let line = log.lines().find(|l| {
+        l.contains("killing container") && field(l, "container").as_deref() == Some(name)
+    })?;
+    let millis = serde_json::from_str::<serde_json::Value>(line).ok()?["ts"].as_f64()?;
+    Timestamp::from_nanosecond((millis * 1e6) as i128).ok()
 }
 
 /// Exit code and finish time of container `name` as the kubelet logged them.
 fn stopped(log: &str, name: &str) -> Option<(i32, Timestamp)> {
-    let line = log
-        .lines()
-        .find(|l| l.contains("container stopped") && field(l, "container") == Some(name))?;
+    let line = log.lines().find(|l| {
+        l.contains("container stopped") && field(l, "container").as_deref() == Some(name)
+    })?;
     Some((
         field(line, "exit_code")?.parse().ok()?,
         field(line, "finished_at")?.parse().ok()?,
@@ -91,7 +103,9 @@ fn out_dir(node: &Node) -> PathBuf {
 
 #[test]
 fn sigterm_ignoring_container_is_killed_after_the_grace_period_and_pre_stop_runs_first() {
-    let node = Node::start("termination");
+    let mut node = Node::new("termination");
+    node.extra_args.push("--logging-format=json".into());
+    node.start_kubelet();
     let out = out_dir(&node);
     node.write_manifest("stubborn.yaml", &ignoring_pod("stubborn", &out, 5, None));
     node.write_manifest(
@@ -282,7 +296,8 @@ fn termination_messages_post_start_failures_and_active_deadlines_show_in_the_sta
     // The sync reports the failure with upstream's reason and message. (The status shows it
     // only until the next sync: there is no reason cache yet, so it is read from the log.)
     let log = node.log();
-    let expected = "PostStartHookError: Exec lifecycle hook ([sh -c echo nope >&2; exit 3]) for Container \"app\" in Pod \"hook-it-node_default(";
+    // In the quoted `err="…"` field of klog's format, so the message's own quotes are escaped.
+    let expected = r#"PostStartHookError: Exec lifecycle hook ([sh -c echo nope >&2; exit 3]) for Container \"app\" in Pod \"hook-it-node_default("#;
     let line = log
         .lines()
         .find(|l| l.contains(expected))

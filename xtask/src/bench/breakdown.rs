@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::{probes::timeline::rfc3339_seconds, scenario::Runs, stats::median};
+use super::{scenario::Runs, stats::median};
 
 /// The tracing filter that turns the start path's events on (`kubelet_core::start_path`).
 pub(crate) const LOG_FILTER: &str = "kubelet_start_path=trace";
@@ -26,31 +26,23 @@ enum Event {
     Call { at: f64, op: String, took: f64 },
 }
 
-/// The value of ` key=value` in a log line, without Debug quotes.
-pub(crate) fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
-    let start = line.find(&format!(" {key}="))? + key.len() + 2;
-    let rest = &line[start..];
-    let value = rest.split_whitespace().next()?;
-    Some(value.trim_matches('"'))
-}
-
 fn event(line: &str) -> Option<Event> {
-    let at = rfc3339_seconds(line.split_whitespace().next()?)?;
-    if line.contains(" start path ") || line.ends_with(" start path") {
-        return Some(Event::Step {
-            at,
-            step: field(line, "step")?.to_owned(),
-        });
+    let line = super::kubelet_log::Line::parse(line)?;
+    match line.msg.as_str() {
+        "start path" => Some(Event::Step {
+            at: line.at,
+            step: line.field("step")?,
+        }),
+        "cri call" => {
+            let us: f64 = line.field("us")?.parse().ok()?;
+            Some(Event::Call {
+                at: line.at,
+                op: line.field("op")?,
+                took: us / 1e6,
+            })
+        }
+        _ => None,
     }
-    if line.contains(" cri call ") || line.ends_with(" cri call") {
-        let us: f64 = field(line, "us")?.parse().ok()?;
-        return Some(Event::Call {
-            at,
-            op: field(line, "op")?.to_owned(),
-            took: us / 1e6,
-        });
-    }
-    None
 }
 
 /// Per-round samples of one named thing (a step or a CRI method), ms.
@@ -229,18 +221,18 @@ impl Breakdown {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::probes::timeline::rfc3339_seconds;
     use crate::bench::scenario::Start;
 
-    const LOG: &str = "\
-2026-11-26T15:00:00.000000Z  INFO starting kubelet
-2026-11-26T15:00:01.002000Z TRACE start path step=\"manifest_event\"
-2026-11-26T15:00:01.004000Z TRACE start path pod=g1-a0-bench-node_default step=\"sync_start\"
-2026-11-26T15:00:01.050000Z TRACE cri call op=\"RunPodSandbox\" us=40000
-2026-11-26T15:00:01.060000Z TRACE cri call op=\"CreateContainer\" us=5000
-2026-11-26T15:00:01.064000Z TRACE cri call op=\"ContainerStatus\" us=1000
-2026-11-26T15:00:01.066000Z TRACE cri call op=\"ContainerStatus\" us=1500
-2026-11-26T15:00:02.500000Z TRACE cri call op=\"ListPodSandbox\" us=1000
-";
+    const LOG: &str = r#"{"ts":1795705200000,"caller":"src/x.rs:1","msg":"starting kubelet","v":0}
+{"ts":1795705201002,"caller":"src/x.rs:1","msg":"start path","v":5,"step":"manifest_event"}
+{"ts":1795705201004,"caller":"src/x.rs:1","msg":"start path","v":5,"pod":"g1-a0-bench-node_default","step":"sync_start"}
+{"ts":1795705201050,"caller":"src/x.rs:1","msg":"cri call","v":5,"op":"RunPodSandbox","us":40000}
+{"ts":1795705201060,"caller":"src/x.rs:1","msg":"cri call","v":5,"op":"CreateContainer","us":5000}
+{"ts":1795705201064,"caller":"src/x.rs:1","msg":"cri call","v":5,"op":"ContainerStatus","us":1000}
+{"ts":1795705201066,"caller":"src/x.rs:1","msg":"cri call","v":5,"op":"ContainerStatus","us":1500}
+{"ts":1795705202500,"caller":"src/x.rs:1","msg":"cri call","v":5,"op":"ListPodSandbox","us":1000}
+"#;
 
     fn round(t0: f64, reported: f64) -> Start {
         Start {
@@ -287,10 +279,13 @@ mod tests {
 
     #[test]
     fn ignores_other_lines() {
-        assert_eq!(event("2026-11-26T15:00:00Z  INFO pod added pod=x"), None);
+        assert_eq!(
+            event(r#"{"ts":1795705200000,"msg":"pod added","v":0,"pod":"x"}"#),
+            None
+        );
         assert_eq!(event("garbage"), None);
         assert_eq!(
-            event("2026-11-26T15:00:00Z TRACE cri call op=\"Version\" us=12"),
+            event(r#"{"ts":1795705200000,"msg":"cri call","v":5,"op":"Version","us":12}"#),
             Some(Event::Call {
                 at: rfc3339_seconds("2026-11-26T15:00:00Z").unwrap_or(f64::NAN),
                 op: "Version".into(),

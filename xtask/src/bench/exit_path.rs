@@ -9,9 +9,8 @@
 use serde_json::{Value, json};
 
 use super::{
-    breakdown::field,
     exit::Exit,
-    probes::timeline::rfc3339_seconds,
+    kubelet_log,
     stats::{median, percentile},
 };
 
@@ -26,16 +25,16 @@ struct Step {
 }
 
 fn step(line: &str) -> Option<Step> {
-    if !(line.contains(" start path ") || line.ends_with(" start path")) {
+    let line = kubelet_log::Line::parse(line)?;
+    if line.msg != "start path" {
         return None;
     }
-    let owned = |key: &str| field(line, key).map(str::to_owned);
     Some(Step {
-        at: rfc3339_seconds(line.split_whitespace().next()?)?,
-        step: owned("step")?,
-        pod: owned("pod"),
-        container: owned("container"),
-        kind: owned("kind"),
+        at: line.at,
+        step: line.field("step")?,
+        pod: line.field("pod"),
+        container: line.field("container"),
+        kind: line.field("kind"),
     })
 }
 
@@ -153,18 +152,18 @@ impl ExitPath {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::probes::timeline::rfc3339_seconds;
 
-    const LOG: &str = "\
-2026-11-26T15:00:00.000000Z  INFO starting kubelet
-2026-11-26T15:00:01.001000Z TRACE start path kind=Exited container=c1 step=\"runtime_event\"
-2026-11-26T15:00:01.020000Z TRACE start path kind=TaskDeleted container=c2 step=\"runtime_event\"
-2026-11-26T15:00:01.030000Z TRACE start path kind=TaskDeleted container=c1 step=\"runtime_event\"
-2026-11-26T15:00:01.034000Z TRACE start path kind=TaskDeleted container=c1 step=\"pleg_event\"
-2026-11-26T15:00:01.035000Z TRACE start path pod=other_default step=\"sync_start\"
-2026-11-26T15:00:01.036000Z TRACE start path pod=p1_default step=\"sync_start\"
-2026-11-26T15:00:01.037000Z TRACE start path pod=p1_default step=\"status_stored\"
-2026-11-26T15:00:01.038000Z TRACE cri call op=\"StopPodSandbox\" us=1000
-";
+    const LOG: &str = r#"{"ts":1795705200000,"caller":"src/x.rs:1","msg":"starting kubelet","v":0}
+{"ts":1795705201001,"caller":"src/x.rs:1","msg":"start path","v":5,"kind":"Exited","container":"c1","step":"runtime_event"}
+{"ts":1795705201020,"caller":"src/x.rs:1","msg":"start path","v":5,"kind":"TaskDeleted","container":"c2","step":"runtime_event"}
+{"ts":1795705201030,"caller":"src/x.rs:1","msg":"start path","v":5,"kind":"TaskDeleted","container":"c1","step":"runtime_event"}
+{"ts":1795705201034,"caller":"src/x.rs:1","msg":"start path","v":5,"kind":"TaskDeleted","container":"c1","step":"pleg_event"}
+{"ts":1795705201035,"caller":"src/x.rs:1","msg":"start path","v":5,"pod":"other_default","step":"sync_start"}
+{"ts":1795705201036,"caller":"src/x.rs:1","msg":"start path","v":5,"pod":"p1_default","step":"sync_start"}
+{"ts":1795705201037,"caller":"src/x.rs:1","msg":"start path","v":5,"pod":"p1_default","step":"status_stored"}
+{"ts":1795705201038,"caller":"src/x.rs:1","msg":"cri call","v":5,"op":"StopPodSandbox","us":1000}
+"#;
 
     #[test]
     fn follows_one_exit_through_the_log() {

@@ -103,6 +103,8 @@ impl Kubelet {
             .args(["--port", &xtask::ports::free_port()?.to_string()])
             // Long on purpose: the start path must not depend on the periodic rescan.
             .args(["--file-check-frequency", "20s"])
+            // Unix times in the lines the bench reads back (`kubelet_log`).
+            .arg(super::kubelet_log::FLAG)
             .args(extra)
             .env(
                 "RUST_LOG",

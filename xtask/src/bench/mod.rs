@@ -33,6 +33,7 @@ mod exit;
 mod exit_path;
 pub(crate) mod idle_order;
 mod kubelet;
+mod kubelet_log;
 mod micro;
 mod offline;
 mod probes;

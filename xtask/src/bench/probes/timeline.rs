@@ -140,8 +140,8 @@ pub(crate) struct LoggedRun {
 /// The message of the worker's trace event at the start of each probe run.
 pub(crate) const RUN_MESSAGE: &str = "probe running";
 
-/// The runs in the kubelet's log (lines `<RFC 3339 time> TRACE probe running pod=… probe=…
-/// late_us=…`), grouped by pod and probe type.
+/// The runs in the kubelet's JSON log (`"msg":"probe running"` lines with `pod`, `probe` and
+/// `late_us`), grouped by pod and probe type.
 pub(crate) fn logged_runs(log: &str) -> HashMap<(String, String), Vec<LoggedRun>> {
     let mut out: HashMap<(String, String), Vec<LoggedRun>> = HashMap::new();
     for run in log.lines().filter_map(logged_run) {
@@ -153,28 +153,23 @@ pub(crate) fn logged_runs(log: &str) -> HashMap<(String, String), Vec<LoggedRun>
 }
 
 fn logged_run(line: &str) -> Option<LoggedRun> {
-    if !line.contains(RUN_MESSAGE) {
+    let line = crate::bench::kubelet_log::Line::parse(line)?;
+    if line.msg != RUN_MESSAGE {
         return None;
     }
-    let mut words = line.split_whitespace();
-    let at = rfc3339_seconds(words.next()?)?;
-    let field = |key: &str| {
-        line.split_whitespace()
-            .find_map(|w| w.strip_prefix(key))
-            .map(str::to_owned)
-    };
     Some(LoggedRun {
-        at,
-        pod: field("pod=")?,
-        probe: field("probe=")?,
-        late_ms: field("late_us=")
+        at: line.at,
+        pod: line.field("pod")?,
+        probe: line.field("probe")?,
+        late_ms: line
+            .field("late_us")
             .and_then(|us| us.parse::<f64>().ok())
             .map(|us| us / 1e3),
     })
 }
 
-/// `YYYY-MM-DDTHH:MM:SS[.fraction]Z` (tracing-subscriber's UTC timestamps) in seconds since the
-/// epoch.
+/// `YYYY-MM-DDTHH:MM:SS[.fraction]Z` in seconds since the epoch (the tests' times).
+#[cfg(test)]
 pub(crate) fn rfc3339_seconds(s: &str) -> Option<f64> {
     let s = s.strip_suffix('Z')?;
     let (date, time) = s.split_once('T')?;
@@ -268,11 +263,11 @@ mod tests {
             Some(1_795_682_591.123_456)
         );
         assert_eq!(rfc3339_seconds("2026-11-26 08:43:11"), None);
-        let log = "2026-11-26T08:43:11.100000Z TRACE probe running pod=probes-1-bench-node_default container=app probe=Liveness late_us=1500
-2026-11-26T08:43:11.200000Z  INFO pod started pod=probes-1-bench-node_default
-2026-11-26T08:43:12.100000Z TRACE probe running pod=probes-1-bench-node_default container=app probe=Liveness late_us=20
-2026-11-26T08:43:12.300000Z TRACE probe running pod=probes-2-bench-node_default container=app probe=Readiness
-";
+        let log = r#"{"ts":1795682591100,"caller":"src/x.rs:1","msg":"probe running","v":5,"pod":"probes-1-bench-node_default","container":"app","probe":"Liveness","late_us":1500}
+{"ts":1795682591200,"caller":"src/x.rs:1","msg":"pod started","v":0,"pod":"probes-1-bench-node_default"}
+{"ts":1795682592100,"caller":"src/x.rs:1","msg":"probe running","v":5,"pod":"probes-1-bench-node_default","container":"app","probe":"Liveness","late_us":20}
+{"ts":1795682592300,"caller":"src/x.rs:1","msg":"probe running","v":5,"pod":"probes-2-bench-node_default","container":"app","probe":"Readiness"}
+"#;
         let runs = logged_runs(log);
         assert_eq!(runs.len(), 2);
         let live = &runs[&("probes-1-bench-node_default".into(), "Liveness".into())];
