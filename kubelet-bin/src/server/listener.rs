@@ -79,8 +79,11 @@ impl TlsListener {
                 };
                 let (acceptor, tx) = (acceptor.clone(), tx.clone());
                 tokio::spawn(async move {
-                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(&acceptor, stream))
-                        .await
+                    match tokio::time::timeout(
+                        HANDSHAKE_TIMEOUT,
+                        handshake(&acceptor, stream, addr),
+                    )
+                    .await
                     {
                         Ok(Some(tls)) => {
                             let _ = tx.send((tls, addr)).await;
@@ -104,7 +107,11 @@ fn looks_like_http(header: &[u8]) -> bool {
     matches!(header, b"GET /" | b"HEAD " | b"POST " | b"PUT /" | b"OPTIO")
 }
 
-async fn handshake(acceptor: &TlsAcceptor, mut stream: TcpStream) -> Option<TlsStream<TcpStream>> {
+async fn handshake(
+    acceptor: &TlsAcceptor,
+    mut stream: TcpStream,
+    addr: SocketAddr,
+) -> Option<TlsStream<TcpStream>> {
     let mut header = [0u8; 5];
     if let Ok(5) = stream.peek(&mut header).await
         && looks_like_http(&header)
@@ -116,9 +123,26 @@ async fn handshake(acceptor: &TlsAcceptor, mut stream: TcpStream) -> Option<TlsS
     match acceptor.accept(stream).await {
         Ok(tls) => Some(tls),
         Err(e) => {
-            tracing::debug!(error = %e, "TLS handshake failed");
+            match refused_client_certificate(&e) {
+                Some(reason) => tracing::warn!(
+                    %addr,
+                    reason,
+                    "TLS handshake failed: the client's certificate was refused (Go's TLS accepts some that rustls does not, e.g. an X.509 v1 certificate: reissue it as v3)"
+                ),
+                None => tracing::debug!(%addr, error = %e, "TLS handshake failed"),
+            }
             None
         }
+    }
+}
+
+/// Why the handshake refused the client's certificate, when that is why it failed: rustls
+/// parses the certificate to check the handshake signature and refuses some that Go accepts
+/// (an X.509 v1 certificate, an unusual encoding), which the client sees only as a TLS alert.
+fn refused_client_certificate(error: &std::io::Error) -> Option<String> {
+    match error.get_ref()?.downcast_ref::<rustls::Error>()? {
+        rustls::Error::InvalidCertificate(reason) => Some(format!("{reason:?}")),
+        _ => None,
     }
 }
 
@@ -142,6 +166,25 @@ impl axum::serve::Listener for TlsListener {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refused_client_certificate_is_named_and_other_failures_are_not() {
+        let refused = std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            rustls::Error::InvalidCertificate(rustls::CertificateError::BadEncoding),
+        );
+        assert_eq!(
+            refused_client_certificate(&refused).as_deref(),
+            Some("BadEncoding")
+        );
+        let other = std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            rustls::Error::NoCertificatesPresented,
+        );
+        assert_eq!(refused_client_certificate(&other), None);
+        let reset = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+        assert_eq!(refused_client_certificate(&reset), None);
+    }
 
     #[test]
     fn http_methods_are_recognised_as_go_does() {
