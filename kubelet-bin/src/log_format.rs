@@ -324,14 +324,7 @@ impl Visit for Collect {
     }
 
     fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
-        // `{:#}`-like: the error and its causes, as anyhow's alternate form.
-        let mut text = value.to_string();
-        let mut source = value.source();
-        while let Some(cause) = source {
-            let _ = write!(text, ": {cause}");
-            source = cause.source();
-        }
-        self.text(field, text);
+        self.text(field, kubelet_core::error::chain(value));
     }
 
     fn record_i64(&mut self, field: &Field, value: i64) {

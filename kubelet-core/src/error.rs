@@ -85,6 +85,23 @@ pub enum Error {
 /// `Result` with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// `error: its source: its source's source …` (anyhow's `{:#}`), for a log line that must name
+/// the cause. A source whose text its parent already ends with is not repeated (hyper's and
+/// kube's errors repeat their cause).
+pub fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut next = error.source();
+    while let Some(cause) = next {
+        let part = cause.to_string();
+        if !text.ends_with(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        next = cause.source();
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,5 +115,25 @@ mod tests {
         let e = fails().expect_err("fails");
         assert!(matches!(e, Error::Runtime(_)), "{e:?}");
         assert_eq!(e.to_string(), "not found: container abc");
+    }
+
+    #[test]
+    fn an_error_is_shown_with_its_causes_once_each() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("client error (SendRequest)")]
+        struct Outer(#[source] std::io::Error);
+        let error = Outer(std::io::Error::new(
+            std::io::ErrorKind::ConnectionReset,
+            "connection closed before message completed",
+        ));
+        assert_eq!(
+            chain(&error),
+            "client error (SendRequest): connection closed before message completed"
+        );
+        #[derive(Debug, thiserror::Error)]
+        #[error("failed: {0}")]
+        struct Repeats(#[source] std::io::Error);
+        let repeats = Repeats(std::io::Error::other("refused"));
+        assert_eq!(chain(&repeats), "failed: refused");
     }
 }

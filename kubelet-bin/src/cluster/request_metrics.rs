@@ -82,7 +82,10 @@ where
             let code = match &result {
                 Ok(response) => response.status().as_str().to_owned(),
                 Err(e) => {
-                    tracing::warn!("{method} {target}: {}", error_chain(e.as_ref()));
+                    tracing::warn!(
+                        "{method} {target}: {}",
+                        kubelet_core::error::chain(e.as_ref())
+                    );
                     "<error>".to_owned()
                 }
             };
@@ -90,22 +93,6 @@ where
             result
         })
     }
-}
-
-/// `error: its source: its source's source …`, skipping a source whose text its parent
-/// already ends with (hyper's errors repeat their cause).
-fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut next = error.source();
-    while let Some(cause) = next {
-        let part = cause.to_string();
-        if !text.ends_with(&part) {
-            text.push_str(": ");
-            text.push_str(&part);
-        }
-        next = cause.source();
-    }
-    text
 }
 
 #[cfg(test)]
@@ -154,25 +141,5 @@ mod tests {
         assert_eq!(count(&labels("200", "GET")), 2);
         assert_eq!(count(&labels("404", "PATCH")), 1);
         assert_eq!(count(&labels("<error>", "GET")), 1);
-    }
-
-    #[test]
-    fn an_error_is_shown_with_its_causes_once_each() {
-        #[derive(Debug, thiserror::Error)]
-        #[error("client error (SendRequest)")]
-        struct Outer(#[source] std::io::Error);
-        let error = Outer(std::io::Error::new(
-            std::io::ErrorKind::ConnectionReset,
-            "connection closed before message completed",
-        ));
-        assert_eq!(
-            error_chain(&error),
-            "client error (SendRequest): connection closed before message completed"
-        );
-        #[derive(Debug, thiserror::Error)]
-        #[error("failed: {0}")]
-        struct Repeats(#[source] std::io::Error);
-        let repeats = Repeats(std::io::Error::other("refused"));
-        assert_eq!(error_chain(&repeats), "failed: refused");
     }
 }
