@@ -189,27 +189,27 @@ impl Swappable {
 
     /// A fresh inner client from the config (reads its certificate files again).
     fn rebuild(&self) -> Result<(), kube::Error> {
-        let config = self
-            .config
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        let fresh = build(&config, self.requests.as_ref())?;
-        *self.current.write().unwrap_or_else(PoisonError::into_inner) = fresh;
-        Ok(())
+        self.replace(|_| {})
     }
 
     fn use_client_certificate(&self, pem: &Path) -> Result<(), kube::Error> {
+        self.replace(|config| {
+            let file = Some(pem.to_string_lossy().into_owned());
+            config.auth_info.client_certificate_data = None;
+            config.auth_info.client_key_data = None;
+            config.auth_info.client_certificate = file.clone();
+            config.auth_info.client_key = file;
+        })
+    }
+
+    /// Builds a fresh inner client from the config after `edit`, then keeps both.
+    fn replace(&self, edit: impl FnOnce(&mut kube::Config)) -> Result<(), kube::Error> {
         let mut config = self
             .config
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
-        let file = Some(pem.to_string_lossy().into_owned());
-        config.auth_info.client_certificate_data = None;
-        config.auth_info.client_key_data = None;
-        config.auth_info.client_certificate = file.clone();
-        config.auth_info.client_key = file;
+        edit(&mut config);
         let fresh = build(&config, self.requests.as_ref())?;
         *self.config.write().unwrap_or_else(PoisonError::into_inner) = config;
         *self.current.write().unwrap_or_else(PoisonError::into_inner) = fresh;
