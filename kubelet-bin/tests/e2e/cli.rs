@@ -16,6 +16,24 @@ fn kubelet(args: &[&str]) -> (i32, String) {
     (out.status.code().unwrap_or(-1), text)
 }
 
+/// `kubelet(args)` with its directories under `dir`, a runtime socket that does not exist and
+/// no plain-HTTP ports: for runs that fail before they touch the runtime.
+fn kubelet_offline(dir: &std::path::Path, args: &[&str]) -> (i32, String) {
+    let root = dir.join("root");
+    let mut all = args.to_vec();
+    all.extend([
+        "--root-dir",
+        root.to_str().expect("utf8"),
+        "--container-runtime-endpoint",
+        "unix:///does/not/exist.sock",
+        "--read-only-port",
+        "0",
+        "--healthz-port",
+        "0",
+    ]);
+    kubelet(&all)
+}
+
 #[test]
 fn bad_flags_exit_64_with_a_clear_message() {
     let cases: &[(&[&str], &str)] = &[
@@ -117,18 +135,10 @@ fn help_lists_upstream_flag_names() {
 fn an_unreadable_kubeconfig_fails_before_touching_the_runtime() {
     let dir = tempfile::tempdir().expect("tempdir");
     let missing = dir.path().join("kubeconfig");
-    let (code, text) = kubelet(&[
-        "--kubeconfig",
-        missing.to_str().expect("utf8"),
-        "--root-dir",
-        dir.path().join("root").to_str().expect("utf8"),
-        "--container-runtime-endpoint",
-        "unix:///does/not/exist.sock",
-        "--read-only-port",
-        "0",
-        "--healthz-port",
-        "0",
-    ]);
+    let (code, text) = kubelet_offline(
+        dir.path(),
+        &["--kubeconfig", missing.to_str().expect("utf8")],
+    );
     assert_eq!(code, 1, "{text}");
     assert!(text.contains("--kubeconfig"), "{text}");
     assert!(text.contains(missing.to_str().expect("utf8")), "{text}");
@@ -137,20 +147,15 @@ fn an_unreadable_kubeconfig_fails_before_touching_the_runtime() {
 /// The kubelet's log lines in `format`, from a run that fails fast (no kubeconfig to read).
 fn log_lines(format: &str) -> Vec<String> {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (code, text) = kubelet(&[
-        "--logging-format",
-        format,
-        "--kubeconfig",
-        dir.path().join("kubeconfig").to_str().expect("utf8"),
-        "--root-dir",
-        dir.path().join("root").to_str().expect("utf8"),
-        "--container-runtime-endpoint",
-        "unix:///does/not/exist.sock",
-        "--read-only-port",
-        "0",
-        "--healthz-port",
-        "0",
-    ]);
+    let (code, text) = kubelet_offline(
+        dir.path(),
+        &[
+            "--logging-format",
+            format,
+            "--kubeconfig",
+            dir.path().join("kubeconfig").to_str().expect("utf8"),
+        ],
+    );
     assert_eq!(code, 1, "{text}");
     text.lines().map(str::to_owned).collect()
 }
@@ -186,22 +191,17 @@ fn the_tls_bootstrap_runs_before_the_runtime_and_names_its_kubeconfig() {
     let dir = tempfile::tempdir().expect("tempdir");
     let bootstrap = dir.path().join("bootstrap-kubelet.conf");
     let kubeconfig = dir.path().join("kubelet.conf");
-    let (code, text) = kubelet(&[
-        "--bootstrap-kubeconfig",
-        bootstrap.to_str().expect("utf8"),
-        "--kubeconfig",
-        kubeconfig.to_str().expect("utf8"),
-        "--cert-dir",
-        dir.path().join("pki").to_str().expect("utf8"),
-        "--root-dir",
-        dir.path().join("root").to_str().expect("utf8"),
-        "--container-runtime-endpoint",
-        "unix:///does/not/exist.sock",
-        "--read-only-port",
-        "0",
-        "--healthz-port",
-        "0",
-    ]);
+    let (code, text) = kubelet_offline(
+        dir.path(),
+        &[
+            "--bootstrap-kubeconfig",
+            bootstrap.to_str().expect("utf8"),
+            "--kubeconfig",
+            kubeconfig.to_str().expect("utf8"),
+            "--cert-dir",
+            dir.path().join("pki").to_str().expect("utf8"),
+        ],
+    );
     assert_eq!(code, 1, "{text}");
     assert!(text.contains("TLS bootstrap"), "{text}");
     assert!(text.contains(bootstrap.to_str().expect("utf8")), "{text}");
