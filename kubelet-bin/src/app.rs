@@ -118,17 +118,15 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
                 let auth = &config.auth_info;
                 let rotation =
                     kubelet::cluster::certificate::Rotation::client(&cert_dir, &settings.node_name);
-                match (&auth.client_certificate, &auth.client_key) {
-                    (Some(cert), Some(key)) => {
-                        options = options.rotate_client_certificate(rotation.fallback(cert, key));
+                match kubelet::cluster::certificate::bootstrap::client_pair_pem(path, auth) {
+                    Ok(Some((cert, key))) => {
+                        options = options.rotate_client_certificate(rotation.seed(cert, key));
                     }
-                    _ if auth.client_certificate_data.is_some() => {
-                        options = options.rotate_client_certificate(rotation);
-                    }
-                    _ => warn!(
+                    Ok(None) => warn!(
                         kubeconfig = %path.display(),
                         "--rotate-certificates: the kubeconfig has no client certificate to rotate"
                     ),
+                    Err(e) => warn!(error = %e, "--rotate-certificates: not rotating"),
                 }
             }
             if settings.cluster.server_tls_bootstrap {

@@ -312,6 +312,38 @@ pub fn kubeconfig_still_valid(path: &Path) -> std::result::Result<(), String> {
         .find(|a| a.name == user_name)
         .and_then(|a| a.auth_info.as_ref())
         .ok_or_else(|| format!("no user {user_name:?}"))?;
+    let (cert, key) = user_pem(user)?;
+    let pair = Pair::parse(path, &format!("{cert}\n{key}"), true).map_err(|e| e.to_string())?;
+    if SystemTime::now() > pair.not_after {
+        return Err(format!(
+            "its client certificate expired at {}",
+            super::store::offset_date_time(pair.not_after)
+        ));
+    }
+    Ok(())
+}
+
+/// The client certificate and key PEM of a kubeconfig user (`client-certificate-data` or
+/// `client-certificate`, likewise the key), for example to seed the certificate store with the
+/// certificate kubeadm embeds in a control-plane node's `kubelet.conf`. `kubeconfig` names the
+/// file in the error; `Ok(None)` when the user has no client certificate.
+pub fn client_pair_pem(
+    kubeconfig: &Path,
+    user: &kube::config::AuthInfo,
+) -> Result<Option<(String, String)>> {
+    if user.client_certificate_data.is_none() && user.client_certificate.is_none() {
+        return Ok(None);
+    }
+    user_pem(user)
+        .map(Some)
+        .map_err(|message| Error::Kubeconfig {
+            path: kubeconfig.to_owned(),
+            message,
+        })
+}
+
+/// The user's client certificate and key PEM; the reason when either is missing or unreadable.
+fn user_pem(user: &kube::config::AuthInfo) -> std::result::Result<(String, String), String> {
     let cert = pem_of(
         user.client_certificate_data.as_deref(),
         user.client_certificate.as_deref(),
@@ -322,14 +354,7 @@ pub fn kubeconfig_still_valid(path: &Path) -> std::result::Result<(), String> {
         k.expose_secret().to_owned()
     });
     let key = pem_of(key_data.as_deref(), user.client_key.as_deref())?.ok_or("no client key")?;
-    let pair = Pair::parse(path, &format!("{cert}\n{key}"), true).map_err(|e| e.to_string())?;
-    if SystemTime::now() > pair.not_after {
-        return Err(format!(
-            "its client certificate expired at {}",
-            super::store::offset_date_time(pair.not_after)
-        ));
-    }
-    Ok(())
+    Ok((cert, key))
 }
 
 /// PEM text from base64 `data` or the file `file`.

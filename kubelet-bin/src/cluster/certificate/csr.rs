@@ -40,8 +40,11 @@ pub struct Template {
 
 impl Template {
     /// The client certificate of node `node_name` (upstream `NewKubeletClientCertificateManager`):
-    /// `CN=system:node:<name>, O=system:nodes`, digital signature and client auth (key
-    /// encipherment is for RSA keys only; these are ECDSA).
+    /// `CN=system:node:<name>, O=system:nodes`, usages digital signature, key encipherment and
+    /// client auth. Key encipherment means nothing for these ECDSA keys, and upstream stopped
+    /// asking for it with them in v1.27, but approvers and signers before v1.27 (kubeadm
+    /// v1.20's kube-controller-manager among them) sign only this exact set, and every later
+    /// one still accepts it (`IsKubeletClientCSR`, `IsKubeletServingCSR`).
     pub fn client(node_name: &str) -> Self {
         Self {
             common_name: format!("system:node:{node_name}"),
@@ -49,12 +52,17 @@ impl Template {
             dns_names: Vec::new(),
             ips: Vec::new(),
             signer_name: CLIENT_SIGNER.into(),
-            usages: vec!["digital signature".into(), "client auth".into()],
+            usages: vec![
+                "digital signature".into(),
+                "key encipherment".into(),
+                "client auth".into(),
+            ],
         }
     }
 
     /// The serving certificate of node `node_name` for `hostnames` and `ips` (upstream
-    /// `NewKubeletServerCertificateManager`).
+    /// `NewKubeletServerCertificateManager`): digital signature, key encipherment and server
+    /// auth, for the same reason as [`Template::client`]'s usages.
     pub fn serving(node_name: &str, hostnames: Vec<String>, ips: Vec<IpAddr>) -> Self {
         Self {
             common_name: format!("system:node:{node_name}"),
@@ -62,7 +70,11 @@ impl Template {
             dns_names: hostnames,
             ips,
             signer_name: SERVING_SIGNER.into(),
-            usages: vec!["digital signature".into(), "server auth".into()],
+            usages: vec![
+                "digital signature".into(),
+                "key encipherment".into(),
+                "server auth".into(),
+            ],
         }
     }
 

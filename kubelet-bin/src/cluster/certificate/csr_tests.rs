@@ -64,8 +64,12 @@ fn client_request_names_the_node_and_asks_the_kubelet_client_signer() {
     );
     assert_eq!(
         object.spec.usages,
-        Some(vec!["digital signature".into(), "client auth".into()]),
-        "no key encipherment for an ECDSA key"
+        Some(vec![
+            "digital signature".into(),
+            "key encipherment".into(),
+            "client auth".into()
+        ]),
+        "the exact set pre-v1.27 approvers (kubeadm v1.20's) sign"
     );
     assert_eq!(object.spec.request.0, pem.as_bytes());
 }
@@ -88,7 +92,11 @@ fn serving_request_carries_the_node_addresses() {
     assert_eq!(object.spec.signer_name, "kubernetes.io/kubelet-serving");
     assert_eq!(
         object.spec.usages,
-        Some(vec!["digital signature".into(), "server auth".into()])
+        Some(vec![
+            "digital signature".into(),
+            "key encipherment".into(),
+            "server auth".into()
+        ])
     );
 }
 

@@ -44,7 +44,7 @@ pub struct Rotation {
     store: Store,
     template: Template,
     wait: Duration,
-    fallback: Option<(PathBuf, PathBuf)>,
+    seed: Option<(String, String)>,
 }
 
 impl Rotation {
@@ -55,35 +55,46 @@ impl Rotation {
             store: Store::client(cert_dir),
             template: Template::client(node_name),
             wait: super::DEFAULT_WAIT_TIMEOUT,
-            fallback: None,
+            seed: None,
         }
     }
 
-    /// The certificate and key files in use while the store has none (`--kubeconfig`'s,
-    /// upstream's rule "a kubeconfig's certificate seeds the store"): the first renewal is
-    /// due by their certificate's lifetime.
+    /// The certificate and key (PEM) of `--kubeconfig`, which seed the store when it holds no
+    /// valid pair; the seeded pair is renewed at once (client-go
+    /// `getCurrentCertificateOrBootstrap`: kubeadm hands a control-plane node's kubelet a
+    /// certificate it signed itself in `kubelet.conf` and expects `kubelet-client-current.pem`
+    /// to exist, and the certificate to be rotated out, right away).
     #[must_use]
-    pub fn fallback(mut self, cert: impl Into<PathBuf>, key: impl Into<PathBuf>) -> Self {
-        self.fallback = Some((cert.into(), key.into()));
+    pub fn seed(mut self, cert_pem: impl Into<String>, key_pem: impl Into<String>) -> Self {
+        self.seed = Some((cert_pem.into(), key_pem.into()));
         self
     }
 
-    /// The pair in use: the store's, else the fallback files'.
+    /// The stored pair in use.
     pub fn current(&self) -> Result<Option<Pair>> {
-        if let Some(pair) = self.store.current()? {
-            return Ok(Some(pair));
+        self.store.current()
+    }
+
+    /// Writes the seed as the current pair when the store has no valid one; whether it did.
+    fn seed_store(&self) -> bool {
+        let Some((cert, key)) = &self.seed else {
+            return false;
+        };
+        if let Ok(Some(pair)) = self.store.current()
+            && pair.is_valid_at(SystemTime::now())
+        {
+            return false;
         }
-        let Some((cert, key)) = &self.fallback else {
-            return Ok(None);
-        };
-        let read = |path: &Path| {
-            std::fs::read_to_string(path).map_err(|source| super::Error::Io {
-                path: path.to_owned(),
-                source,
-            })
-        };
-        let text = format!("{}\n{}", read(cert)?, read(key)?);
-        Pair::parse(cert, &text, true).map(Some)
+        match self.store.update(cert, key) {
+            Ok(pair) => {
+                tracing::info!(kind = ?self.kind, certificate = %pair.path.display(), "stored the kubeconfig's certificate; renewing it at once");
+                true
+            }
+            Err(e) => {
+                tracing::warn!(kind = ?self.kind, error = %e, "cannot store the kubeconfig's certificate");
+                false
+            }
+        }
     }
 
     /// Requests and renews the serving certificate of node `node_name` (upstream
@@ -96,7 +107,7 @@ impl Rotation {
             store: Store::new(cert_dir, super::store::SERVER_PREFIX),
             template: Template::serving(node_name, Vec::new(), Vec::new()),
             wait: super::DEFAULT_WAIT_TIMEOUT,
-            fallback: None,
+            seed: None,
         }
     }
 
@@ -152,8 +163,13 @@ impl Rotation {
         {
             on_rotated(&self.store.current_path());
         }
+        let mut renew_now = self.seed_store();
         loop {
             let wait = match self.current() {
+                Ok(Some(pair)) if std::mem::take(&mut renew_now) => {
+                    ttl.set_not_after(pair.not_after);
+                    Duration::ZERO
+                }
                 Ok(Some(pair)) => {
                     ttl.set_not_after(pair.not_after);
                     let deadline = next_rotation_deadline(pair.not_before, pair.not_after);

@@ -99,35 +99,24 @@ async fn a_failed_renewal_counts_and_is_retried() {
 }
 
 #[tokio::test]
-async fn a_kubeconfig_certificate_outside_the_store_seeds_the_first_renewal() {
+async fn a_kubeconfig_certificate_seeds_an_empty_store_and_is_renewed_at_once() {
     let fake = FakeApiServer::start().await.expect("fake");
     let ca = Arc::new(TestCa::new());
     let dir = tempfile::tempdir().expect("tempdir");
-    // The kubeconfig's own files, past their rotation deadline; the store is empty.
+    // kubeadm's kubelet.conf on a control-plane node: a year-long certificate it signed itself,
+    // embedded in the kubeconfig; the store is empty.
     let now = SystemTime::now();
     let (cert, key) = ca.pair_between(
         "system:node:node-a",
         now - Duration::from_secs(100),
-        now + Duration::from_secs(5),
+        now + Duration::from_secs(365 * 24 * 3600),
     );
-    let (cert_file, key_file) = (
-        dir.path().join("kubelet.crt"),
-        dir.path().join("kubelet.key"),
-    );
-    std::fs::write(&cert_file, &cert).expect("write");
-    std::fs::write(&key_file, &key).expect("write");
     let pki = dir.path().join("pki");
-    let rotation = Rotation::client(&pki, "node-a").fallback(&cert_file, &key_file);
-    let seed = rotation
-        .current()
-        .expect("read")
-        .expect("the fallback pair");
-    assert_eq!(seed.path, cert_file);
-    let signer = tokio::spawn(sign_requests(
-        fake.client("signer").expect("client"),
-        ca.clone(),
-        Verdict::Approve(Duration::from_secs(3600)),
-    ));
+    let rotation = Rotation::client(&pki, "node-a").seed(cert.clone(), key);
+    assert!(
+        rotation.current().expect("read").is_none(),
+        "nothing stored before run"
+    );
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let token = CancellationToken::new();
     let task = tokio::spawn(rotation.run(
@@ -138,6 +127,25 @@ async fn a_kubeconfig_certificate_outside_the_store_seeds_the_first_renewal() {
         }),
         token.clone(),
     ));
+    // No signer yet: the renewal waits, and the seed is the current pair meanwhile.
+    let store = Store::client(&pki);
+    let seeded = async {
+        loop {
+            if let Ok(Some(pair)) = store.current() {
+                return pair;
+            }
+            tokio::task::yield_now().await;
+        }
+    };
+    let seeded = tokio::time::timeout(Duration::from_secs(10), seeded)
+        .await
+        .expect("the seed is stored");
+    assert_eq!(seeded.cert_pem, cert);
+    let signer = tokio::spawn(sign_requests(
+        fake.client("signer").expect("client"),
+        ca.clone(),
+        Verdict::Approve(Duration::from_secs(3600)),
+    ));
     assert_eq!(
         rx.recv().await.expect("rotated"),
         pki.join("kubelet-client-current.pem")
@@ -146,7 +154,10 @@ async fn a_kubeconfig_certificate_outside_the_store_seeds_the_first_renewal() {
         .current()
         .expect("read")
         .expect("a pair");
-    assert!(stored.not_after > seed.not_after);
+    assert_ne!(
+        stored.cert_pem, cert,
+        "the seed was renewed at once, not in ~300 days"
+    );
     token.cancel();
     task.await.expect("stops");
     signer.abort();

@@ -118,7 +118,11 @@ async fn the_secure_port_serves_the_certificate_issued_for_the_node() {
     assert_eq!(csrs[0].spec.signer_name, "kubernetes.io/kubelet-serving");
     assert_eq!(
         csrs[0].spec.usages,
-        Some(vec!["digital signature".into(), "server auth".into()])
+        Some(vec![
+            "digital signature".into(),
+            "key encipherment".into(),
+            "server auth".into()
+        ])
     );
     let ttl = metrics
         .certificate_manager_server_ttl
