@@ -52,7 +52,7 @@ mod reap;
 
 use std::{env, path::PathBuf};
 
-pub use build::ensure_built;
+pub use build::{ensure_built, ensure_commands};
 pub use cluster::{Cluster, ClusterBuilder};
 pub use files::{ClientPki, write_client_pki};
 

@@ -7,7 +7,7 @@
 //! `apt-get source --download-only kubernetes`; unpack; replace the vendored
 //! `github.com/modern-go/reflect2` 1.0.1, which crashes the server under Go 1.19, with Debian's
 //! copy; `make generated_files` (the tarball lacks the generated OpenAPI code); a GOPATH-mode
-//! `go build` with the version ldflags. The work directory is `<cache>/work`, removed after a
+//! `go build` with the version ldflags (of kube-apiserver, and on demand of other commands). The work directory is `<cache>/work`, removed after a
 //! successful build; a lock file keeps two builds from racing.
 
 use std::{
@@ -20,7 +20,7 @@ use std::{
 
 use anyhow::{Context, Result, bail};
 
-use super::{VERSION, binary_path, cache_dir};
+use super::{VERSION, cache_dir};
 use crate::util::{
     self,
     apt::{self, Probe},
@@ -54,15 +54,23 @@ const SUITE: &str = "bookworm";
 /// Where ldflags set the version (`kubectl version`, `/version`).
 const VERSION_PKG: &str = "k8s.io/kubernetes/vendor/k8s.io";
 
-/// Installs the packages the fixture needs and builds the binary unless it is cached; returns its
-/// path. Needs root for apt; 10–15 minutes of one core when cold (~1.2 GB of Go build cache).
+/// Installs the packages the fixture needs and builds kube-apiserver unless it is cached; returns
+/// its path. Needs root for apt; 10–15 minutes of one core when cold (~1.2 GB of Go build cache).
 pub fn ensure_built() -> Result<PathBuf> {
+    let mut built = ensure_commands(&["kube-apiserver"])?;
+    built.pop().context("no binary built")
+}
+
+/// Builds each `k8s.io/kubernetes/cmd/<name>` of `names` that is not cached yet (one source tree
+/// for all of them) and returns their paths in the same order. kube-controller-manager,
+/// kube-scheduler and kubeadm take a minute or two each once kube-apiserver's build cache is warm.
+pub fn ensure_commands(names: &[&str]) -> Result<Vec<PathBuf>> {
     apt::ensure(PACKAGES)?;
-    let binary = binary_path();
-    if binary.is_file() {
-        return Ok(binary);
-    }
     let cache = cache_dir();
+    let paths: Vec<PathBuf> = names.iter().map(|name| cache.join(name)).collect();
+    if paths.iter().all(|p| p.is_file()) {
+        return Ok(paths);
+    }
     fs::create_dir_all(&cache).with_context(|| format!("cannot create {}", cache.display()))?;
     let lock_path = cache.join("build.lock");
     let lock =
@@ -75,8 +83,14 @@ pub fn ensure_built() -> Result<PathBuf> {
         lock.lock()
             .with_context(|| format!("cannot lock {}", lock_path.display()))?;
     }
-    if binary.is_file() {
-        return Ok(binary); // the other build finished it
+    let missing: Vec<(&str, &PathBuf)> = names
+        .iter()
+        .copied()
+        .zip(&paths)
+        .filter(|(_, path)| !path.is_file()) // another build may have finished some
+        .collect();
+    if missing.is_empty() {
+        return Ok(paths);
     }
     let started = Instant::now();
     let work = cache.join("work");
@@ -84,17 +98,19 @@ pub fn ensure_built() -> Result<PathBuf> {
     let tree = unpacked_source(&work)?;
     replace_reflect2(&tree)?;
     generate(&tree)?;
-    let built = work.join("kube-apiserver");
-    go_build(&work, &tree, &built)?;
-    fs::rename(&built, &binary)
-        .with_context(|| format!("cannot move the binary to {}", binary.display()))?;
+    for (name, path) in missing {
+        let built = work.join(name);
+        go_build(&work, &tree, name, &built)?;
+        fs::rename(&built, path)
+            .with_context(|| format!("cannot move the binary to {}", path.display()))?;
+        eprintln!(
+            "xtask apiserver: built {} ({:.0?} so far)",
+            path.display(),
+            started.elapsed()
+        );
+    }
     let _ = fs::remove_dir_all(&work);
-    eprintln!(
-        "xtask apiserver: built {} in {:.0?}",
-        binary.display(),
-        started.elapsed()
-    );
-    Ok(binary)
+    Ok(paths)
 }
 
 /// Downloads (if needed) and unpacks the source; returns the tree's directory.
@@ -247,7 +263,7 @@ fn generate(tree: &Path) -> Result<()> {
 }
 
 /// The GOPATH-mode build (module mode with `-mod=vendor` fails on this tree).
-fn go_build(work: &Path, tree: &Path, out: &Path) -> Result<()> {
+fn go_build(work: &Path, tree: &Path, name: &str, out: &Path) -> Result<()> {
     let gopath = work.join("gopath");
     let link = gopath.join("src/k8s.io/kubernetes");
     fs::create_dir_all(gopath.join("src/k8s.io"))?;
@@ -260,13 +276,14 @@ fn go_build(work: &Path, tree: &Path, out: &Path) -> Result<()> {
          -X {VERSION_PKG}/component-base/version.gitMinor=20 \
          -X {VERSION_PKG}/client-go/pkg/version.gitVersion={VERSION}"
     );
-    eprintln!("xtask apiserver: go build k8s.io/kubernetes/cmd/kube-apiserver (10-15 min cold)");
+    let package = format!("k8s.io/kubernetes/cmd/{name}");
+    eprintln!("xtask apiserver: go build {package} (10-15 min cold)");
     util::run(
         Command::new("go")
             .arg("build")
             .arg("-o")
             .arg(out)
-            .args(["-ldflags", &ldflags, "k8s.io/kubernetes/cmd/kube-apiserver"])
+            .args(["-ldflags", &ldflags, &package])
             .current_dir(&link)
             .env("GOPATH", &gopath)
             .env("GO111MODULE", "off")
