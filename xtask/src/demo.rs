@@ -35,18 +35,7 @@ pub(crate) fn run(kubelet: Option<PathBuf>) -> Result<()> {
     }
     let kubelet_bin = match kubelet {
         Some(path) => path,
-        None => {
-            println!("==> building the kubelet (package kubelet-bin)");
-            let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-            let status = Command::new(cargo)
-                .args(["build", "--package", "kubelet-bin", "--bin", "kubelet"])
-                .current_dir(&root)
-                .status()?;
-            if !status.success() {
-                bail!("cannot build the kubelet ({status})");
-            }
-            target_dir().join("debug").join("kubelet")
-        }
+        None => build_kubelet()?,
     };
 
     println!("==> starting a private containerd in {}", demo.display());
@@ -259,4 +248,18 @@ fn tail(path: &Path) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(20)..].join("\n")
+}
+
+/// Builds the debug kubelet (package kubelet-bin) and returns its path.
+pub(crate) fn build_kubelet() -> Result<PathBuf> {
+    println!("==> building the kubelet (package kubelet-bin)");
+    let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .args(["build", "--package", "kubelet-bin", "--bin", "kubelet"])
+        .current_dir(project_root())
+        .status()?;
+    if !status.success() {
+        bail!("cannot build the kubelet ({status})");
+    }
+    Ok(target_dir().join("debug").join("kubelet"))
 }

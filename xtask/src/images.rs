@@ -180,6 +180,85 @@ pub fn filler_image(dir: &Path, reference: &str, size: usize) -> Result<PathBuf>
     Ok(path)
 }
 
+/// An image of `programs` tagged `reference`, in `dir`: each program at `/usr/local/bin/<name>`
+/// with the shared libraries `ldd` lists for it at their host paths, and `/tmp`. For the
+/// control-plane images of `cargo xtask kubeadm` (static Go binaries, and Debian's etcd, which
+/// links glibc); a pod's `command` names the program, as kubeadm's static pods do.
+pub fn program_image(dir: &Path, reference: &str, programs: &[&Path]) -> Result<PathBuf> {
+    fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+    for program in programs {
+        let name = program
+            .file_name()
+            .with_context(|| format!("{} names no file", program.display()))?;
+        let data =
+            fs::read(program).with_context(|| format!("cannot read {}", program.display()))?;
+        files.push((format!("usr/local/bin/{}", name.to_string_lossy()), data));
+        for library in shared_libraries(program)? {
+            let data =
+                fs::read(&library).with_context(|| format!("cannot read {}", library.display()))?;
+            let inside = library.to_string_lossy().trim_start_matches('/').to_owned();
+            if !files.iter().any(|(path, _)| *path == inside) {
+                files.push((inside, data));
+            }
+        }
+    }
+    let mut parts: Vec<&[u8]> = vec![reference.as_bytes()];
+    for (path, data) in &files {
+        parts.push(path.as_bytes());
+        parts.push(data);
+    }
+    let key = cache_key(&parts);
+    let path = dir.join(format!("program-{key}.tar"));
+    if path.exists() {
+        return Ok(path);
+    }
+    let mut layer = Layer::new();
+    layer.dir("tmp", 0o1777)?;
+    let mut dirs: Vec<String> = Vec::new();
+    for (inside, data) in &files {
+        let mut parent = String::new();
+        for component in inside
+            .split('/')
+            .collect::<Vec<_>>()
+            .split_last()
+            .map_or(&[][..], |(_, d)| d)
+        {
+            parent = if parent.is_empty() {
+                (*component).to_owned()
+            } else {
+                format!("{parent}/{component}")
+            };
+            if !dirs.contains(&parent) {
+                layer.dir(&parent, 0o755)?;
+                dirs.push(parent.clone());
+            }
+        }
+        layer.file(inside, data, 0o755)?;
+    }
+    let config = json!({ "Env": [PATH_ENV] });
+    write_layout(&path, &[reference], layer.finish()?, config)?;
+    Ok(path)
+}
+
+/// The libraries a dynamically linked program loads (`ldd`'s absolute paths, symlinks resolved
+/// to the path the loader asks for); none for a static one.
+fn shared_libraries(program: &Path) -> Result<Vec<PathBuf>> {
+    let output = Command::new("ldd")
+        .arg(program)
+        .output()
+        .context("cannot run ldd")?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    Ok(text
+        .lines()
+        .filter_map(|line| {
+            // "libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x…)" or "/lib64/ld-linux-x86-64.so.2 (0x…)"
+            let path = line.split("=>").last()?.split_whitespace().next()?;
+            path.starts_with('/').then(|| PathBuf::from(path))
+        })
+        .collect())
+}
+
 /// An uncompressed, reproducible layer tar (owner root, mtime 0).
 struct Layer(tar::Builder<Vec<u8>>);
 

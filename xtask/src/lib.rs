@@ -31,4 +31,4 @@ pub mod systemd;
 pub mod testbed;
 mod util;
 
-pub use util::{is_root, project_root, target_dir};
+pub use util::{is_root, output, project_root, target_dir};

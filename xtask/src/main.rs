@@ -4,6 +4,7 @@ mod bench;
 mod ci;
 mod demo;
 mod fuzz;
+mod kubeadm;
 
 use std::{path::PathBuf, process::ExitCode, sync::mpsc, time::Instant};
 
@@ -35,6 +36,9 @@ enum Cmd {
     /// Build kube-apiserver v1.20.2 from Debian's source package for the end-to-end tests, once:
     /// cached in ~/.cache/rust-kubelet (needs root for apt; 10-15 min cold).
     Apiserver,
+    /// The real kubeadm v1.20.2 (init, join, certificate rotation) on two nodes running this
+    /// kubelet, all inside namespaces the scenario creates (~15 min; not part of `ci`).
+    Kubeadm,
     /// Run examples/manifests as static pods with the kubelet on a private containerd.
     Demo {
         /// Use this kubelet binary instead of building package kubelet-bin.
@@ -122,6 +126,7 @@ fn run(cmd: Cmd) -> Result<()> {
             Ok(())
         }
         Cmd::Demo { kubelet } => demo::run(kubelet),
+        Cmd::Kubeadm => kubeadm::run(),
         Cmd::Ci => ci::run(),
         Cmd::Bench(args) => bench::run(args),
         Cmd::Soak(args) => bench::soak::run(args),

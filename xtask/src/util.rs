@@ -15,7 +15,7 @@ use anyhow::{Context, Result, bail};
 use nix::{sys::signal::Signal, unistd::Pid};
 
 /// Runs `cmd` to completion and returns its stdout; the error names the command and quotes stderr.
-pub(crate) fn output(cmd: &mut Command) -> Result<String> {
+pub fn output(cmd: &mut Command) -> Result<String> {
     let out = cmd
         .output()
         .with_context(|| format!("cannot run `{}`", display(cmd)))?;
