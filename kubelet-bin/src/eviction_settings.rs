@@ -14,6 +14,7 @@ use kubelet::cluster::node_status::EvictionHard;
 use kubelet_core::eviction::{self, api};
 
 use crate::cli::config::KubeletConfiguration;
+use crate::cli::map_flags;
 use crate::duration;
 use crate::settings::UsageError;
 
@@ -21,17 +22,20 @@ use crate::settings::UsageError;
 #[derive(Debug, Default, clap::Args)]
 #[group(id = "eviction")]
 pub struct Flags {
-    /// Soft eviction thresholds (`memory.available<1.5Gi,…`), each with a grace period.
-    #[arg(long)]
-    pub eviction_soft: Option<String>,
+    /// Soft eviction thresholds (`memory.available<1.5Gi,…`), each with a grace period;
+    /// repeated flags add up and replace the file's `evictionSoft`.
+    #[arg(long, action = map_flags::ACTION)]
+    pub eviction_soft: Vec<String>,
     /// How long each soft threshold must hold before pods are evicted
-    /// (`memory.available=1m30s,…`).
-    #[arg(long)]
-    pub eviction_soft_grace_period: Option<String>,
+    /// (`memory.available=1m30s,…`); repeated flags add up and replace the file's
+    /// `evictionSoftGracePeriod`.
+    #[arg(long, action = map_flags::ACTION)]
+    pub eviction_soft_grace_period: Vec<String>,
     /// Once a threshold is met, evict until this much more is available
-    /// (`memory.available=0Mi,nodefs.available=500Mi,…`).
-    #[arg(long)]
-    pub eviction_minimum_reclaim: Option<String>,
+    /// (`memory.available=0Mi,nodefs.available=500Mi,…`); repeated flags add up and replace
+    /// the file's `evictionMinimumReclaim`.
+    #[arg(long, action = map_flags::ACTION)]
+    pub eviction_minimum_reclaim: Vec<String>,
     /// The grace period of pods evicted for a soft threshold, in seconds (default 0).
     #[arg(long, allow_negative_numbers = true)]
     pub eviction_max_pod_grace_period: Option<i64>,
@@ -64,24 +68,25 @@ pub fn merge(
     file: &KubeletConfiguration,
     hard: &EvictionHard,
 ) -> Result<eviction::Config, UsageError> {
+    let soft_flag = map_flags::joined(&flags.eviction_soft);
+    let grace_flag = map_flags::joined(&flags.eviction_soft_grace_period);
+    let reclaim_flag = map_flags::joined(&flags.eviction_minimum_reclaim);
     let soft = map(
-        flags.eviction_soft.as_deref(),
+        soft_flag.as_deref(),
         "--eviction-soft",
         '<',
         file.eviction_soft.clone(),
     )?;
-    let (grace_name, grace) = match flags.eviction_soft_grace_period.as_deref() {
-        Some(_) => ("--eviction-soft-grace-period", None),
-        None => (
-            "evictionSoftGracePeriod",
-            file.eviction_soft_grace_period.clone(),
-        ),
+    let grace_name = if grace_flag.is_some() {
+        "--eviction-soft-grace-period"
+    } else {
+        "evictionSoftGracePeriod"
     };
     let grace = map(
-        flags.eviction_soft_grace_period.as_deref(),
+        grace_flag.as_deref(),
         grace_name,
         '=',
-        grace,
+        file.eviction_soft_grace_period.clone(),
     )?
     .into_iter()
     .map(|(signal, v)| {
@@ -90,18 +95,18 @@ pub fn merge(
             .map_err(|e| UsageError(format!("{grace_name}: {signal}={v}: {e}")))
     })
     .collect::<Result<BTreeMap<_, _>, _>>()?;
-    let reclaim_name = if flags.eviction_minimum_reclaim.is_some() {
+    let reclaim_name = if reclaim_flag.is_some() {
         "--eviction-minimum-reclaim"
     } else {
         "evictionMinimumReclaim"
     };
     let reclaim = map(
-        flags.eviction_minimum_reclaim.as_deref(),
+        reclaim_flag.as_deref(),
         reclaim_name,
         '=',
         file.eviction_minimum_reclaim.clone(),
     )?;
-    let soft_name = if flags.eviction_soft.is_some() {
+    let soft_name = if soft_flag.is_some() {
         "--eviction-soft"
     } else {
         "evictionSoft"
@@ -162,9 +167,9 @@ mod tests {
         }))
         .expect("config");
         let flags = Flags {
-            eviction_soft: Some("memory.available<1Gi".into()),
-            eviction_soft_grace_period: Some("memory.available=1m30s".into()),
-            eviction_minimum_reclaim: Some("memory.available=500Mi".into()),
+            eviction_soft: vec!["memory.available<1Gi".into()],
+            eviction_soft_grace_period: vec!["memory.available=1m30s".into()],
+            eviction_minimum_reclaim: vec!["memory.available=500Mi".into()],
             ..Flags::default()
         };
         let hard: EvictionHard = "memory.available<100Mi".parse().expect("hard");
@@ -175,6 +180,53 @@ mod tests {
         assert!(c.thresholds.iter().all(|t| t.min_reclaim.is_some()));
         assert_eq!(c.pressure_transition_period, Duration::from_secs(60));
         assert_eq!(c.max_pod_grace_period_seconds, 60);
+    }
+
+    /// Upstream's `cliflag.MapStringString`: repetitions add up, a later key wins, and a
+    /// flag replaces the file's whole map.
+    #[test]
+    fn repeated_map_flags_add_up_and_replace_the_files_maps() {
+        let file: KubeletConfiguration = serde_json::from_value(serde_json::json!({
+            "evictionSoft": {"nodefs.available": "20%"},
+            "evictionSoftGracePeriod": {"nodefs.available": "1h"},
+            "evictionMinimumReclaim": {"nodefs.available": "1Gi"},
+        }))
+        .expect("config");
+        let flags = Flags {
+            eviction_soft: vec![
+                "memory.available<1Gi".into(),
+                "memory.available<2Gi,imagefs.available<10%".into(),
+            ],
+            eviction_soft_grace_period: vec![
+                "memory.available=1m".into(),
+                "imagefs.available=2m".into(),
+            ],
+            eviction_minimum_reclaim: vec![
+                "memory.available=100Mi".into(),
+                "memory.available=200Mi".into(),
+            ],
+            ..Flags::default()
+        };
+        let c = merge(flags, &file, &EvictionHard(Vec::new())).expect("valid");
+        let map = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect()
+        };
+        let mut expected = api::parse_threshold_config(
+            &BTreeMap::new(),
+            &map(&[("memory.available", "2Gi"), ("imagefs.available", "10%")]),
+            &BTreeMap::from([
+                ("memory.available".to_owned(), Duration::from_secs(60)),
+                ("imagefs.available".to_owned(), Duration::from_secs(120)),
+            ]),
+            &BTreeMap::new(),
+        )
+        .expect("expected thresholds");
+        api::apply_min_reclaims(&mut expected, &map(&[("memory.available", "200Mi")]))
+            .expect("reclaims");
+        assert_eq!(c.thresholds, expected, "no nodefs.available from the file");
     }
 
     #[test]
@@ -190,7 +242,7 @@ mod tests {
             .0
         };
         let e = err(Flags {
-            eviction_soft: Some("memory.available<1Gi".into()),
+            eviction_soft: vec!["memory.available<1Gi".into()],
             ..Flags::default()
         });
         assert_eq!(
@@ -198,7 +250,7 @@ mod tests {
             "--eviction-soft: grace period must be specified for the soft eviction threshold memory.available"
         );
         let e = err(Flags {
-            eviction_soft_grace_period: Some("memory.available=soon".into()),
+            eviction_soft_grace_period: vec!["memory.available=soon".into()],
             ..Flags::default()
         });
         assert!(
@@ -206,7 +258,7 @@ mod tests {
             "{e}"
         );
         let e = err(Flags {
-            eviction_minimum_reclaim: Some("memory.available".into()),
+            eviction_minimum_reclaim: vec!["memory.available".into()],
             ..Flags::default()
         });
         assert!(

@@ -14,6 +14,7 @@ use std::time::Duration;
 use kubelet::cluster::node_status::{self, EvictionHard, NodeStatusOptions, Reserved, initial};
 
 use crate::cli::config::KubeletConfiguration;
+use crate::cli::map_flags;
 use crate::duration;
 use crate::settings::UsageError;
 
@@ -23,7 +24,7 @@ use crate::settings::UsageError;
 pub struct Flags {
     /// Labels of the registered Node (`key=value,…`); repeated flags add up, as upstream's
     /// map flags.
-    #[arg(long, action = clap::ArgAction::Append)]
+    #[arg(long, action = map_flags::ACTION)]
     pub node_labels: Vec<String>,
     /// Create the Node in the API server (default true).
     #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
@@ -34,16 +35,19 @@ pub struct Flags {
     /// The node's pod capacity (default 110).
     #[arg(long)]
     pub max_pods: Option<u32>,
-    /// Resources held back for Kubernetes daemons (`cpu=100m,memory=256Mi,…`).
-    #[arg(long)]
-    pub kube_reserved: Option<String>,
-    /// Resources held back for the system (`cpu=100m,memory=256Mi,…`).
-    #[arg(long)]
-    pub system_reserved: Option<String>,
+    /// Resources held back for Kubernetes daemons (`cpu=100m,memory=256Mi,…`); repeated
+    /// flags add up and replace the file's `kubeReserved`.
+    #[arg(long, action = map_flags::ACTION)]
+    pub kube_reserved: Vec<String>,
+    /// Resources held back for the system (`cpu=100m,memory=256Mi,…`); repeated flags add
+    /// up and replace the file's `systemReserved`.
+    #[arg(long, action = map_flags::ACTION)]
+    pub system_reserved: Vec<String>,
     /// Hard eviction thresholds, also held back from allocatable (default
-    /// `memory.available<100Mi,nodefs.available<10%,imagefs.available<15%,nodefs.inodesFree<5%`).
-    #[arg(long)]
-    pub eviction_hard: Option<String>,
+    /// `memory.available<100Mi,nodefs.available<10%,imagefs.available<15%,nodefs.inodesFree<5%`);
+    /// repeated flags add up and replace the file's `evictionHard`.
+    #[arg(long, action = map_flags::ACTION)]
+    pub eviction_hard: Vec<String>,
     /// How often an unchanged node status is still posted (default 5m).
     #[arg(long, value_parser = duration::parse)]
     pub node_status_report_frequency: Option<Duration>,
@@ -59,16 +63,19 @@ fn usage(what: &str) -> impl Fn(node_status::Error) -> UsageError + '_ {
     move |e| UsageError(format!("{what}: {e}"))
 }
 
+/// A reservation from its flag (`flag_name`), else its config field (`field`); errors name
+/// the one used.
 fn reserved(
     flag: Option<String>,
+    flag_name: &str,
     file: Option<BTreeMap<String, String>>,
-    name: &str,
+    field: &str,
 ) -> Result<Reserved, UsageError> {
     match (flag, file) {
-        (Some(s), _) => s.parse().map_err(usage(name)),
+        (Some(s), _) => s.parse().map_err(usage(flag_name)),
         (None, Some(map)) => {
             let joined: Vec<String> = map.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            joined.join(",").parse().map_err(usage(name))
+            joined.join(",").parse().map_err(usage(field))
         }
         (None, None) => Ok(Reserved::default()),
     }
@@ -82,16 +89,19 @@ pub fn merge(
     node_name: &str,
 ) -> Result<NodeStatusOptions, UsageError> {
     {
-        let mut node_labels = BTreeMap::new();
-        for labels in &flags.node_labels {
-            node_labels.extend(initial::parse_labels(labels).map_err(usage("--node-labels"))?);
-        }
+        let node_labels = match map_flags::joined(&flags.node_labels) {
+            Some(labels) => initial::parse_labels(&labels).map_err(usage("--node-labels"))?,
+            None => BTreeMap::new(),
+        };
         let register_with_taints = match flags.register_with_taints.as_deref() {
             Some(s) => initial::parse_taints(s).map_err(usage("--register-with-taints"))?,
             // checked by KubeletConfiguration::validate
             None => file.register_with_taints.clone().unwrap_or_default(),
         };
-        let eviction_hard = match (flags.eviction_hard, file.eviction_hard.clone()) {
+        let eviction_hard = match (
+            map_flags::joined(&flags.eviction_hard),
+            file.eviction_hard.clone(),
+        ) {
             (Some(s), _) => s.parse().map_err(usage("--eviction-hard"))?,
             (None, Some(map)) => EvictionHard::from_map(&map).map_err(usage("evictionHard"))?,
             (None, None) => EvictionHard::default(),
@@ -113,12 +123,14 @@ pub fn merge(
         opts.register_with_taints = register_with_taints;
         opts.max_pods = flags.max_pods.or(file.max_pods).unwrap_or(opts.max_pods);
         opts.kube_reserved = reserved(
-            flags.kube_reserved,
+            map_flags::joined(&flags.kube_reserved),
+            "--kube-reserved",
             file.kube_reserved.clone(),
             "kubeReserved",
         )?;
         opts.system_reserved = reserved(
-            flags.system_reserved,
+            map_flags::joined(&flags.system_reserved),
+            "--system-reserved",
             file.system_reserved.clone(),
             "systemReserved",
         )?;
@@ -168,7 +180,7 @@ mod tests {
         );
         let flags = Flags {
             max_pods: Some(30),
-            system_reserved: Some("cpu=200m".into()),
+            system_reserved: vec!["cpu=200m".into()],
             node_labels: vec!["role=edge".into()],
             ..Flags::default()
         };
@@ -188,7 +200,7 @@ mod tests {
     #[test]
     fn bad_values_name_the_flag() {
         let flags = Flags {
-            eviction_hard: Some("memory.available>1Gi".into()),
+            eviction_hard: vec!["memory.available>1Gi".into()],
             ..Flags::default()
         };
         let err = merge(flags, &KubeletConfiguration::default(), "n").expect_err("bad");
@@ -196,5 +208,63 @@ mod tests {
         let err =
             merge(Flags::default(), &file("kubeReserved:\n  cpu: lots\n"), "n").expect_err("bad");
         assert!(err.0.contains("kubeReserved"), "{}", err.0);
+        let flags = Flags {
+            kube_reserved: vec!["cpu=1".into(), "memory=lots".into()],
+            ..Flags::default()
+        };
+        let err = merge(flags, &KubeletConfiguration::default(), "n").expect_err("bad");
+        assert!(err.0.starts_with("--kube-reserved: "), "{}", err.0);
+    }
+
+    /// Upstream's `cliflag.MapStringString`: repetitions add up, a later key wins, and a
+    /// flag replaces the file's whole map.
+    #[test]
+    fn map_flags_add_up_and_replace_the_files_map() {
+        let cfg = file(
+            "kubeReserved:\n  cpu: 100m\n  memory: 1Gi\nsystemReserved:\n  pid: \"100\"\n\
+             evictionHard:\n  memory.available: 200Mi\n  nodefs.available: 5%\n",
+        );
+        let flags = Flags {
+            kube_reserved: vec!["cpu=300m".into()],
+            system_reserved: vec!["cpu=100m".into(), "memory=1Gi,cpu=200m".into()],
+            eviction_hard: vec!["memory.available<1Gi".into(), "memory.available<2Gi".into()],
+            node_labels: vec!["a=1,b=2".into(), "a=3".into()],
+            ..Flags::default()
+        };
+        let s = merge(flags, &cfg, "n").expect("valid");
+        assert_eq!(
+            s.kube_reserved.0,
+            BTreeMap::from([("cpu".to_owned(), 300_000_000)]),
+            "the flag replaces the file's map: no memory"
+        );
+        assert_eq!(
+            s.system_reserved.0,
+            BTreeMap::from([
+                ("cpu".to_owned(), 200_000_000),
+                ("memory".to_owned(), 1_073_741_824 * 1_000_000_000),
+            ])
+        );
+        assert_eq!(
+            s.eviction_hard,
+            "memory.available<2Gi".parse().expect("hard")
+        );
+        assert_eq!(
+            s.node_labels,
+            BTreeMap::from([
+                ("a".to_owned(), "3".to_owned()),
+                ("b".to_owned(), "2".to_owned())
+            ])
+        );
+        let flags = Flags {
+            kube_reserved: vec![String::new()],
+            ..Flags::default()
+        };
+        let s = merge(flags, &cfg, "n").expect("valid");
+        assert_eq!(
+            s.kube_reserved,
+            Reserved::default(),
+            "an empty flag still replaces the file's map, as upstream's first Set clears it"
+        );
+        assert_eq!(s.system_reserved.0.len(), 1, "the file's, without the flag");
     }
 }

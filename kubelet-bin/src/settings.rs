@@ -26,7 +26,8 @@ pub const EXIT_USAGE: i32 = 64;
     about = "A Rust kubelet: runs static pods on a CRI runtime",
     // `--version` prints upstream's `Kubernetes vX.Y.Z` (kubeadm's preflight parses it).
     disable_version_flag = true,
-    // A repeated flag: the last value wins, as upstream (KUBELET_EXTRA_ARGS relies on it).
+    // A repeated flag: the last value wins, as upstream (KUBELET_EXTRA_ARGS relies on it);
+    // map and list flags (`ArgAction::Append`) add up instead (`cli::map_flags`).
     args_override_self = true
 )]
 pub struct Flags {

@@ -18,6 +18,9 @@ pub enum Takes {
     Value,
     /// One of these values; others are a usage error.
     OneOf(&'static [&'static str]),
+    /// Comma-separated `key=bool` pairs, as upstream's `cliflag.MapStringBool`: repetitions
+    /// add up, a later key wins ([`super::map_flags`]), and the warning names the result.
+    BoolMap,
 }
 
 /// One accepted-and-ignored flag.
@@ -130,7 +133,7 @@ pub const TABLE: &[Ignored] = &[
     ),
     row(
         "feature-gates",
-        Takes::Value,
+        Takes::BoolMap,
         "this kubelet's features are not gated; it behaves as upstream's defaults",
     ),
     row(
@@ -212,6 +215,34 @@ impl Flags {
     }
 }
 
+/// One value of a [`Takes::BoolMap`] flag as upstream's `MapStringBool.Set` reads it:
+/// comma-separated `key=bool` pairs (empty ones skipped, keys and values trimmed, the values
+/// Go booleans), written back as `key=true|false` pairs.
+fn bool_pairs(value: &str) -> Result<String, String> {
+    let mut pairs = Vec::new();
+    for pair in value.split(',').filter(|p| !p.is_empty()) {
+        let (key, value) = pair
+            .split_once('=')
+            .ok_or_else(|| format!("malformed pair {pair:?}, expect key=bool"))?;
+        let (key, value) = (key.trim(), value.trim());
+        let value = go_bool(value).map_err(|e| format!("invalid value of {key}: {e}"))?;
+        pairs.push(format!("{key}={value}"));
+    }
+    Ok(pairs.join(","))
+}
+
+/// The repetitions of a [`Takes::BoolMap`] flag (each checked by [`bool_pairs`]) as one
+/// `key=bool` list, sorted by key, a later value for a key winning.
+fn merged_bool_map(values: &[String]) -> Option<String> {
+    let joined = super::map_flags::joined(values)?;
+    let map: std::collections::BTreeMap<&str, &str> = joined
+        .split(',')
+        .filter_map(|pair| pair.split_once('='))
+        .collect();
+    let pairs: Vec<String> = map.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    Some(pairs.join(","))
+}
+
 /// Go's `strconv.ParseBool`, as upstream's boolean flags.
 fn go_bool(value: &str) -> Result<String, String> {
     match value {
@@ -238,6 +269,10 @@ impl Ignored {
             Takes::OneOf(values) => arg
                 .num_args(1)
                 .value_parser(PossibleValuesParser::new(values.iter().copied())),
+            Takes::BoolMap => arg
+                .num_args(1)
+                .action(super::map_flags::ACTION)
+                .value_parser(bool_pairs),
         }
     }
 }
@@ -251,9 +286,15 @@ impl clap::FromArgMatches for Flags {
 
     fn update_from_arg_matches(&mut self, matches: &ArgMatches) -> Result<(), clap::Error> {
         for flag in TABLE {
-            if let Some(value) = matches.get_one::<String>(flag.name) {
+            let value = match flag.takes {
+                Takes::BoolMap => matches
+                    .get_many::<String>(flag.name)
+                    .and_then(|values| merged_bool_map(&values.cloned().collect::<Vec<_>>())),
+                _ => matches.get_one::<String>(flag.name).cloned(),
+            };
+            if let Some(value) = value {
                 self.given.retain(|(given, _)| given.name != flag.name);
-                self.given.push((flag, value.clone()));
+                self.given.push((flag, value));
             }
         }
         Ok(())
@@ -281,6 +322,27 @@ mod tests {
         names.dedup();
         assert_eq!(names.len(), TABLE.len());
         assert!(TABLE.iter().all(|f| !f.why.is_empty()));
+    }
+
+    #[test]
+    fn bool_maps_are_checked_and_merged_as_upstreams_map_string_bool() {
+        assert_eq!(bool_pairs(" A = True,,B=0"), Ok("A=true,B=false".into()));
+        assert_eq!(bool_pairs(""), Ok(String::new()));
+        assert!(
+            bool_pairs("A")
+                .expect_err("no value")
+                .contains("malformed pair")
+        );
+        assert!(
+            bool_pairs("A=maybe")
+                .expect_err("not a bool")
+                .contains("invalid value of A")
+        );
+        assert_eq!(
+            merged_bool_map(&["B=true,A=true".into(), "B=false".into()]),
+            Some("A=true,B=false".into())
+        );
+        assert_eq!(merged_bool_map(&[]), None);
     }
 
     #[test]

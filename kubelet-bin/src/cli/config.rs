@@ -16,7 +16,7 @@ use k8s_openapi::api::core::v1::Taint;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::{defaults, fields};
+use super::defaults;
 
 /// Why a config file does not load; each names the file, and the field where there is one.
 #[derive(Debug, thiserror::Error)]
@@ -172,8 +172,12 @@ macro_rules! kubelet_configuration {
         /// Upstream's `KubeletConfiguration`, every field (upstream's names and meanings; see
         /// upstream's `types.go` for each), plus `runtimeCgroups`, which this kubelet reads
         /// as the `--runtime-cgroups` flag.
+        ///
+        /// Fields of the file that are not fields here, at any depth, are not an error: a
+        /// loaded file lists them as [`Loaded::unknown_fields`], as upstream's lenient
+        /// decoding warns and loads.
         #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
-        #[serde(rename_all = "camelCase", deny_unknown_fields)]
+        #[serde(rename_all = "camelCase")]
         pub struct KubeletConfiguration {
             $(
                 $(#[$attr])*
@@ -339,16 +343,20 @@ kubelet_configuration! {
     pod_housekeeping_period: String,
 }
 
-/// Top-level fields this kubelet reads besides upstream's.
+/// Top-level fields this kubelet reads besides upstream's (the tests check the struct's
+/// fields against upstream's list plus these).
+#[cfg(test)]
 pub const EXTENSION_FIELDS: &[&str] = &["runtimeCgroups"];
 
-/// A loaded file: the configuration and its top-level fields that are not upstream's
-/// (ignored, each worth a warning).
+/// A loaded file: the configuration and its unknown fields (ignored, each worth a
+/// warning).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Loaded {
     /// The configuration, defaulted and validated.
     pub config: KubeletConfiguration,
-    /// Unknown top-level fields, in the file's order.
+    /// Unknown fields by their path (`syncFrequncy`, `authentication.x509.clientCAFil`,
+    /// `registerWithTaints[0].efect`), in key order: the fields the typed
+    /// configuration has no place for, so map-valued fields (`evictionHard`, …) have none.
     pub unknown_fields: Vec<String>,
 }
 
@@ -384,28 +392,19 @@ impl KubeletConfiguration {
         Self::from_object(path, parse_object(path, text)?)
     }
 
-    /// The configuration of a parsed file: its unknown fields set apart, typed, defaulted and
-    /// validated; errors name `path`.
-    fn from_object(path: &Path, mut object: Map<String, Value>) -> Result<Loaded, Error> {
+    /// The configuration of a parsed file: typed, its unknown fields set apart ([`typed`]),
+    /// defaulted and validated; errors name `path`.
+    fn from_object(path: &Path, object: Map<String, Value>) -> Result<Loaded, Error> {
         let field_error = |e: defaults::FieldError| Error::Field {
             path: path.to_owned(),
             field: e.path,
             message: e.reason,
         };
-        let unknown_fields: Vec<String> = object
-            .keys()
-            .filter(|k| !fields::is_upstream_field(k) && !EXTENSION_FIELDS.contains(&k.as_str()))
-            .cloned()
-            .collect();
-        for field in &unknown_fields {
-            object.remove(field);
-        }
-        let mut config: Self =
-            serde_path_to_error::deserialize(Value::Object(object)).map_err(|e| Error::Field {
-                path: path.to_owned(),
-                field: e.path().to_string(),
-                message: e.inner().to_string(),
-            })?;
+        let (mut config, unknown_fields) = typed(object).map_err(|e| Error::Field {
+            path: path.to_owned(),
+            field: e.path().to_string(),
+            message: e.inner().to_string(),
+        })?;
         config.set_defaults().map_err(field_error)?;
         config.validate().map_err(field_error)?;
         Ok(Loaded {
@@ -584,6 +583,42 @@ impl KubeletConfiguration {
     }
 }
 
+/// `object` as a [`KubeletConfiguration`], with the paths of its unknown fields: the one rule
+/// for them, at every depth, is "a field the typed configuration has no place for" (serde's
+/// ignored fields, found by `serde_ignored`), so the structs are the schema. Map-valued
+/// fields (`evictionHard`, `kubeReserved`, `featureGates`, …) take any key, and the free-form
+/// `logging` and `tracing` any content; neither has unknown fields. Upstream's strict
+/// decoding reports the same fields, and its lenient fallback loads the file.
+fn typed(
+    object: Map<String, Value>,
+) -> Result<(KubeletConfiguration, Vec<String>), serde_path_to_error::Error<serde_json::Error>> {
+    let mut unknown = Vec::new();
+    let mut record = |path: serde_ignored::Path<'_>| unknown.push(field_path(&path));
+    let config = serde_path_to_error::deserialize(serde_ignored::Deserializer::new(
+        Value::Object(object),
+        &mut record,
+    ))?;
+    Ok((config, unknown))
+}
+
+/// A field path as the file's errors write it (`authentication.x509.clientCAFile`,
+/// `registerWithTaints[0].key`): map keys joined by dots, list indexes in brackets, and
+/// `Option`/newtype layers left out.
+fn field_path(path: &serde_ignored::Path<'_>) -> String {
+    use serde_ignored::Path;
+    match path {
+        Path::Root => String::new(),
+        Path::Map { parent, key } => match field_path(parent) {
+            parent if parent.is_empty() => key.clone(),
+            parent => format!("{parent}.{key}"),
+        },
+        Path::Seq { parent, index } => format!("{}[{index}]", field_path(parent)),
+        Path::Some { parent }
+        | Path::NewtypeStruct { parent }
+        | Path::NewtypeVariant { parent } => field_path(parent),
+    }
+}
+
 /// The text of `path`.
 fn read(path: &Path) -> Result<String, Error> {
     std::fs::read_to_string(path).map_err(|source| Error::Read {
@@ -670,6 +705,7 @@ fn merge_patch(target: &mut Map<String, Value>, patch: Map<String, Value>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::fields;
 
     fn load(text: &str) -> Result<Loaded, Error> {
         KubeletConfiguration::from_text(Path::new("/etc/kubelet.yaml"), text)
@@ -677,15 +713,52 @@ mod tests {
 
     #[test]
     fn every_upstream_field_is_a_field_of_the_struct() {
-        // deny_unknown_fields: a name without a field (or a misspelt rename) fails here
+        // a name without a field (or a misspelt rename) would be an unknown field
         let all: Map<String, Value> = fields::UPSTREAM_FIELDS
             .iter()
             .chain(EXTENSION_FIELDS)
             .map(|f| ((*f).to_owned(), Value::Null))
             .collect();
-        let parsed: Result<KubeletConfiguration, _> =
-            serde_path_to_error::deserialize(Value::Object(all));
-        assert!(parsed.is_ok(), "{:?}", parsed.err().map(|e| e.to_string()));
+        let (_, unknown) = typed(all).expect("nulls are absent fields");
+        assert_eq!(unknown, Vec::<String>::new());
+    }
+
+    /// Unknown fields at every depth are named by their path; map-valued and free-form
+    /// fields take any key.
+    #[test]
+    fn unknown_nested_fields_are_named_by_their_path() {
+        let loaded = load(
+            "kind: KubeletConfiguration\n\
+             syncFrequncy: 3s\n\
+             authentication:\n  x509:\n    clientCAFil: /etc/ca.crt\n    clientCAFile: /etc/kubernetes/ca.crt\n  webhok: {enabled: true}\n\
+             registerWithTaints: [{key: a, effect: NoSchedule, efect: NoExecute}]\n\
+             reservedMemory: [{numaNode: 0, limits: {memory: 1Gi}, limit: 2}]\n\
+             crashLoopBackOff: {maxContainerRestartPeriod: 10s, initialPeriod: 1s}\n\
+             evictionHard: {memory.available: 100Mi, any.signal: 1%}\n\
+             kubeReserved: {cpu: 100m, anything: \"1\"}\n\
+             featureGates: {NoSuchGate: true}\n\
+             staticPodURLHeader: {X-Any: [a]}\n\
+             logging: {format: text, options: {json: {infoBufferSize: \"0\"}}}\n",
+        )
+        .expect("unknown fields are not an error");
+        assert_eq!(
+            loaded.unknown_fields,
+            [
+                "authentication.webhok",
+                "authentication.x509.clientCAFil",
+                "crashLoopBackOff.initialPeriod",
+                "registerWithTaints[0].efect",
+                "reservedMemory[0].limit",
+                "syncFrequncy",
+            ],
+        );
+        let auth = loaded.config.authentication.unwrap_or_default();
+        assert_eq!(
+            auth.x509.and_then(|x| x.client_ca_file),
+            Some(PathBuf::from("/etc/kubernetes/ca.crt")),
+            "the known sibling is read"
+        );
+        assert_eq!(loaded.config.eviction_hard.map(|m| m.len()), Some(2));
     }
 
     #[test]

@@ -231,17 +231,30 @@ fn a_bad_value_is_an_error_naming_the_field_path() {
 
 #[test]
 fn an_unknown_field_is_a_warning_naming_it() {
-    let settings = load("kind: KubeletConfiguration\nnoSuchField: 1\n", &[]).expect("loads");
+    let settings = load(
+        "kind: KubeletConfiguration\nnoSuchField: 1\nauthentication:\n  x509:\n    clientCAFil: /etc/ca.crt\nevictionHard:\n  memory.available: 100Mi\nkubeReserved:\n  cpu: 100m\n",
+        &[],
+    )
+    .expect("loads");
+    for field in ["noSuchField", "authentication.x509.clientCAFil"] {
+        assert!(
+            settings.ignored_config_fields.contains(&field.to_owned()),
+            "{field}: {:?}",
+            settings.ignored_config_fields
+        );
+        assert!(
+            crate::cli::fields::ignored_field_warning(field)
+                .starts_with(&format!("unknown KubeletConfiguration field {field:?}")),
+            "a warning that names {field} as unknown"
+        );
+    }
     assert!(
-        settings
+        !settings
             .ignored_config_fields
-            .contains(&"noSuchField".to_owned()),
-        "{:?}",
+            .iter()
+            .any(|f| f.starts_with("evictionHard") || f.starts_with("kubeReserved")),
+        "map-valued fields take any key: {:?}",
         settings.ignored_config_fields
-    );
-    assert!(
-        crate::cli::fields::ignored_field_warning("noSuchField").starts_with("unknown"),
-        "a warning that names it as unknown"
     );
 }
 

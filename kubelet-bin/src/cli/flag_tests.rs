@@ -1,5 +1,5 @@
-//! The flag sets installers pass parse, each ignored flag gives one warning, and a repeated
-//! flag takes its last value.
+//! The flag sets installers pass parse, each ignored flag gives one warning, a repeated
+//! scalar flag takes its last value, and a repeated map flag adds up.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -215,6 +215,60 @@ fn a_repeated_flag_takes_its_last_value() {
             .iter()
             .any(|w| w.starts_with("--network-plugin=cni "))
     );
+}
+
+/// Upstream's `cliflag.MapStringString` / `MapStringBool`: every repetition of a map flag
+/// adds its pairs, a later value for a key wins, and the flag replaces the file's map.
+#[test]
+fn a_repeated_map_flag_adds_up_and_replaces_the_files_map() {
+    let config = "kind: KubeletConfiguration\nkubeReserved:\n  pid: \"1000\"\nsystemReserved:\n  cpu: \"1\"\nevictionHard:\n  nodefs.available: 5%\n";
+    let s = parse_line(
+        "--config={config} --kube-reserved cpu=100m --kube-reserved memory=1Gi --eviction-hard memory.available<1Gi --eviction-hard memory.available<2Gi --eviction-soft-grace-period memory.available=1m --eviction-soft memory.available<3Gi --eviction-soft imagefs.available<20% --eviction-soft-grace-period imagefs.available=2m --feature-gates=A=true,B=true --feature-gates B=false",
+        config,
+    )
+    .expect("valid");
+    let reserved = &s.node_status.kube_reserved.0;
+    assert_eq!(
+        reserved.keys().collect::<Vec<_>>(),
+        ["cpu", "memory"],
+        "both repetitions, and not the file's pid: {reserved:?}"
+    );
+    assert_eq!(
+        s.node_status.system_reserved.0.keys().collect::<Vec<_>>(),
+        ["cpu"],
+        "the file's map without a flag"
+    );
+    assert_eq!(
+        s.node_status.eviction_hard,
+        "memory.available<2Gi".parse().expect("threshold"),
+        "the later value wins and the file's nodefs.available is replaced"
+    );
+    let soft: Vec<_> = s
+        .eviction
+        .thresholds
+        .iter()
+        .filter(|t| !t.is_hard())
+        .map(|t| (t.signal.to_string(), t.grace_period.as_secs()))
+        .collect();
+    assert_eq!(
+        soft,
+        [
+            ("imagefs.available".to_owned(), 120),
+            ("memory.available".to_owned(), 60)
+        ],
+        "{:?}",
+        s.eviction.thresholds
+    );
+    assert!(
+        s.flag_warnings
+            .iter()
+            .any(|w| w.starts_with("--feature-gates=A=true,B=false is ignored")),
+        "{:?}",
+        s.flag_warnings
+    );
+    assert_eq!(warned(&s, "--feature-gates"), 1, "{:?}", s.flag_warnings);
+    let err = parse(&["--feature-gates=A=maybe"]).expect_err("not a bool");
+    assert!(err.0.contains("--feature-gates"), "{}", err.0);
 }
 
 #[test]

@@ -1,7 +1,9 @@
 //! `/stats/summary` on a real containerd (issue 14, acceptance 4): a container burning CPU
-//! under a 200m limit and holding 48 MiB in a tmpfs; its CPU time and memory working set in
-//! the summary agree within 10 % with its own cgroup (read right after), the pod's with the
-//! pod cgroup; `usageNanoCores` appears from the second summary and stays within the limit;
+//! under a 200m limit and holding 48 MiB in a tmpfs; its CPU time in the summary lies between
+//! its own cgroup's right before and right after the request (a cumulative counter the
+//! kubelet reads live while serving it), its memory working set within 10 % of the cgroup's,
+//! the pod's with the pod cgroup; `usageNanoCores` appears from the second summary and stays
+//! within the limit;
 //! the pod has network counters, its emptyDir volume and ephemeral storage; the node has
 //! CPU, memory, fs and the image filesystem, and the `kubelet` and `runtime` system
 //! containers agree with the kubelet's and containerd's cgroups. `/metrics/resource` and `/metrics/cadvisor`
@@ -9,8 +11,10 @@
 
 use crate::support;
 
+use std::collections::HashMap;
 use std::time::Duration;
 
+use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 use support::{CgroupCleanup, Node, cg_read, container_status, phase, uid, v1_cgroups};
 
@@ -113,12 +117,68 @@ fn process_cgroup(pid: u32, controller: &str) -> String {
         .unwrap_or_else(|| panic!("{controller} in {text}"))
 }
 
-fn within_10_percent(what: &str, reported: u64, actual: u64) {
-    let (lo, hi) = (actual as f64 * 0.9, actual as f64 * 1.1);
-    assert!(
-        (lo..=hi).contains(&(reported as f64)),
-        "{what}: summary {reported}, cgroup {actual}"
-    );
+/// One cgroup reading taken right before and right after a request.
+#[derive(Clone, Copy, Debug)]
+struct Window {
+    before: u64,
+    after: u64,
+}
+
+impl Window {
+    /// A cumulative counter (CPU time) that the kubelet read while serving the request (live:
+    /// `ListContainerStats` of the runtime, or the cgroup file): it only grows, so the
+    /// reported value lies in the window, however long the request took under load. `slack`
+    /// absorbs a float's rounding (a Prometheus value in seconds). A stale reading or another
+    /// cgroup's counter falls outside.
+    fn assert_counter(&self, what: &str, reported: u64, slack: u64) {
+        assert!(
+            self.before.saturating_sub(slack) <= reported
+                && reported <= self.after.saturating_add(slack),
+            "{what}: reported {reported}, the cgroup's {} right before and {} right after the \
+             request (a stale reading or the wrong cgroup)",
+            self.before,
+            self.after
+        );
+    }
+
+    /// A gauge (a working set): within 10 % of the range the cgroup's value moved in during
+    /// the request.
+    fn assert_gauge(&self, what: &str, reported: u64) {
+        let lo = self.before.min(self.after) as f64 * 0.9;
+        let hi = self.before.max(self.after) as f64 * 1.1;
+        assert!(
+            (lo..=hi).contains(&(reported as f64)),
+            "{what}: reported {reported}, the cgroup's {} right before and {} right after the \
+             request",
+            self.before,
+            self.after
+        );
+    }
+}
+
+/// A reading the checks compare with: its label, the cgroup and the reader
+/// ([`cpu_nanos`] or [`working_set`]).
+type Reading<'a> = (&'a str, &'a str, fn(&str) -> u64);
+
+/// `request`, with every one of `readings` taken right before and right after it, by label.
+fn around<T>(
+    readings: &[Reading<'_>],
+    request: impl FnOnce() -> T,
+) -> (T, HashMap<String, Window>) {
+    let read = || -> Vec<u64> {
+        readings
+            .iter()
+            .map(|(_, cgroup, reader)| reader(cgroup))
+            .collect()
+    };
+    let before = read();
+    let value = request();
+    let windows = readings
+        .iter()
+        .zip(before.into_iter().zip(read()))
+        .map(|((label, _, _), (before, after))| ((*label).to_owned(), Window { before, after }))
+        .collect();
+    (value, windows)
 }
 
 #[test]
@@ -165,36 +225,56 @@ fn summary_agrees_with_the_cgroups() {
     );
     std::thread::sleep(Duration::from_secs(2));
 
-    let s = summary(&node);
-    let (cg_cpu, cg_ws) = (cpu_nanos(&container_cgroup), working_set(&container_cgroup));
-    let (pod_cg_cpu, pod_cg_ws) = (cpu_nanos(&pod_cgroup), working_set(&pod_cgroup));
+    // The system containers (upstream `summary_sys_containers.go`): the kubelet's own cgroup,
+    // containerd's (the CRI socket's server) and the pods' cgroup root.
+    let kubelet_pid = node.kubelet_pid().expect("the kubelet runs");
+    let containerd_pid = node.testbed.pid().expect("containerd runs");
+    let kubelet_cgroups = [
+        process_cgroup(kubelet_pid, "cpuacct"),
+        process_cgroup(kubelet_pid, "memory"),
+    ];
+    let runtime_cgroups = [
+        process_cgroup(containerd_pid, "cpuacct"),
+        process_cgroup(containerd_pid, "memory"),
+    ];
+    let start = Timestamp::now();
+    let (s, cg) = around(
+        &[
+            ("container cpu", &container_cgroup, cpu_nanos),
+            ("container working set", &container_cgroup, working_set),
+            ("pod cpu", &pod_cgroup, cpu_nanos),
+            ("pod working set", &pod_cgroup, working_set),
+            ("kubelet cpu", &kubelet_cgroups[0], cpu_nanos),
+            ("kubelet working set", &kubelet_cgroups[1], working_set),
+            ("runtime cpu", &runtime_cgroups[0], cpu_nanos),
+            ("runtime working set", &runtime_cgroups[1], working_set),
+        ],
+        || summary(&node),
+    );
+    let end = Timestamp::now();
     let p = pod_stats(&s, &burner()).expect("burner in the summary");
     let c = container(p, "burn").expect("burn container");
     eprintln!(
-        "container: {c}\npod cpu {} memory {}",
+        "container: {c}\npod cpu {} memory {}\ncgroups: {cg:?}",
         p["cpu"], p["memory"]
     );
 
-    within_10_percent(
-        "container cpu",
-        u64_at(c, "/cpu/usageCoreNanoSeconds"),
-        cg_cpu,
+    // The runtime read the container's counter during the request, not before it.
+    let read_at: Timestamp = c["cpu"]["time"]
+        .as_str()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("a cpu time in {c}"));
+    assert!(
+        (start.as_second()..=end.as_second()).contains(&read_at.as_second()),
+        "the container's CPU was read at {read_at}, the request ran from {start} to {end}"
     );
-    within_10_percent(
+    cg["container cpu"].assert_counter("container cpu", u64_at(c, "/cpu/usageCoreNanoSeconds"), 0);
+    cg["container working set"].assert_gauge(
         "container working set",
         u64_at(c, "/memory/workingSetBytes"),
-        cg_ws,
     );
-    within_10_percent(
-        "pod cpu",
-        u64_at(p, "/cpu/usageCoreNanoSeconds"),
-        pod_cg_cpu,
-    );
-    within_10_percent(
-        "pod working set",
-        u64_at(p, "/memory/workingSetBytes"),
-        pod_cg_ws,
-    );
+    cg["pod cpu"].assert_counter("pod cpu", u64_at(p, "/cpu/usageCoreNanoSeconds"), 0);
+    cg["pod working set"].assert_gauge("pod working set", u64_at(p, "/memory/workingSetBytes"));
     // Two samples: a rate, which the 200m CFS limit caps.
     let cores = u64_at(c, "/cpu/usageNanoCores");
     assert!(cores > 0 && cores <= 300_000_000, "usageNanoCores {cores}");
@@ -226,8 +306,6 @@ fn summary_agrees_with_the_cgroups() {
     assert!(u64_at(n, "/runtime/imageFs/usedBytes") > 0, "{n}");
     assert!(n["startTime"].is_string());
 
-    // The system containers (upstream `summary_sys_containers.go`): the kubelet's own cgroup,
-    // containerd's (the CRI socket's server) and the pods' cgroup root.
     let system = |name: &str| {
         n["systemContainers"]
             .as_array()
@@ -235,31 +313,16 @@ fn summary_agrees_with_the_cgroups() {
             .unwrap_or_else(|| panic!("{name} in {}", n["systemContainers"]))
             .clone()
     };
-    let kubelet_pid = node.kubelet_pid().expect("the kubelet runs");
-    let containerd_pid = node.testbed.pid().expect("containerd runs");
-    let (kubelet, runtime) = (system("kubelet"), system("runtime"));
-    let system_readings = [
-        ("kubelet", &kubelet, kubelet_pid),
-        ("runtime", &runtime, containerd_pid),
-    ]
-    .map(|(name, stats, pid)| {
-        (
-            name,
-            stats.clone(),
-            cpu_nanos(&process_cgroup(pid, "cpuacct")),
-            working_set(&process_cgroup(pid, "memory")),
-        )
-    });
-    for (name, stats, cg_cpu, cg_ws) in &system_readings {
-        within_10_percent(
+    for name in ["kubelet", "runtime"] {
+        let stats = system(name);
+        cg[&format!("{name} cpu")].assert_counter(
             &format!("{name} cpu"),
-            u64_at(stats, "/cpu/usageCoreNanoSeconds"),
-            *cg_cpu,
+            u64_at(&stats, "/cpu/usageCoreNanoSeconds"),
+            0,
         );
-        within_10_percent(
+        cg[&format!("{name} working set")].assert_gauge(
             &format!("{name} working set"),
-            u64_at(stats, "/memory/workingSetBytes"),
-            *cg_ws,
+            u64_at(&stats, "/memory/workingSetBytes"),
         );
         assert!(stats["startTime"].is_string(), "{stats}");
     }
@@ -283,7 +346,13 @@ fn summary_agrees_with_the_cgroups() {
     assert!(only["node"].get("fs").is_none());
 
     // /metrics/resource, parsed as a scraper does: the same readings, with timestamps.
-    let text = get(&node, "/metrics/resource");
+    let (text, cg) = around(
+        &[
+            ("container cpu", &container_cgroup, cpu_nanos),
+            ("container working set", &container_cgroup, working_set),
+        ],
+        || get(&node, "/metrics/resource"),
+    );
     let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned())))
         .expect("/metrics/resource parses");
     let value = |name: &str, container: Option<&str>| -> f64 {
@@ -302,17 +371,15 @@ fn summary_agrees_with_the_cgroups() {
             ref other => panic!("{name}: {other:?}"),
         }
     };
-    let cg_ws = working_set(&container_cgroup);
-    let cg_cpu = cpu_nanos(&container_cgroup);
-    within_10_percent(
+    cg["container working set"].assert_gauge(
         "container_memory_working_set_bytes",
         value("container_memory_working_set_bytes", Some("burn")) as u64,
-        cg_ws,
     );
-    within_10_percent(
+    // Seconds as a float: a microsecond's slack for its rounding.
+    cg["container cpu"].assert_counter(
         "container_cpu_usage_seconds_total",
         (value("container_cpu_usage_seconds_total", Some("burn")) * 1e9) as u64,
-        cg_cpu,
+        1_000,
     );
     assert!(value("pod_cpu_usage_seconds_total", None) > 0.0);
     assert!(value("pod_memory_working_set_bytes", None) > f64::from(48u32 << 20));
