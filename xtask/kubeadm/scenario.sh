@@ -3,6 +3,7 @@
 # what this needs and runs it (see xtask/src/kubeadm.rs for the environment it passes).
 #
 #   scenario.sh run          the whole scenario: network, nodes, init, join, rotation, checks
+#   scenario.sh conformance  one node (kubeadm init), then the conformance suite on it
 #   scenario.sh node NAME IP the inside of one node (started by `run`, never by hand)
 #
 # Each node is a network namespace (a veth pair joins the two), a UTS namespace (its hostname)
@@ -181,6 +182,13 @@ make_network() {
     done
 }
 
+# One scenario at a time: both use the same namespaces, addresses and directories.
+take_lock() {
+    mkdir -p "$WORK"
+    exec 9>"$WORK/.lock"
+    flock -n 9 || fail "another kubeadm scenario is running (lock $WORK/.lock)"
+}
+
 start_node() { # start_node NAME IP
     local name=$1 ip=$2
     mkdir -p "$WORK/$name"
@@ -195,14 +203,15 @@ start_node() { # start_node NAME IP
     pgrep -P "$unshare" >"$WORK/$name/pid" # the node's shell, as the machine numbers it
 }
 
-push_images() {
-    local line tarball tag dest
+push_images() { # IMAGES: lines of "<OCI archive> <its tag> <destination reference>"
+    local line tarball tag dest count=0
     while IFS= read -r line; do
         read -r tarball tag dest <<<"$line"
         in_node kadm-cp skopeo copy -q --dest-tls-verify=false \
-            "oci-archive:$tarball:$tag" "docker://$REGISTRY/$dest"
+            "oci-archive:$tarball:$tag" "docker://$dest"
+        count=$((count + 1))
     done <<<"$IMAGES"
-    log "control-plane images pushed to $REGISTRY"
+    log "$count images pushed to the registry at 127.0.0.1:5000"
 }
 
 write_init_config() {
@@ -272,19 +281,11 @@ lease_age() { # seconds since the worker last renewed its Lease
     echo $(($(date +%s) - $(date_epoch "$renew")))
 }
 
-run_main() {
-    NODE_PIDS=()
-    trap cleanup EXIT INT TERM
-    local t0=$SECONDS
-    rm -rf "$WORK/kadm-cp" "$WORK/kadm-worker" "$WORK/registry"
-    mkdir -p "$WORK"
-    make_network
-    start_node kadm-cp "$CP_IP"
-    start_node kadm-worker "$WORKER_IP"
+# The control-plane node up: images in its registry, `kubeadm init`, the Node Ready and the four
+# mirror pods Running.
+init_control_plane() {
     push_images
     write_init_config
-
-    # ---- kubeadm init on kadm-cp
     log "kubeadm init (log: $WORK/kubeadm-init.log)"
     local t_init=$SECONDS
     in_node kadm-cp "$KUBEADM" init --config "$WORK/kubeadm-init.yaml" \
@@ -294,6 +295,19 @@ run_main() {
     wait_for 120 "kadm-cp Ready" node_ready kadm-cp || fail "kadm-cp is not Ready"
     wait_for 180 "the four control-plane mirror pods Running" mirror_pods_running ||
         fail "mirror pods: $(kubectl_cp -n kube-system get pods -o wide 2>&1)"
+}
+
+run_main() {
+    NODE_PIDS=()
+    take_lock
+    trap cleanup EXIT INT TERM
+    local t0=$SECONDS
+    rm -rf "$WORK/kadm-cp" "$WORK/kadm-worker" "$WORK/registry"
+    mkdir -p "$WORK"
+    make_network
+    start_node kadm-cp "$CP_IP"
+    start_node kadm-worker "$WORKER_IP"
+    init_control_plane
     grep -q 'kubelet-finalize' "$WORK/kubeadm-init.log" ||
         fail "kubeadm did not point kubelet.conf at a rotatable certificate (no kubelet-client-current.pem)"
 
@@ -365,11 +379,40 @@ EOF
     log "PASSED in $((SECONDS - t0)) s"
 }
 
+
+# The conformance suite on a one-node cluster: kubeadm init as above, the control-plane taint
+# lifted so that the suite's pods run on the node, then ginkgo with e2e.test inside the node's
+# namespaces. Needs E2E_TEST, GINKGO, FOCUS, SKIP, NODES; the JUnit reports go to $WORK/report.
+conformance_main() {
+    : "${E2E_TEST:?}" "${GINKGO:?}" "${FOCUS:?}" "${SKIP:?}" "${NODES:?}"
+    NODE_PIDS=()
+    take_lock
+    trap cleanup EXIT INT TERM
+    rm -rf "$WORK/kadm-cp" "$WORK/kadm-worker" "$WORK/registry" "$WORK/report"
+    mkdir -p "$WORK/report"
+    make_network
+    start_node kadm-cp "$CP_IP"
+    init_control_plane
+    kubectl_cp taint nodes kadm-cp node-role.kubernetes.io/master- >/dev/null
+    printf '%s\n' "dockerLibraryRegistry: 127.0.0.1:5000/library" \
+        "e2eRegistry: 127.0.0.1:5000/kubernetes-e2e-test-images" \
+        "promoterE2eRegistry: 127.0.0.1:5000/e2e-test-images" \
+        "gcRegistry: 127.0.0.1:5000/k8s" >"$WORK/repo-list.yaml"
+    log "ginkgo -nodes=$NODES -focus='$FOCUS' -skip='$SKIP' (log: $WORK/e2e.log)"
+    local t_suite=$SECONDS
+    in_node kadm-cp env KUBE_TEST_REPO_LIST="$WORK/repo-list.yaml" "$GINKGO" -nodes="$NODES" \
+        -noColor -focus="$FOCUS" -skip="$SKIP" "$E2E_TEST" -- --provider=local \
+        --kubeconfig=/etc/kubernetes/admin.conf --minStartupPods=0 --allowed-not-ready-nodes=0 \
+        --report-dir="$WORK/report" >"$WORK/e2e.log" 2>&1 || true
+    log "the suite ran in $((SECONDS - t_suite)) s: $(grep -E '^(Ran [0-9]+ of|FAIL!|SUCCESS!)' "$WORK/e2e.log" | tr '\n' ' ')"
+}
+
 case "${1:-}" in
 run) run_main ;;
+conformance) conformance_main ;;
 node) node_main "$2" "$3" ;;
 *)
-    echo "usage: $0 run | node NAME IP" >&2
+    echo "usage: $0 run | conformance | node NAME IP" >&2
     exit 2
     ;;
 esac

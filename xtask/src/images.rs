@@ -93,13 +93,21 @@ fn busybox(dir: &Path) -> Result<PathBuf> {
     if path.exists() {
         return Ok(path);
     }
+    let mut layer = Layer::new();
+    busybox_files(&mut layer, &bin)?;
+    let config = json!({ "Cmd": ["sh"], "Env": [PATH_ENV] });
+    write_layout(&path, BUSYBOX_REFS, layer.finish()?, config)?;
+    Ok(path)
+}
+
+/// Adds the busybox image's files to `layer`: `bin` (the static busybox) at `/bin/busybox`, a
+/// symlink per applet, `/etc/passwd`, `/etc/group` and the usual directories.
+fn busybox_files(layer: &mut Layer, bin: &[u8]) -> Result<()> {
     let list = util::output(Command::new(BUSYBOX_BIN).arg("--list"))?;
     let applets: Vec<&str> = list.lines().filter(|a| *a != "busybox").collect();
     if let Some(missing) = BUSYBOX_APPLETS.iter().find(|a| !applets.contains(a)) {
         bail!("{BUSYBOX_BIN} lacks the applet `{missing}`");
     }
-
-    let mut layer = Layer::new();
     for (dir, mode) in [
         ("bin", 0o755),
         ("dev", 0o755),
@@ -113,7 +121,7 @@ fn busybox(dir: &Path) -> Result<PathBuf> {
     ] {
         layer.dir(dir, mode)?;
     }
-    layer.file("bin/busybox", &bin, 0o755)?;
+    layer.file("bin/busybox", bin, 0o755)?;
     for applet in applets {
         layer.symlink(&format!("bin/{applet}"), "busybox")?;
     }
@@ -123,8 +131,55 @@ fn busybox(dir: &Path) -> Result<PathBuf> {
         0o644,
     )?;
     layer.file("etc/group", b"root:x:0:\nnobody:x:65534:\n", 0o644)?;
-    let config = json!({ "Cmd": ["sh"], "Env": [PATH_ENV] });
-    write_layout(&path, BUSYBOX_REFS, layer.finish()?, config)?;
+    Ok(())
+}
+
+/// A file an image adds on top of busybox: path inside the image (no leading `/`), content, mode.
+pub type ExtraFile = (String, Vec<u8>, u32);
+
+/// An image of busybox plus `extra` files (their parent directories made as needed), tagged
+/// `reference`, with the image config `config` (`Entrypoint`, `Cmd`, `User`, …; `Env` defaults
+/// to the usual `PATH`): stand-ins for the images a test suite names, such as the conformance
+/// suite's agnhost, nginx or nonroot. Cached by content in `dir`.
+pub fn busybox_derived(
+    dir: &Path,
+    reference: &str,
+    extra: &[ExtraFile],
+    mut config: Value,
+) -> Result<PathBuf> {
+    fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let bin = fs::read(BUSYBOX_BIN)
+        .with_context(|| format!("cannot read {BUSYBOX_BIN} (is busybox-static installed?)"))?;
+    if config.get("Env").is_none()
+        && let Some(object) = config.as_object_mut()
+    {
+        object.insert("Env".into(), json!([PATH_ENV]));
+    }
+    let config_text = config.to_string();
+    let mut parts: Vec<&[u8]> = vec![&bin, reference.as_bytes(), config_text.as_bytes()];
+    let modes: Vec<[u8; 4]> = extra
+        .iter()
+        .map(|(_, _, mode)| mode.to_le_bytes())
+        .collect();
+    for ((path, data, _), mode) in extra.iter().zip(&modes) {
+        parts.extend([path.as_bytes(), data.as_slice(), mode.as_slice()]);
+    }
+    let path = dir.join(format!("derived-{}.tar", cache_key(&parts)));
+    if path.exists() {
+        return Ok(path);
+    }
+    let mut layer = Layer::new();
+    busybox_files(&mut layer, &bin)?;
+    let mut dirs: Vec<String> = [
+        "bin", "dev", "etc", "home", "proc", "root", "sys", "tmp", "var",
+    ]
+    .map(String::from)
+    .to_vec();
+    for (inside, data, mode) in extra {
+        layer.parents(inside, &mut dirs)?;
+        layer.file(inside, data, *mode)?;
+    }
+    write_layout(&path, &[reference], layer.finish()?, config)?;
     Ok(path)
 }
 
@@ -215,25 +270,9 @@ pub fn program_image(dir: &Path, reference: &str, programs: &[&Path]) -> Result<
     }
     let mut layer = Layer::new();
     layer.dir("tmp", 0o1777)?;
-    let mut dirs: Vec<String> = Vec::new();
+    let mut dirs: Vec<String> = vec!["tmp".into()];
     for (inside, data) in &files {
-        let mut parent = String::new();
-        for component in inside
-            .split('/')
-            .collect::<Vec<_>>()
-            .split_last()
-            .map_or(&[][..], |(_, d)| d)
-        {
-            parent = if parent.is_empty() {
-                (*component).to_owned()
-            } else {
-                format!("{parent}/{component}")
-            };
-            if !dirs.contains(&parent) {
-                layer.dir(&parent, 0o755)?;
-                dirs.push(parent.clone());
-            }
-        }
+        layer.parents(inside, &mut dirs)?;
         layer.file(inside, data, 0o755)?;
     }
     let config = json!({ "Env": [PATH_ENV] });
@@ -291,6 +330,24 @@ impl Layer {
     fn symlink(&mut self, path: &str, target: &str) -> Result<()> {
         let mut h = Self::header(tar::EntryType::Symlink, 0o777, 0);
         Ok(self.0.append_link(&mut h, path, target)?)
+    }
+
+    /// Adds the directories above `path` (mode 0755) that `made` does not list yet.
+    fn parents(&mut self, path: &str, made: &mut Vec<String>) -> Result<()> {
+        let mut parent = String::new();
+        let components: Vec<&str> = path.split('/').collect();
+        for component in components.split_last().map_or(&[][..], |(_, dirs)| dirs) {
+            parent = if parent.is_empty() {
+                (*component).to_owned()
+            } else {
+                format!("{parent}/{component}")
+            };
+            if !made.contains(&parent) {
+                self.dir(&parent, 0o755)?;
+                made.push(parent.clone());
+            }
+        }
+        Ok(())
     }
 
     fn finish(self) -> Result<Vec<u8>> {

@@ -39,83 +39,142 @@ const ETCD: &str = "/usr/bin/etcd";
 
 /// Builds what the scenario needs and runs it.
 pub fn run() -> Result<()> {
+    let built = prepare(&[])?;
+    let images = control_plane_images(&built)?;
+    scenario("run", &built, &images, &[])
+}
+
+/// The binaries a scenario runs, built and cached, and its work directory.
+pub(crate) struct Built {
+    /// `target/kubeadm`: logs, the nodes' overlays and testbeds.
+    pub work: PathBuf,
+    /// Where image archives are cached.
+    pub images: PathBuf,
+    /// kubeadm, kube-apiserver, … and the `also` binaries given to [`prepare`], by name.
+    binaries: Vec<PathBuf>,
+    /// The kubelet the nodes run.
+    pub kubelet: PathBuf,
+}
+
+impl Built {
+    /// The built upstream binary `name` (one of [`COMMANDS`] or those given to [`prepare`]).
+    pub fn binary(&self, name: &str) -> Result<&Path> {
+        self.binaries
+            .iter()
+            .find(|b| b.file_name().is_some_and(|f| f == name))
+            .map(PathBuf::as_path)
+            .with_context(|| format!("{name} was not built"))
+    }
+}
+
+/// Packages, the upstream binaries (`COMMANDS` plus `also`) and this workspace's kubelet.
+pub(crate) fn prepare(also: &[&str]) -> Result<Built> {
     if !is_root() {
-        bail!("the kubeadm scenario needs root (namespaces, mounts, containerd)");
+        bail!("the kubeadm scenarios need root (namespaces, mounts, containerd)");
     }
     testbed::ensure_packages()?;
-    let binaries = apiserver::ensure_commands(&COMMANDS)?;
-    let kubeadm = binaries[3].clone();
+    let names: Vec<&str> = COMMANDS.iter().chain(also).copied().collect();
+    let binaries = apiserver::ensure_commands(&names)?;
     let work = target_dir().join("kubeadm");
-    let images = control_plane_images(&work.join("images"), &kubeadm, &binaries)?;
-    let kubelet = demo::build_kubelet()?;
+    Ok(Built {
+        images: work.join("images"),
+        work,
+        binaries,
+        kubelet: demo::build_kubelet()?,
+    })
+}
+
+/// Runs `xtask/kubeadm/scenario.sh <mode>` with the environment it reads, plus `env`.
+pub(crate) fn scenario(
+    mode: &str,
+    built: &Built,
+    images: &[ImageLine],
+    env: &[(&str, &std::ffi::OsStr)],
+) -> Result<()> {
     let root = project_root();
     let script = root.join("xtask/kubeadm/scenario.sh");
-    println!("==> {} run", script.display());
+    println!("==> {} {mode}", script.display());
+    let lines: Vec<String> = images.iter().map(ImageLine::to_string).collect();
     let status = Command::new("bash")
         .arg(&script)
-        .arg("run")
-        .env("WORK", &work)
-        .env("KUBELET", &kubelet)
+        .arg(mode)
+        .env("WORK", &built.work)
+        .env("KUBELET", &built.kubelet)
         .env(
             "XTASK",
             env::current_exe().context("cannot find xtask's own binary")?,
         )
-        .env("KUBEADM", &kubeadm)
+        .env("KUBEADM", built.binary("kubeadm")?)
         .env("DROPIN", root.join("deploy/10-kubeadm.conf"))
-        .env("IMAGES", images)
+        .env("IMAGES", lines.join("\n"))
+        .envs(env.iter().copied())
         .status()
         .with_context(|| format!("cannot run {}", script.display()))?;
     if !status.success() {
         bail!(
             "the kubeadm scenario failed ({status}); logs under {}",
-            work.display()
+            built.work.display()
         );
     }
     Ok(())
 }
 
-/// The images `kubeadm config images list` names that the scenario needs, as lines of
-/// `<OCI archive> <tag in the archive> <repository:tag under IMAGE_REPOSITORY>`.
-fn control_plane_images(dir: &Path, kubeadm: &Path, binaries: &[PathBuf]) -> Result<String> {
+/// An image for the scenario's registry: an OCI archive, the tag inside it, and the reference
+/// to push it as.
+pub(crate) struct ImageLine {
+    pub archive: PathBuf,
+    pub tag: String,
+    pub destination: String,
+}
+
+impl std::fmt::Display for ImageLine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {} {}",
+            self.archive.display(),
+            self.tag,
+            self.destination
+        )
+    }
+}
+
+/// The images `kubeadm config images list` names that the scenario needs (control plane and
+/// pause; coredns and kube-proxy are not built, their addon phases are skipped).
+pub(crate) fn control_plane_images(built: &Built) -> Result<Vec<ImageLine>> {
     let list = output(
-        Command::new(kubeadm)
+        Command::new(built.binary("kubeadm")?)
             .args(["config", "images", "list", "--kubernetes-version"])
             .arg(apiserver::VERSION)
             .args(["--image-repository", IMAGE_REPOSITORY]),
     )?;
-    let pause = images::ensure_images(dir)?.pause;
+    let pause = images::ensure_images(&built.images)?.pause;
     let pause_tag = images::PAUSE_REF
         .rsplit_once(':')
         .map_or("latest", |(_, tag)| tag);
     let mut lines = Vec::new();
     for reference in list.lines().map(str::trim).filter(|l| !l.is_empty()) {
-        let repository_tag = reference
-            .strip_prefix(IMAGE_REPOSITORY)
-            .map(|rest| rest.trim_start_matches('/'))
-            .with_context(|| format!("kubeadm listed {reference}, outside {IMAGE_REPOSITORY}"))?;
-        let (name, tag) = repository_tag
+        let (repository, tag) = reference
             .rsplit_once(':')
             .with_context(|| format!("kubeadm listed {reference} without a tag"))?;
-        let program = match name {
-            "etcd" => Some(PathBuf::from(ETCD)),
-            "pause" => None,
+        let name = repository.rsplit('/').next().unwrap_or(repository);
+        let (archive, tag) = match name {
             "coredns" | "kube-proxy" => continue, // their addon phases are skipped
-            _ => Some(
-                binaries
-                    .iter()
-                    .find(|b| b.file_name().is_some_and(|f| f == name))
-                    .with_context(|| format!("no binary for the image {reference}"))?
-                    .clone(),
+            "pause" => (pause.clone(), pause_tag),
+            "etcd" => (
+                images::program_image(&built.images, reference, &[Path::new(ETCD)])?,
+                tag,
+            ),
+            _ => (
+                images::program_image(&built.images, reference, &[built.binary(name)?])?,
+                tag,
             ),
         };
-        let (archive, archive_tag) = match program {
-            Some(program) => (images::program_image(dir, reference, &[&program])?, tag),
-            None => (pause.clone(), pause_tag),
-        };
-        lines.push(format!(
-            "{} {archive_tag} {repository_tag}",
-            archive.display()
-        ));
+        lines.push(ImageLine {
+            archive,
+            tag: tag.to_owned(),
+            destination: reference.to_owned(),
+        });
     }
-    Ok(lines.join("\n"))
+    Ok(lines)
 }

@@ -2,6 +2,7 @@
 
 mod bench;
 mod ci;
+mod conformance;
 mod demo;
 mod fuzz;
 mod kubeadm;
@@ -35,10 +36,19 @@ enum Cmd {
     },
     /// Build kube-apiserver v1.20.2 from Debian's source package for the end-to-end tests, once:
     /// cached in ~/.cache/rust-kubelet (needs root for apt; 10-15 min cold).
-    Apiserver,
+    Apiserver {
+        /// Also build these from the same tree: commands under cmd/ (kubelet, kubeadm,
+        /// kube-controller-manager, …), agnhost, ginkgo or e2e.test.
+        #[arg(long, value_delimiter = ',')]
+        also: Vec<String>,
+    },
     /// The real kubeadm v1.20.2 (init, join, certificate rotation) on two nodes running this
     /// kubelet, all inside namespaces the scenario creates (~15 min; not part of `ci`).
     Kubeadm,
+    /// The upstream conformance suite (e2e.test v1.20.2) on a one-node kubeadm cluster running
+    /// this kubelet or, with --kubelet upstream, the Go kubelet; writes
+    /// target/conformance/results.md. Not part of `ci`.
+    Conformance(conformance::Args),
     /// Run examples/manifests as static pods with the kubelet on a private containerd.
     Demo {
         /// Use this kubelet binary instead of building package kubelet-bin.
@@ -116,7 +126,11 @@ fn run(cmd: Cmd) -> Result<()> {
             );
             Ok(())
         }
-        Cmd::Apiserver => {
+        Cmd::Apiserver { also } => {
+            let also: Vec<&str> = also.iter().map(String::as_str).collect();
+            for built in apiserver::ensure_commands(&also)? {
+                println!("{}", built.display());
+            }
             let binary = apiserver::ensure_built()?;
             println!(
                 "kube-apiserver {}: {}",
@@ -127,6 +141,7 @@ fn run(cmd: Cmd) -> Result<()> {
         }
         Cmd::Demo { kubelet } => demo::run(kubelet),
         Cmd::Kubeadm => kubeadm::run(),
+        Cmd::Conformance(args) => conformance::run(args),
         Cmd::Ci => ci::run(),
         Cmd::Bench(args) => bench::run(args),
         Cmd::Soak(args) => bench::soak::run(args),

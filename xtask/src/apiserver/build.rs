@@ -61,7 +61,8 @@ pub fn ensure_built() -> Result<PathBuf> {
     built.pop().context("no binary built")
 }
 
-/// Builds each `k8s.io/kubernetes/cmd/<name>` of `names` that is not cached yet (one source tree
+/// Builds each binary of `names` that is not cached yet (`k8s.io/kubernetes/cmd/<name>`, or
+/// `agnhost`, `ginkgo`, `e2e.test`: [`go_package`]) (one source tree
 /// for all of them) and returns their paths in the same order. kube-controller-manager,
 /// kube-scheduler and kubeadm take a minute or two each once kube-apiserver's build cache is warm.
 pub fn ensure_commands(names: &[&str]) -> Result<Vec<PathBuf>> {
@@ -262,6 +263,24 @@ fn generate(tree: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The `go` verb and the package that make the binary `name`: a command under `cmd/`, the test
+/// images' `agnhost`, the vendored `ginkgo`, or the conformance suite `e2e.test` (`go test -c`).
+fn go_package(name: &str) -> (&'static [&'static str], String) {
+    match name {
+        "e2e.test" => (&["test", "-c"], "k8s.io/kubernetes/test/e2e".into()),
+        "ginkgo" => (
+            &["build"],
+            "k8s.io/kubernetes/vendor/github.com/onsi/ginkgo/ginkgo".into(),
+        ),
+        "agnhost" => (&["build"], "k8s.io/kubernetes/test/images/agnhost".into()),
+        "nonewprivs" => (
+            &["build"],
+            "k8s.io/kubernetes/test/images/nonewprivs".into(),
+        ),
+        command => (&["build"], format!("k8s.io/kubernetes/cmd/{command}")),
+    }
+}
+
 /// The GOPATH-mode build (module mode with `-mod=vendor` fails on this tree).
 fn go_build(work: &Path, tree: &Path, name: &str, out: &Path) -> Result<()> {
     let gopath = work.join("gopath");
@@ -276,11 +295,14 @@ fn go_build(work: &Path, tree: &Path, name: &str, out: &Path) -> Result<()> {
          -X {VERSION_PKG}/component-base/version.gitMinor=20 \
          -X {VERSION_PKG}/client-go/pkg/version.gitVersion={VERSION}"
     );
-    let package = format!("k8s.io/kubernetes/cmd/{name}");
-    eprintln!("xtask apiserver: go build {package} (10-15 min cold)");
+    let (verb, package) = go_package(name);
+    eprintln!(
+        "xtask apiserver: go {} {package} (10-15 min cold)",
+        verb.join(" ")
+    );
     util::run(
         Command::new("go")
-            .arg("build")
+            .args(verb)
             .arg("-o")
             .arg(out)
             .args(["-ldflags", &ldflags, &package])
