@@ -23,6 +23,7 @@
 #![cfg_attr(test, allow(clippy::disallowed_methods))]
 
 pub mod active_deadline;
+pub mod apparmor;
 pub mod backoff;
 pub mod blocking;
 pub mod cache;

@@ -51,6 +51,9 @@ pub struct Options {
     /// Node IPs: the localhost nameserver of `Default` pods when `resolv_conf` is empty, and
     /// the pod IPs of a runtime without sandboxes.
     pub node_ips: Vec<String>,
+    /// The sysctls a sandbox may get: the safe set plus `--allowed-unsafe-sysctls` (the
+    /// kubelet's admission already refused others; this guards other callers).
+    pub sysctls: crate::sysctl::Allowlist,
 }
 
 impl Default for Options {
@@ -62,6 +65,7 @@ impl Default for Options {
             node_name: String::new(),
             cluster_dns: ClusterDns::default(),
             node_ips: Vec::new(),
+            sysctls: crate::sysctl::Allowlist::default(),
         }
     }
 }
@@ -106,6 +110,13 @@ impl Options {
     #[must_use]
     pub fn with_node_ips(mut self, ips: Vec<String>) -> Self {
         self.node_ips = ips;
+        self
+    }
+
+    /// Sets [`Options::sysctls`].
+    #[must_use]
+    pub fn with_sysctls(mut self, allowlist: crate::sysctl::Allowlist) -> Self {
+        self.sysctls = allowlist;
         self
     }
 }
