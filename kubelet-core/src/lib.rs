@@ -33,6 +33,7 @@ pub mod config;
 pub mod container;
 pub mod container_gc;
 pub mod credentialprovider;
+pub mod duration;
 pub mod envvars;
 pub mod error;
 pub mod events;

@@ -142,6 +142,8 @@ pub struct KubeRuntimeManager<S> {
     pub(super) metrics: KubeletMetrics,
     /// Exits the runtime's events reported before its status shows them.
     pub(super) observed_exits: Arc<ObservedExits>,
+    /// The node's credential provider plugins, asked after the pull secrets.
+    pub(super) credential_providers: Option<Arc<crate::credentialprovider::CredentialProviders>>,
 }
 
 impl<S> Clone for KubeRuntimeManager<S> {
@@ -156,6 +158,7 @@ impl<S> Clone for KubeRuntimeManager<S> {
             events: self.events.clone(),
             metrics: self.metrics.clone(),
             observed_exits: self.observed_exits.clone(),
+            credential_providers: self.credential_providers.clone(),
         }
     }
 }
@@ -184,6 +187,7 @@ impl<S: RuntimeService> KubeRuntimeManager<S> {
             events: Arc::new(NoopRecorder),
             metrics: KubeletMetrics::default(),
             observed_exits: Arc::default(),
+            credential_providers: None,
         }
     }
 
@@ -216,6 +220,17 @@ impl<S: RuntimeService> KubeRuntimeManager<S> {
     #[must_use]
     pub fn with_image_pull_backoff(mut self, backoff: ImagePullBackoff) -> Self {
         self.image_backoff = Arc::new(backoff);
+        self
+    }
+
+    /// Pulls also with the credentials of the node's credential provider plugins
+    /// (`--image-credential-provider-config`), after the pod's pull secrets'.
+    #[must_use]
+    pub fn with_credential_providers(
+        mut self,
+        providers: Arc<crate::credentialprovider::CredentialProviders>,
+    ) -> Self {
+        self.credential_providers = Some(providers);
         self
     }
 

@@ -392,6 +392,7 @@ impl<S: RuntimeService> KubeRuntimeManager<S> {
             container,
             ctx.sandbox_config,
             &image_events,
+            self.credential_providers.as_deref(),
         )
         .await
         .map_err(|e| match e {
