@@ -61,6 +61,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     .stats_provider(summary)
     .eviction(settings.eviction.clone())
     .pod_infra_container_image(settings.gc.pod_infra_container_image.clone())
+    .sysctl_allowlist(settings.security.sysctls.clone())
     .image_gc_period(settings.gc.image_gc_period);
     if settings.gc.image_gc.is_enabled() {
         builder = builder.image_gc(settings.gc.image_gc, pod_stats);
@@ -205,6 +206,8 @@ fn remote_runtime(
             .with_root_dir(ctx.root_dir.clone())
             .with_node_name(ctx.node_name.clone())
             .with_seccomp_profile_root(ctx.root_dir.join("seccomp"))
+            .with_seccomp_default(settings.security.seccomp_default)
+            .with_sysctls(settings.security.sysctls.clone())
             .with_node_ips(ctx.node_ips.clone())
             .with_resolv_conf(pr.resolv_conf.clone())
             .with_cluster_dns(kubelet_core::kuberuntime::ClusterDns {
@@ -224,6 +227,13 @@ fn remote_runtime(
         settings.image_pull_backoff.0,
         settings.image_pull_backoff.1,
     ));
+    let runtime = match &settings.security.credential_providers {
+        Some((config, bin_dir)) => runtime.with_credential_providers(Arc::new(
+            kubelet_core::credentialprovider::CredentialProviders::load(config, bin_dir)
+                .context("--image-credential-provider-config")?,
+        )),
+        None => runtime,
+    };
     Ok(runtime)
 }
 

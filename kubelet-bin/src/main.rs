@@ -22,6 +22,7 @@ mod node_allocatable;
 mod node_status_flags;
 use kubelet::duration;
 mod pod_runtime;
+mod security_settings;
 mod server_settings;
 mod settings;
 

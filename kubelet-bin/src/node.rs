@@ -147,6 +147,7 @@ pub struct NodeBuilder {
     file_check_frequency: Duration,
     sources: Vec<Box<dyn PodSource>>,
     admit: Vec<Arc<dyn PodAdmitHandler>>,
+    sysctls: Option<kubelet_core::sysctl::Allowlist>,
     nodes: Option<Arc<dyn NodeProvider>>,
     mirror: Option<Arc<dyn MirrorClient>>,
     cgroups: Arc<dyn PodContainerManager>,
@@ -235,6 +236,7 @@ impl NodeBuilder {
             file_check_frequency: kubelet_core::config::file::DEFAULT_CHECK_FREQUENCY,
             sources: Vec::new(),
             admit: Vec::new(),
+            sysctls: None,
             nodes: None,
             mirror: None,
             cgroups: Arc::new(kubelet_core::cm::Noop::default()),
@@ -335,6 +337,13 @@ impl NodeBuilder {
     /// Adds a pod source.
     pub fn source(mut self, source: Box<dyn PodSource>) -> Self {
         self.sources.push(source);
+        self
+    }
+
+    /// The sysctls pods may set: the safe ones plus `--allowed-unsafe-sysctls` (default: the
+    /// safe ones). Give the runtime the same list (`kubelet_cri::Options::with_sysctls`).
+    pub fn sysctl_allowlist(mut self, allowlist: kubelet_core::sysctl::Allowlist) -> Self {
+        self.sysctls = Some(allowlist);
         self
     }
 
@@ -803,6 +812,9 @@ impl NodeBuilder {
         }
         for handler in self.admit {
             kubelet = kubelet.admit_handler(handler);
+        }
+        if let Some(allowlist) = self.sysctls {
+            kubelet = kubelet.sysctl_allowlist(allowlist);
         }
         match (self.eviction, &self.stats) {
             (Some(config), Some(stats)) => {

@@ -135,6 +135,9 @@ pub struct Flags {
     /// Node allocatable enforcement flags.
     #[command(flatten)]
     pub node_allocatable: crate::node_allocatable::Flags,
+    /// Pod security flags (seccomp default, unsafe sysctls).
+    #[command(flatten)]
+    pub security: crate::security_settings::Flags,
     /// Flags installers pass that are accepted and ignored with a warning.
     #[command(flatten)]
     pub accepted: crate::cli::accepted_flags::Flags,
@@ -207,6 +210,8 @@ pub struct Settings {
     pub gc: crate::gc_settings::Settings,
     /// Where node allocatable is enforced.
     pub node_allocatable: crate::node_allocatable::Settings,
+    /// Pod security: seccomp default, allowed sysctls.
+    pub security: crate::security_settings::Settings,
 }
 
 /// A bad flag or config value; the binary exits with [`EXIT_USAGE`].
@@ -527,6 +532,7 @@ impl Settings {
                 &file,
             )?,
             gc: crate::gc_settings::Settings::merge(flags.gc, &file)?,
+            security: crate::security_settings::Settings::merge(flags.security, &file)?,
         })
     }
 }

@@ -23,6 +23,7 @@
 #![cfg_attr(test, allow(clippy::disallowed_methods))]
 
 pub mod active_deadline;
+pub mod apparmor;
 pub mod backoff;
 pub mod blocking;
 pub mod cache;
@@ -32,6 +33,7 @@ pub mod config;
 pub mod container;
 pub mod container_gc;
 pub mod credentialprovider;
+pub mod duration;
 pub mod envvars;
 pub mod error;
 pub mod events;

@@ -24,8 +24,13 @@ pub(crate) fn generate_container_config(
 ) -> Result<cri::ContainerConfig, ConfigError> {
     let (pod, container) = (config.pod, config.container);
     let image_user = config.image_user.cloned().unwrap_or_default();
-    let security_context =
-        container_security_context(pod, container, &image_user, &opts.seccomp_profile_root)?;
+    let security_context = container_security_context(
+        pod,
+        container,
+        &image_user,
+        &opts.seccomp_profile_root,
+        opts.seccomp_default,
+    )?;
     Ok(cri::ContainerConfig {
         metadata: Some(cri::ContainerMetadata {
             name: container.name.clone(),

@@ -27,12 +27,30 @@ pub enum ConfigError {
     /// `seccompProfile.type: Localhost` without `localhostProfile`.
     #[error("localhostProfile must be set if seccompProfile type is Localhost.")]
     MissingLocalhostProfile,
+    /// `appArmorProfile.type: Localhost` (or a `localhost/` annotation) without a name.
+    #[error("missing localhost apparmor profile name")]
+    MissingAppArmorLocalhostProfile,
+    /// An `appArmorProfile.type` this kubelet does not know.
+    #[error("unknown apparmor profile type: {0:?}")]
+    UnknownAppArmorProfileType(String),
+    /// A `supplementalGroupsPolicy` other than `Merge` and `Strict`.
+    #[error("unsupported supplementalGroupsPolicy: {0}")]
+    UnsupportedSupplementalGroupsPolicy(String),
+    /// `hostUsers: false` where the runtime cannot give the pod a user namespace.
+    #[error("the runtime cannot run the pod in a user namespace: {0}")]
+    UserNamespaces(String),
 }
 
 impl From<ConfigError> for Error {
     fn from(e: ConfigError) -> Self {
         let field = match e {
             ConfigError::MissingLocalhostProfile => "securityContext.seccompProfile",
+            ConfigError::MissingAppArmorLocalhostProfile
+            | ConfigError::UnknownAppArmorProfileType(_) => "securityContext.appArmorProfile",
+            ConfigError::UnsupportedSupplementalGroupsPolicy(_) => {
+                "spec.securityContext.supplementalGroupsPolicy"
+            }
+            ConfigError::UserNamespaces(_) => "spec.hostUsers",
         };
         Error::InvalidSpec {
             field: field.into(),

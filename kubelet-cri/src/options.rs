@@ -43,6 +43,20 @@ impl Options {
         self
     }
 
+    /// Sets [`CriOptions::seccomp_default`].
+    #[must_use]
+    pub fn with_seccomp_default(mut self, on: bool) -> Self {
+        self.cri = self.cri.with_seccomp_default(on);
+        self
+    }
+
+    /// Sets [`kuberuntime::Options::sysctls`].
+    #[must_use]
+    pub fn with_sysctls(mut self, allowlist: kubelet_core::sysctl::Allowlist) -> Self {
+        self.engine = self.engine.with_sysctls(allowlist);
+        self
+    }
+
     /// Sets [`CriOptions::memory_capacity`].
     #[must_use]
     pub fn with_memory_capacity(mut self, bytes: i64) -> Self {

@@ -28,7 +28,9 @@ pub fn network_namespace_for_pod(pod: &Pod) -> cri::NamespaceMode {
 
 /// Namespace options of a pod's sandbox and containers (upstream `NamespacesForPod`):
 /// network and IPC are `NODE` with `hostNetwork`/`hostIPC`, else `POD`; PID is `NODE` with
-/// `hostPID`, `POD` with `shareProcessNamespace`, else `CONTAINER` (the v1 API default).
+/// `hostPID`, `POD` with `shareProcessNamespace`, else `CONTAINER` (the v1 API default); the
+/// user namespace is the node's unless `hostUsers: false` (which
+/// [`check_user_namespaces`] refuses before any sandbox is asked for).
 pub fn namespace_options(pod: &Pod) -> cri::NamespaceOption {
     let spec = pod.spec.as_ref();
     let flag = |f: fn(&k8s_openapi::api::core::v1::PodSpec) -> Option<bool>| {
@@ -46,12 +48,52 @@ pub fn namespace_options(pod: &Pod) -> cri::NamespaceOption {
     } else {
         cri::NamespaceMode::Container
     };
+    let userns_options =
+        (spec.and_then(|s| s.host_users) != Some(false)).then(|| cri::UserNamespace {
+            mode: cri::NamespaceMode::Node as i32,
+            ..Default::default()
+        });
     cri::NamespaceOption {
         network: network_namespace_for_pod(pod) as i32,
         pid: pid as i32,
         ipc: ipc as i32,
+        userns_options,
         ..Default::default()
     }
+}
+
+/// Whether a pod with `hostUsers: false` can get a user namespace from the runtime whose
+/// status is `status`, with the RuntimeClass `handler` (`""`: the default), as upstream's
+/// `UsernsManager.GetOrCreateUserNamespaceMappings` and `HandlerSupportsUserNamespaces`
+/// decide: the runtime must report its handlers and this one must support user namespaces
+/// (containerd 1.6 reports none). Other pods always pass.
+pub fn check_user_namespaces(
+    pod: &Pod,
+    status: &cri::StatusResponse,
+    handler: &str,
+) -> Result<(), crate::error::ConfigError> {
+    use crate::error::ConfigError::UserNamespaces;
+    if pod.spec.as_ref().and_then(|s| s.host_users) != Some(false) {
+        return Ok(());
+    }
+    if status.runtime_handlers.is_empty() {
+        return Err(UserNamespaces("runtime handlers are not set".into()));
+    }
+    let Some(h) = status.runtime_handlers.iter().find(|h| h.name == handler) else {
+        return Err(UserNamespaces(format!(
+            "the handler {handler:?} is not known"
+        )));
+    };
+    if !h.features.as_ref().is_some_and(|f| f.user_namespaces) {
+        return Err(UserNamespaces(format!(
+            "RuntimeClass handler {handler:?} does not support user namespaces"
+        )));
+    }
+    // Upstream allocates each pod 65536 host IDs from the kubelet's range and persists
+    // them; this kubelet does not allocate yet.
+    Err(UserNamespaces(
+        "allocating user namespace ID mappings is not implemented by this kubelet".into(),
+    ))
 }
 
 /// Port mappings of every container port that has a `hostPort`.
@@ -236,5 +278,42 @@ mod tests {
             normalize_sysctl("net.ipv4.conf.eno2/100.rp_filter"),
             "net.ipv4.conf.eno2/100.rp_filter"
         );
+    }
+
+    #[test]
+    fn host_users_false_needs_a_runtime_with_user_namespaces() {
+        let mut p = pod("web");
+        let no_handlers = cri::StatusResponse::default();
+        assert_eq!(check_user_namespaces(&p, &no_handlers, ""), Ok(()));
+        assert_eq!(
+            namespace_options(&p).userns_options.map(|u| u.mode),
+            Some(cri::NamespaceMode::Node as i32)
+        );
+        p.spec.as_mut().expect("spec").host_users = Some(false);
+        assert_eq!(namespace_options(&p).userns_options, None);
+        let msg = |status: &cri::StatusResponse| {
+            check_user_namespaces(&p, status, "")
+                .map_err(|e| kubelet_core::runtime::Error::from(e).to_string())
+        };
+        // containerd 1.6: no handlers reported.
+        assert_eq!(
+            msg(&no_handlers),
+            Err("invalid pod spec: spec.hostUsers: the runtime cannot run the pod in a user namespace: runtime handlers are not set".into())
+        );
+        let with = |userns: bool| cri::StatusResponse {
+            runtime_handlers: vec![cri::RuntimeHandler {
+                name: String::new(),
+                features: Some(cri::RuntimeHandlerFeatures {
+                    user_namespaces: userns,
+                    ..Default::default()
+                }),
+            }],
+            ..Default::default()
+        };
+        assert_eq!(
+            msg(&with(false)),
+            Err("invalid pod spec: spec.hostUsers: the runtime cannot run the pod in a user namespace: RuntimeClass handler \"\" does not support user namespaces".into())
+        );
+        assert!(msg(&with(true)).is_err_and(|m| m.contains("not implemented")));
     }
 }

@@ -9,14 +9,17 @@
 //! `AddNoNewPrivileges`, the default masked and read-only paths). Sysctls are admitted by
 //! [`kubelet_core::sysctl`].
 //!
-//! Not translated: SELinux, AppArmor and `supplementalGroupsPolicy` (left to the runtime's
-//! defaults), and the `seccompDefault` kubelet option (off, as upstream's default).
+//! Also AppArmor (`getAppArmorProfile`: the `apparmor` profile and the deprecated
+//! `apparmor_profile` string, from [`kubelet_core::apparmor::profile`]), SELinux options,
+//! `supplementalGroupsPolicy`, and the kubelet's `seccompDefault` (a container without a
+//! seccomp profile gets the runtime's default instead of unconfined).
 
 use std::path::Path;
 use std::sync::OnceLock;
 
 use k8s_cri::v1 as cri;
-use k8s_openapi::api::core::v1::{Container, Pod, SeccompProfile, SecurityContext};
+use k8s_openapi::api::core::v1::{Container, Pod, SELinuxOptions, SeccompProfile, SecurityContext};
+use kubelet_core::apparmor::{self, Profile};
 use kubelet_core::kuberuntime::api::ImageUser;
 use kubelet_core::kuberuntime::security::effective_security_context;
 
@@ -24,12 +27,14 @@ use crate::error::ConfigError;
 
 /// Upstream `determineEffectiveSecurityContext`: the container's CRI security context
 /// (without namespace options, which the caller adds). `seccomp_root` is
-/// `<root-dir>/seccomp`, where `Localhost` profiles live.
+/// `<root-dir>/seccomp`, where `Localhost` profiles live; `seccomp_default` is the kubelet's
+/// `seccompDefault`.
 pub fn container_security_context(
     pod: &Pod,
     container: &Container,
     image: &ImageUser,
     seccomp_root: &Path,
+    seccomp_default: bool,
 ) -> Result<cri::LinuxContainerSecurityContext, ConfigError> {
     let sc = effective_security_context(pod, container);
     let pod_sc = pod.spec.as_ref().and_then(|s| s.security_context.as_ref());
@@ -53,9 +58,19 @@ pub fn container_security_context(
                 .and_then(|s| s.seccomp_profile.as_ref())
                 .or_else(|| pod_sc.and_then(|s| s.seccomp_profile.as_ref())),
             seccomp_root,
+            seccomp_default,
         )?),
+        selinux_options: sc.se_linux_options.as_ref().map(selinux_option),
         ..Default::default()
     };
+    if let Some((profile, deprecated)) = apparmor_profile(pod, container)? {
+        out.apparmor = Some(profile);
+        // Upstream still sets the deprecated string for runtimes older than the field.
+        #[allow(deprecated)]
+        {
+            out.apparmor_profile = deprecated;
+        }
+    }
     if out.run_as_user.is_none() {
         out.run_as_user = image.uid.map(|value| cri::Int64Value { value });
         out.run_as_username = image.username.clone();
@@ -64,8 +79,69 @@ pub fn container_security_context(
         out.supplemental_groups.extend(p.fs_group);
         out.supplemental_groups
             .extend(p.supplemental_groups.iter().flatten());
+        out.supplemental_groups_policy = supplemental_groups_policy(pod)? as i32;
     }
     Ok(out)
+}
+
+/// Upstream `convertToRuntimeSELinuxOption`.
+pub fn selinux_option(o: &SELinuxOptions) -> cri::SeLinuxOption {
+    cri::SeLinuxOption {
+        user: o.user.clone().unwrap_or_default(),
+        role: o.role.clone().unwrap_or_default(),
+        r#type: o.type_.clone().unwrap_or_default(),
+        level: o.level.clone().unwrap_or_default(),
+    }
+}
+
+/// The pod's `securityContext.supplementalGroupsPolicy` as CRI's (`Merge`, the default, or
+/// `Strict`); another value is an error naming it.
+pub fn supplemental_groups_policy(pod: &Pod) -> Result<cri::SupplementalGroupsPolicy, ConfigError> {
+    let policy = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.security_context.as_ref())
+        .and_then(|s| s.supplemental_groups_policy.as_deref());
+    match policy {
+        None | Some("Merge") => Ok(cri::SupplementalGroupsPolicy::Merge),
+        Some("Strict") => Ok(cri::SupplementalGroupsPolicy::Strict),
+        Some(other) => Err(ConfigError::UnsupportedSupplementalGroupsPolicy(
+            other.to_owned(),
+        )),
+    }
+}
+
+/// Upstream `getAppArmorProfile`: the container's profile ([`apparmor::profile`]) as CRI's
+/// security profile and the deprecated profile string older runtimes read
+/// (`runtime/default`, `unconfined`, `localhost/<name>`); `None` when the pod sets none.
+pub fn apparmor_profile(
+    pod: &Pod,
+    container: &Container,
+) -> Result<Option<(cri::SecurityProfile, String)>, ConfigError> {
+    use cri::security_profile::ProfileType;
+    let of = |t: ProfileType, localhost_ref: String| cri::SecurityProfile {
+        profile_type: t as i32,
+        localhost_ref,
+    };
+    Ok(match apparmor::profile(pod, container) {
+        None => None,
+        Some(Profile::RuntimeDefault) => Some((
+            of(ProfileType::RuntimeDefault, String::new()),
+            apparmor::RUNTIME_DEFAULT.to_owned(),
+        )),
+        Some(Profile::Unconfined) => Some((
+            of(ProfileType::Unconfined, String::new()),
+            apparmor::UNCONFINED.to_owned(),
+        )),
+        Some(Profile::Localhost(name)) if name.is_empty() => {
+            return Err(ConfigError::MissingAppArmorLocalhostProfile);
+        }
+        Some(Profile::Localhost(name)) => Some((
+            of(ProfileType::Localhost, name.clone()),
+            format!("{}{name}", apparmor::LOCALHOST_PREFIX),
+        )),
+        Some(Profile::Unknown(t)) => return Err(ConfigError::UnknownAppArmorProfileType(t)),
+    })
 }
 
 /// The sandbox's CRI security context, without namespace options and `privileged`, which the
@@ -86,6 +162,9 @@ pub fn sandbox_security_context(pod: &Pod) -> cri::LinuxSandboxSecurityContext {
         out.supplemental_groups.extend(sc.fs_group);
         out.supplemental_groups
             .extend(sc.supplemental_groups.iter().flatten());
+        out.selinux_options = sc.se_linux_options.as_ref().map(selinux_option);
+        // An unknown policy fails the containers' configs, which name it.
+        out.supplemental_groups_policy = supplemental_groups_policy(pod).unwrap_or_default() as i32;
     }
     out
 }
@@ -96,12 +175,13 @@ pub fn add_no_new_privileges(sc: &SecurityContext) -> bool {
     sc.allow_privilege_escalation == Some(false)
 }
 
-/// Upstream `getSeccompProfile`/`fieldSeccompProfile` with `seccompDefault` off: no profile
-/// or `Unconfined` → unconfined; `RuntimeDefault`; `Localhost` → `<seccomp_root>/<profile>`
-/// (the profile name is required).
+/// Upstream `getSeccompProfile`/`fieldSeccompProfile`: no profile → the runtime's default
+/// with `seccomp_default` (the kubelet's `seccompDefault`), else unconfined; `Unconfined`;
+/// `RuntimeDefault`; `Localhost` → `<seccomp_root>/<profile>` (the profile name is required).
 pub fn seccomp_profile(
     profile: Option<&SeccompProfile>,
     seccomp_root: &Path,
+    seccomp_default: bool,
 ) -> Result<cri::SecurityProfile, ConfigError> {
     use cri::security_profile::ProfileType;
     let of = |t: ProfileType, localhost_ref: String| cri::SecurityProfile {
@@ -117,6 +197,7 @@ pub fn seccomp_profile(
             ),
             None => return Err(ConfigError::MissingLocalhostProfile),
         },
+        None if seccomp_default => of(ProfileType::RuntimeDefault, String::new()),
         _ => of(ProfileType::Unconfined, String::new()),
     })
 }

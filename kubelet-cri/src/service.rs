@@ -25,7 +25,7 @@ use crate::convert;
 use crate::error::ConnectError;
 use crate::exec_reaper::ExecReaper;
 use crate::resources::CfsQuota;
-use crate::sandbox::generate_pod_sandbox_config;
+use crate::sandbox::{check_user_namespaces, generate_pod_sandbox_config};
 
 /// Upstream's default `--runtime-request-timeout`.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
@@ -42,6 +42,9 @@ pub struct CriOptions {
     pub cgroup_parent: Option<String>,
     /// Where `Localhost` seccomp profiles live (upstream `<root-dir>/seccomp`).
     pub seccomp_profile_root: PathBuf,
+    /// Upstream `seccompDefault`: a container without a seccomp profile gets the runtime's
+    /// default instead of unconfined (default false).
+    pub seccomp_default: bool,
     /// The machine's memory in bytes, for Burstable `oom_score_adj`; 0 reads
     /// `/proc/meminfo` at connect.
     pub memory_capacity: i64,
@@ -55,6 +58,7 @@ impl Default for CriOptions {
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             cgroup_parent: None,
             seccomp_profile_root: PathBuf::from("/var/lib/kubelet/seccomp"),
+            seccomp_default: false,
             memory_capacity: 0,
             cfs_quota: CfsQuota::default(),
         }
@@ -80,6 +84,13 @@ impl CriOptions {
     #[must_use]
     pub fn with_seccomp_profile_root(mut self, dir: impl Into<PathBuf>) -> Self {
         self.seccomp_profile_root = dir.into();
+        self
+    }
+
+    /// Sets [`CriOptions::seccomp_default`].
+    #[must_use]
+    pub fn with_seccomp_default(mut self, on: bool) -> Self {
+        self.seccomp_default = on;
         self
     }
 
@@ -201,6 +212,10 @@ impl RuntimeService for CriRuntimeService {
     }
 
     async fn run_pod_sandbox<'a>(&self, config: &api::PodSandboxConfig<'a>) -> Result<String> {
+        if config.pod.spec.as_ref().and_then(|s| s.host_users) == Some(false) {
+            let status = self.client.status().await?;
+            check_user_namespaces(config.pod, &status, "").map_err(Error::from)?;
+        }
         self.client
             .run_pod_sandbox(self.sandbox_config(config))
             .await

@@ -140,6 +140,7 @@ pub const UPSTREAM_FIELDS: &[&str] = &[
 /// sorted.
 pub const IMPLEMENTED: &[&str] = &[
     "address",
+    "allowedUnsafeSysctls",
     "apiVersion",
     "authentication",
     "authorization",
@@ -194,6 +195,7 @@ pub const IMPLEMENTED: &[&str] = &[
     "rotateCertificates",
     "runtimeCgroups",
     "runtimeRequestTimeout",
+    "seccompDefault",
     "serverTLSBootstrap",
     "staticPodPath",
     "staticPodURL",

@@ -5,7 +5,8 @@
 //! Mirrors upstream `pkg/credentialprovider` (`config.go`: `DockerConfigJSON`,
 //! `DockerConfigEntry`; `keyring.go`: `BasicDockerKeyring`, `URLsMatch`,
 //! `ParseSchemelessURL`, `isDefaultRegistryMatch`), `pkg/credentialprovider/secrets`
-//! (`MakeDockerKeyring`) and `pkg/util/parsers` (`ParseImageName`). The kubelet turns each
+//! (`MakeDockerKeyring`), `pkg/credentialprovider/plugin` ([`plugin`]: exec plugins) and
+//! `pkg/util/parsers` (`ParseImageName`). The kubelet turns each
 //! matching credential into a CRI `AuthConfig` and tries them in order
 //! (see [`crate::kuberuntime`]'s image manager).
 //!
@@ -31,11 +32,13 @@ mod config;
 mod glob;
 mod keyring;
 mod parsers;
+pub mod plugin;
 mod secrets;
 
 pub use config::{DockerConfig, DockerConfigEntry, parse_dockercfg, parse_dockerconfigjson};
 pub use keyring::{BasicDockerKeyring, is_default_registry_match, urls_match};
 pub use parsers::repo_to_pull;
+pub use plugin::CredentialProviders;
 pub use secrets::{DOCKER_CONFIG_JSON_KEY, DOCKER_CONFIG_KEY, make_docker_keyring};
 
 /// Errors reading registry credentials.
@@ -76,6 +79,23 @@ pub enum Error {
         /// What is wrong with it.
         #[source]
         source: Box<Error>,
+    },
+    /// A credential provider config file (`--image-credential-provider-config`) cannot be
+    /// read or is invalid.
+    #[error("credential provider config {}: {message}", path.display())]
+    PluginConfig {
+        /// The file (or directory).
+        path: std::path::PathBuf,
+        /// What is wrong, naming the field.
+        message: String,
+    },
+    /// A plugin's directory (`--image-credential-provider-bin-dir`) or executable is missing.
+    #[error("{message}: {}", path.display())]
+    PluginBinary {
+        /// The directory or executable.
+        path: std::path::PathBuf,
+        /// What is wrong.
+        message: String,
     },
     /// An image reference cannot be parsed.
     #[error("couldn't parse image name {image:?}: {reason}")]

@@ -6,16 +6,19 @@
 //! `Pod was rejected: <message>`. A rejected pod is never started.
 //!
 //! The default chain holds the sysctl check ([`SysctlAdmitHandler`], reason
-//! `SysctlForbidden`); a node agent appends its own handlers, e.g. one that refuses pods it
-//! cannot run.
+//! `SysctlForbidden`); the kubelet adds the AppArmor check ([`AppArmorAdmitHandler`], reason
+//! `AppArmor`) after its predicates, and a node agent appends its own handlers, e.g. one that
+//! refuses pods it cannot run.
 
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Pod, PodStatus as ApiPodStatus};
 use tracing::{info, warn};
 
+use crate::apparmor::Validator;
 use crate::pod::PodExt;
 use crate::status::StatusManager;
+use crate::sysctl::Allowlist;
 
 /// What an admit handler decides on (upstream `PodAdmitAttributes`).
 #[derive(Clone, Copy, Debug)]
@@ -83,17 +86,63 @@ pub trait PodAdmitHandler: Send + Sync + 'static {
     fn admit<'a>(&self, attrs: &PodAdmitAttributes<'a>) -> PodAdmitResult;
 }
 
-/// Refuses pods with sysctls outside upstream's safe set, or `net.*` sysctls with the host
-/// network (upstream `sysctl.patternAllowlist` as an admit handler; the rule is
-/// [`crate::sysctl::validate`]).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct SysctlAdmitHandler;
+/// Refuses pods with sysctls outside upstream's safe set and the node's
+/// `--allowed-unsafe-sysctls`, or namespaced sysctls in a pod sharing that namespace with the
+/// host (upstream `sysctl.patternAllowlist` as an admit handler; the rule is
+/// [`Allowlist::validate`]).
+#[derive(Clone, Debug, Default)]
+pub struct SysctlAdmitHandler {
+    allowlist: Allowlist,
+}
+
+impl SysctlAdmitHandler {
+    /// A handler admitting the sysctls of `allowlist`.
+    pub fn new(allowlist: Allowlist) -> Self {
+        Self { allowlist }
+    }
+}
 
 impl PodAdmitHandler for SysctlAdmitHandler {
     fn admit(&self, attrs: &PodAdmitAttributes<'_>) -> PodAdmitResult {
-        match crate::sysctl::validate(attrs.pod) {
+        match self.allowlist.validate(attrs.pod) {
             Ok(()) => PodAdmitResult::admit(),
             Err(e) => PodAdmitResult::reject(crate::sysctl::FORBIDDEN_REASON, e.to_string()),
+        }
+    }
+}
+
+/// The reason of a pod rejected by [`AppArmorAdmitHandler`] (upstream's `AppArmor`).
+pub const APPARMOR_REASON: &str = "AppArmor";
+
+/// Refuses a pending pod that asks for AppArmor confinement this node cannot give (upstream
+/// `lifecycle.NewAppArmorAdmitHandler`, a hard admit handler since the soft ones were
+/// removed): reason `AppArmor`, message `Cannot enforce AppArmor: <why>`, e.g.
+/// `Cannot enforce AppArmor: AppArmor is not enabled on the host`.
+#[derive(Clone, Debug)]
+pub struct AppArmorAdmitHandler {
+    validator: Validator,
+}
+
+impl AppArmorAdmitHandler {
+    /// A handler deciding with `validator` ([`Validator::detect`] for this host).
+    pub fn new(validator: Validator) -> Self {
+        Self { validator }
+    }
+}
+
+impl PodAdmitHandler for AppArmorAdmitHandler {
+    fn admit(&self, attrs: &PodAdmitAttributes<'_>) -> PodAdmitResult {
+        // A pod already running or terminated is not checked again (a pod without a status
+        // is a new one: Pending).
+        let phase = attrs.pod.status.as_ref().and_then(|s| s.phase.as_deref());
+        if phase.is_some_and(|p| !p.is_empty() && p != "Pending") {
+            return PodAdmitResult::admit();
+        }
+        match self.validator.validate(attrs.pod) {
+            Ok(()) => PodAdmitResult::admit(),
+            Err(e) => {
+                PodAdmitResult::reject(APPARMOR_REASON, format!("Cannot enforce AppArmor: {e}"))
+            }
         }
     }
 }
@@ -116,7 +165,7 @@ impl std::fmt::Debug for AdmitChain {
 impl Default for AdmitChain {
     /// The kubelet's default chain: the sysctl check.
     fn default() -> Self {
-        Self::empty().with(Arc::new(SysctlAdmitHandler))
+        Self::empty().with(Arc::new(SysctlAdmitHandler::default()))
     }
 }
 
@@ -132,6 +181,11 @@ impl AdmitChain {
     pub fn with(mut self, handler: Arc<dyn PodAdmitHandler>) -> Self {
         self.handlers.push(handler);
         self
+    }
+
+    /// Puts `handler` in front, asked first.
+    pub(crate) fn prepend(&mut self, handler: Arc<dyn PodAdmitHandler>) {
+        self.handlers.insert(0, handler);
     }
 
     /// Appends `handler`, asked last.
@@ -193,6 +247,59 @@ mod tests {
                 "forbidden sysctl: \"kernel.msgmax\" not allowlisted"
             )
         );
+    }
+
+    #[test]
+    fn allowed_unsafe_sysctls_are_admitted() {
+        let allowlist = Allowlist::new(&["kernel.msg*".to_owned()]).expect("valid");
+        let handler = SysctlAdmitHandler::new(allowlist);
+        let mut p = pod("web");
+        p.spec.as_mut().expect("spec").security_context = Some(PodSecurityContext {
+            sysctls: Some(vec![Sysctl {
+                name: "kernel.msgmax".into(),
+                value: "1".into(),
+            }]),
+            ..Default::default()
+        });
+        let attrs = PodAdmitAttributes {
+            pod: &p,
+            other_pods: &[],
+        };
+        assert_eq!(handler.admit(&attrs), PodAdmitResult::admit());
+        assert!(!SysctlAdmitHandler::default().admit(&attrs).admit);
+    }
+
+    #[test]
+    fn apparmor_pods_are_refused_where_apparmor_is_off() {
+        let mut p = pod("web");
+        p.metadata.annotations = Some(
+            [(
+                "container.apparmor.security.beta.kubernetes.io/app".to_owned(),
+                "runtime/default".to_owned(),
+            )]
+            .into(),
+        );
+        let admit = |enabled: bool, pod: &Pod| {
+            AppArmorAdmitHandler::new(Validator::with_host(enabled)).admit(&PodAdmitAttributes {
+                pod,
+                other_pods: &[],
+            })
+        };
+        assert_eq!(
+            admit(false, &p),
+            PodAdmitResult::reject(
+                "AppArmor",
+                "Cannot enforce AppArmor: AppArmor is not enabled on the host"
+            )
+        );
+        assert_eq!(admit(true, &p), PodAdmitResult::admit());
+        assert_eq!(admit(false, &pod("plain")), PodAdmitResult::admit());
+        // A pod past Pending is not checked again.
+        p.status = Some(ApiPodStatus {
+            phase: Some("Running".into()),
+            ..Default::default()
+        });
+        assert_eq!(admit(false, &p), PodAdmitResult::admit());
     }
 
     #[test]

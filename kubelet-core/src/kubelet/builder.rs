@@ -36,6 +36,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::apparmor::Validator;
 use crate::backoff::Backoff;
 use crate::config::{PodConfig, PodSource};
 use crate::container_gc::{self, ContainerGc};
@@ -47,8 +48,9 @@ use crate::pleg;
 use crate::pod_manager::PodManager;
 use crate::pod_workers::{self, PodWorkers};
 use crate::probe;
+use crate::sysctl::Allowlist;
 
-use super::admit::{AdmitChain, PodAdmitHandler};
+use super::admit::{AdmitChain, AppArmorAdmitHandler, PodAdmitHandler, SysctlAdmitHandler};
 use super::mirror::{MirrorClient, NoMirrorPods};
 use super::node::{self, FixedNode, NodeProvider};
 use super::predicate::PredicateAdmitHandler;
@@ -64,6 +66,8 @@ pub struct KubeletBuilder {
     probe_updates: probe::UpdateReceiver,
     sources: Vec<Box<dyn PodSource>>,
     admit: AdmitChain,
+    sysctls: Option<Allowlist>,
+    apparmor: Option<Validator>,
     predicates: bool,
     node_name: String,
     max_pods: u32,
@@ -112,7 +116,9 @@ impl KubeletBuilder {
             pleg_events,
             probe_updates,
             sources: Vec::new(),
-            admit: AdmitChain::default(),
+            admit: AdmitChain::empty(),
+            sysctls: Some(Allowlist::default()),
+            apparmor: Some(Validator::detect()),
             predicates: true,
             node_name: String::new(),
             max_pods: node::DEFAULT_MAX_PODS,
@@ -177,6 +183,23 @@ impl KubeletBuilder {
         self
     }
 
+    /// The sysctls pods may set: upstream's safe set plus the node's
+    /// `--allowed-unsafe-sysctls` (default: the safe set). The sysctl check stays first in
+    /// the chain (and is put back in front of a chain given to [`admit_chain`]).
+    ///
+    /// [`admit_chain`]: Self::admit_chain
+    pub fn sysctl_allowlist(mut self, allowlist: Allowlist) -> Self {
+        self.sysctls = Some(allowlist);
+        self
+    }
+
+    /// How the AppArmor admit handler, asked after the predicates, judges this host (default
+    /// [`Validator::detect`]); `None` leaves the check out.
+    pub fn apparmor(mut self, validator: Option<Validator>) -> Self {
+        self.apparmor = validator;
+        self
+    }
+
     /// Appends an admit handler to the chain (after the sysctl check).
     pub fn admit_handler(mut self, handler: Arc<dyn PodAdmitHandler>) -> Self {
         self.admit.push(handler);
@@ -189,6 +212,7 @@ impl KubeletBuilder {
     /// [`no_predicate_admission`]: Self::no_predicate_admission
     pub fn admit_chain(mut self, chain: AdmitChain) -> Self {
         self.admit = chain;
+        self.sysctls = None;
         self
     }
 
@@ -268,6 +292,10 @@ impl KubeletBuilder {
                 node::default_labels(&self.node_name),
             )))
         });
+        if let Some(allowlist) = self.sysctls.take() {
+            self.admit
+                .prepend(Arc::new(SysctlAdmitHandler::new(allowlist)));
+        }
         let pressure = self.eviction.as_ref().map(|_| {
             let pressure = eviction::Pressure::default();
             self.admit.push(Arc::new(pressure.clone()));
@@ -276,6 +304,10 @@ impl KubeletBuilder {
         if self.predicates {
             self.admit
                 .push(Arc::new(PredicateAdmitHandler::new(nodes.clone())));
+        }
+        if let Some(validator) = self.apparmor.take() {
+            self.admit
+                .push(Arc::new(AppArmorAdmitHandler::new(validator)));
         }
         let (mut pod_config, updates) = PodConfig::new();
         let sources = self

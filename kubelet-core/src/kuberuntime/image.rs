@@ -146,6 +146,7 @@ pub(super) async fn ensure_image_exists<S: RuntimeService + ?Sized>(
     container: &Container,
     sandbox: &PodSandboxConfig<'_>,
     events: &ImageEvents<'_>,
+    plugins: Option<&crate::credentialprovider::CredentialProviders>,
 ) -> Result<String, EnsureError> {
     let pod_uid = pod.uid();
     let pod_uid = pod_uid.as_str();
@@ -235,7 +236,7 @@ pub(super) async fn ensure_image_exists<S: RuntimeService + ?Sized>(
         );
     }
     let started = tokio::time::Instant::now();
-    match pull_image(service, &image, sandbox, &secrets.secrets).await {
+    match pull_image(service, &image, sandbox, &secrets.secrets, plugins).await {
         Ok(image_ref) => {
             pulls.succeeded();
             // Upstream truncates to milliseconds; pulls are not queued here, so there is

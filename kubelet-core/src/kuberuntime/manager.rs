@@ -51,6 +51,9 @@ pub struct Options {
     /// Node IPs: the localhost nameserver of `Default` pods when `resolv_conf` is empty, and
     /// the pod IPs of a runtime without sandboxes.
     pub node_ips: Vec<String>,
+    /// The sysctls a sandbox may get: the safe set plus `--allowed-unsafe-sysctls` (the
+    /// kubelet's admission already refused others; this guards other callers).
+    pub sysctls: crate::sysctl::Allowlist,
 }
 
 impl Default for Options {
@@ -62,6 +65,7 @@ impl Default for Options {
             node_name: String::new(),
             cluster_dns: ClusterDns::default(),
             node_ips: Vec::new(),
+            sysctls: crate::sysctl::Allowlist::default(),
         }
     }
 }
@@ -108,6 +112,13 @@ impl Options {
         self.node_ips = ips;
         self
     }
+
+    /// Sets [`Options::sysctls`].
+    #[must_use]
+    pub fn with_sysctls(mut self, allowlist: crate::sysctl::Allowlist) -> Self {
+        self.sysctls = allowlist;
+        self
+    }
 }
 
 /// The pod engine: a [`Runtime`] over a container-level [`RuntimeService`] (upstream
@@ -131,6 +142,8 @@ pub struct KubeRuntimeManager<S> {
     pub(super) metrics: KubeletMetrics,
     /// Exits the runtime's events reported before its status shows them.
     pub(super) observed_exits: Arc<ObservedExits>,
+    /// The node's credential provider plugins, asked after the pull secrets.
+    pub(super) credential_providers: Option<Arc<crate::credentialprovider::CredentialProviders>>,
 }
 
 impl<S> Clone for KubeRuntimeManager<S> {
@@ -145,6 +158,7 @@ impl<S> Clone for KubeRuntimeManager<S> {
             events: self.events.clone(),
             metrics: self.metrics.clone(),
             observed_exits: self.observed_exits.clone(),
+            credential_providers: self.credential_providers.clone(),
         }
     }
 }
@@ -173,6 +187,7 @@ impl<S: RuntimeService> KubeRuntimeManager<S> {
             events: Arc::new(NoopRecorder),
             metrics: KubeletMetrics::default(),
             observed_exits: Arc::default(),
+            credential_providers: None,
         }
     }
 
@@ -205,6 +220,17 @@ impl<S: RuntimeService> KubeRuntimeManager<S> {
     #[must_use]
     pub fn with_image_pull_backoff(mut self, backoff: ImagePullBackoff) -> Self {
         self.image_backoff = Arc::new(backoff);
+        self
+    }
+
+    /// Pulls also with the credentials of the node's credential provider plugins
+    /// (`--image-credential-provider-config`), after the pod's pull secrets'.
+    #[must_use]
+    pub fn with_credential_providers(
+        mut self,
+        providers: Arc<crate::credentialprovider::CredentialProviders>,
+    ) -> Self {
+        self.credential_providers = Some(providers);
         self
     }
 

@@ -1,20 +1,21 @@
-//! Pulling an image with the pod's pull secrets (upstream
-//! `pkg/kubelet/kuberuntime/kuberuntime_image.go`, `PullImage`): the keyring made from the
-//! secrets (`credentialprovider/secrets.MakeDockerKeyring`) is searched with the image's
-//! repository; every matching credential is tried in order until one pull succeeds, and
-//! the image is pulled without credentials only when none matches.
+//! Pulling an image with the pod's pull secrets and the node's credential provider plugins
+//! (upstream `pkg/kubelet/kuberuntime/kuberuntime_image.go`, `PullImage`): the keyring made
+//! from the secrets (`credentialprovider/secrets.MakeDockerKeyring`, a union with the
+//! plugins' keyring) is searched with the image's repository; every matching credential is
+//! tried in order, the secrets' first, until one pull succeeds, and the image is pulled
+//! without credentials only when none matches.
 
 use k8s_openapi::api::core::v1::Secret;
 
 use super::api::{PodSandboxConfig, PullImageRequest};
 use super::service::RuntimeService;
-use crate::credentialprovider::{make_docker_keyring, repo_to_pull};
+use crate::credentialprovider::{CredentialProviders, make_docker_keyring, repo_to_pull};
 use crate::runtime::{Error, Result};
 
 const OP: &str = "PullImage";
 
 /// Pulls `image` (already tagged) for `sandbox` with the credentials that `secrets` hold for
-/// its registry. Returns the image reference. A malformed pull secret or reference fails the
+/// its registry, then those of the node's credential provider `plugins`. Returns the image reference. A malformed pull secret or reference fails the
 /// pull with a message naming it; the failures of several credentials are joined as Go's
 /// `utilerrors.NewAggregate` prints them (`[first, second]`). [`Error::Unavailable`] ends the
 /// attempts at once.
@@ -23,11 +24,15 @@ pub(super) async fn pull_image<S: RuntimeService + ?Sized>(
     image: &str,
     sandbox: &PodSandboxConfig<'_>,
     secrets: &[Secret],
+    plugins: Option<&CredentialProviders>,
 ) -> Result<String> {
     let failed = |message: String| Error::Runtime { op: OP, message };
     let repo = repo_to_pull(image).map_err(|e| failed(e.to_string()))?;
     let keyring = make_docker_keyring(secrets).map_err(|e| failed(e.to_string()))?;
-    let creds = keyring.lookup(&repo);
+    let mut creds = keyring.lookup(&repo);
+    if let Some(plugins) = plugins {
+        creds.extend(plugins.lookup(&repo).await);
+    }
     if creds.is_empty() {
         tracing::debug!(image, "pulling image without credentials");
         return service

@@ -151,7 +151,7 @@ impl<S: RuntimeService> KubeRuntimeManager<S> {
         }
 
         if actions.create_sandbox
-            && let Err(message) = crate::sysctl::validate(pod).map_err(|e| e.to_string())
+            && let Err(message) = self.opts.sysctls.validate(pod).map_err(|e| e.to_string())
         {
             // The kubelet rejects such a pod at admission; this guards other callers.
             tracing::warn!(pod = %pod.full_name(), reason = "SysctlForbidden", "{message}");
@@ -392,6 +392,7 @@ impl<S: RuntimeService> KubeRuntimeManager<S> {
             container,
             ctx.sandbox_config,
             &image_events,
+            self.credential_providers.as_deref(),
         )
         .await
         .map_err(|e| match e {

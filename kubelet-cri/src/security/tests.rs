@@ -55,6 +55,7 @@ fn container_context_merges_pod_and_container() {
         &p.containers()[0],
         &uid(0),
         Path::new("/var/lib/kubelet/seccomp"),
+        false,
     )
     .expect("valid");
     assert_eq!(sc.run_as_user, Some(cri::Int64Value { value: 1001 }));
@@ -89,13 +90,13 @@ fn unset_user_comes_from_the_image() {
     let p = pod_with(None, None);
     let c = &p.containers()[0];
     let root = Path::new("/r");
-    let sc = container_security_context(&p, c, &uid(65534), root).expect("valid");
+    let sc = container_security_context(&p, c, &uid(65534), root, false).expect("valid");
     assert_eq!(sc.run_as_user, Some(cri::Int64Value { value: 65534 }));
     let named = ImageUser {
         uid: None,
         username: "www".into(),
     };
-    let sc = container_security_context(&p, c, &named, root).expect("valid");
+    let sc = container_security_context(&p, c, &named, root, false).expect("valid");
     assert_eq!((sc.run_as_user, sc.run_as_username.as_str()), (None, "www"));
     assert!(!sc.no_new_privs, "unset allowPrivilegeEscalation");
     assert_eq!(
@@ -125,7 +126,7 @@ fn seccomp_profiles_match_upstream() {
         localhost_profile: l.map(Into::into),
     };
     let get = |p: Option<&SeccompProfile>| {
-        seccomp_profile(p, root).map(|s| (s.profile_type, s.localhost_ref))
+        seccomp_profile(p, root, false).map(|s| (s.profile_type, s.localhost_ref))
     };
     assert_eq!(
         get(None),
@@ -161,7 +162,7 @@ fn seccomp_profiles_match_upstream() {
             ..Default::default()
         }),
     );
-    let sc = container_security_context(&p, &p.containers()[0], &uid(0), root).expect("ok");
+    let sc = container_security_context(&p, &p.containers()[0], &uid(0), root, false).expect("ok");
     assert_eq!(
         sc.seccomp.map(|s| s.profile_type),
         Some(ProfileType::Unconfined as i32)
@@ -217,5 +218,164 @@ fn sandbox_context() {
     assert_eq!(
         sc.seccomp.map(|s| s.profile_type),
         Some(cri::security_profile::ProfileType::RuntimeDefault as i32)
+    );
+}
+
+#[test]
+fn seccomp_default_confines_containers_without_a_profile() {
+    use cri::security_profile::ProfileType;
+    let root = Path::new("/var/lib/kubelet/seccomp");
+    let p = pod_with(None, None);
+    let c = &p.containers()[0];
+    let seccomp = |on: bool| {
+        container_security_context(&p, c, &uid(0), root, on)
+            .expect("valid")
+            .seccomp
+            .map(|s| s.profile_type)
+    };
+    assert_eq!(seccomp(false), Some(ProfileType::Unconfined as i32));
+    assert_eq!(seccomp(true), Some(ProfileType::RuntimeDefault as i32));
+    // An explicit profile wins over the default.
+    let unconfined = SeccompProfile {
+        type_: "Unconfined".into(),
+        localhost_profile: None,
+    };
+    assert_eq!(
+        seccomp_profile(Some(&unconfined), root, true).map(|s| s.profile_type),
+        Ok(ProfileType::Unconfined as i32)
+    );
+}
+
+#[test]
+fn apparmor_reaches_the_cri_as_a_profile_and_the_deprecated_string() {
+    use cri::security_profile::ProfileType;
+    use k8s_openapi::api::core::v1::AppArmorProfile;
+    let root = Path::new("/var/lib/kubelet/seccomp");
+    let aa = |type_: &str, name: Option<&str>| AppArmorProfile {
+        type_: type_.into(),
+        localhost_profile: name.map(Into::into),
+    };
+    let get = |p: &Pod| {
+        #[allow(deprecated)]
+        container_security_context(p, &p.containers()[0], &uid(0), root, false).map(|sc| {
+            (
+                sc.apparmor.map(|a| (a.profile_type, a.localhost_ref)),
+                sc.apparmor_profile,
+            )
+        })
+    };
+    assert_eq!(get(&pod_with(None, None)), Ok((None, String::new())));
+    let p = pod_with(
+        Some(PodSecurityContext {
+            app_armor_profile: Some(aa("RuntimeDefault", None)),
+            ..Default::default()
+        }),
+        None,
+    );
+    assert_eq!(
+        get(&p),
+        Ok((
+            Some((ProfileType::RuntimeDefault as i32, String::new())),
+            "runtime/default".into()
+        ))
+    );
+    let p = pod_with(
+        None,
+        Some(SecurityContext {
+            app_armor_profile: Some(aa("Localhost", Some("k8s-deny-write"))),
+            ..Default::default()
+        }),
+    );
+    assert_eq!(
+        get(&p),
+        Ok((
+            Some((ProfileType::Localhost as i32, "k8s-deny-write".into())),
+            "localhost/k8s-deny-write".into()
+        ))
+    );
+    let mut p = pod_with(None, None);
+    p.metadata.annotations = Some(
+        [(
+            "container.apparmor.security.beta.kubernetes.io/app".to_owned(),
+            "unconfined".to_owned(),
+        )]
+        .into(),
+    );
+    assert_eq!(
+        get(&p),
+        Ok((
+            Some((ProfileType::Unconfined as i32, String::new())),
+            "unconfined".into()
+        ))
+    );
+    let p = pod_with(
+        None,
+        Some(SecurityContext {
+            app_armor_profile: Some(aa("Localhost", None)),
+            ..Default::default()
+        }),
+    );
+    assert_eq!(get(&p), Err(ConfigError::MissingAppArmorLocalhostProfile));
+    let e: kubelet_core::runtime::Error = ConfigError::MissingAppArmorLocalhostProfile.into();
+    assert_eq!(
+        e.to_string(),
+        "invalid pod spec: securityContext.appArmorProfile: missing localhost apparmor profile name"
+    );
+}
+
+#[test]
+fn selinux_options_and_supplemental_groups_policy_reach_the_cri() {
+    use k8s_openapi::api::core::v1::SELinuxOptions;
+    let root = Path::new("/var/lib/kubelet/seccomp");
+    let level = |l: &str| SELinuxOptions {
+        level: Some(l.into()),
+        type_: Some("container_t".into()),
+        ..Default::default()
+    };
+    let mut p = pod_with(
+        Some(PodSecurityContext {
+            se_linux_options: Some(level("s0:c1,c2")),
+            supplemental_groups: Some(vec![4000]),
+            supplemental_groups_policy: Some("Strict".into()),
+            ..Default::default()
+        }),
+        None,
+    );
+    let sc =
+        container_security_context(&p, &p.containers()[0], &uid(0), root, false).expect("valid");
+    let want = cri::SeLinuxOption {
+        user: String::new(),
+        role: String::new(),
+        r#type: "container_t".into(),
+        level: "s0:c1,c2".into(),
+    };
+    assert_eq!(sc.selinux_options.as_ref(), Some(&want));
+    assert_eq!(
+        sc.supplemental_groups_policy,
+        cri::SupplementalGroupsPolicy::Strict as i32
+    );
+    let sandbox = sandbox_security_context(&p);
+    assert_eq!(sandbox.selinux_options, Some(want));
+    assert_eq!(
+        sandbox.supplemental_groups_policy,
+        cri::SupplementalGroupsPolicy::Strict as i32
+    );
+    // The container's options win.
+    p.spec.as_mut().expect("spec").containers[0].security_context = Some(SecurityContext {
+        se_linux_options: Some(level("s0:c3")),
+        ..Default::default()
+    });
+    let sc =
+        container_security_context(&p, &p.containers()[0], &uid(0), root, false).expect("valid");
+    assert_eq!(sc.selinux_options.map(|o| o.level), Some("s0:c3".into()));
+    // An unknown policy is an error naming the field.
+    if let Some(s) = p.spec.as_mut().and_then(|s| s.security_context.as_mut()) {
+        s.supplemental_groups_policy = Some("Loose".into());
+    }
+    let e = container_security_context(&p, &p.containers()[0], &uid(0), root, false)
+        .expect_err("unknown policy");
+    assert_eq!(
+        kubelet_core::runtime::Error::from(e).to_string(),
+        "invalid pod spec: spec.securityContext.supplementalGroupsPolicy: unsupported supplementalGroupsPolicy: Loose"
     );
 }
