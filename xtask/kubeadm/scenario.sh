@@ -240,6 +240,12 @@ apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 cgroupDriver: cgroupfs
 serverTLSBootstrap: true
+# The bed's disk is shared with build trees: keep its fill level from tainting the node with
+# disk-pressure (upstream's defaults are 10 % and 15 % free).
+evictionHard:
+  memory.available: 100Mi
+  nodefs.available: 2%
+  imagefs.available: 2%
 EOF
 }
 
@@ -394,6 +400,9 @@ conformance_main() {
     start_node kadm-cp "$CP_IP"
     init_control_plane
     kubectl_cp taint nodes kadm-cp node-role.kubernetes.io/master- >/dev/null
+    # The Go kubelet serves nothing on 10250 until its serving certificate is issued.
+    wait_for 120 "kadm-cp's serving certificate issued" approve_serving_csrs kadm-cp ||
+        fail "no serving certificate for kadm-cp: $(kubectl_cp get csr 2>&1)"
     printf '%s\n' "dockerLibraryRegistry: 127.0.0.1:5000/library" \
         "e2eRegistry: 127.0.0.1:5000/kubernetes-e2e-test-images" \
         "promoterE2eRegistry: 127.0.0.1:5000/e2e-test-images" \

@@ -47,10 +47,13 @@ pub(crate) struct Args {
 
 /// Builds what the suite needs, runs it and writes the results.
 pub(crate) fn run(args: Args) -> Result<()> {
-    let mut built = kubeadm::prepare(&["e2e.test", "ginkgo", "agnhost", "nonewprivs", "kubelet"])?;
-    if args.kubelet == "upstream" {
-        built.kubelet = built.binary("kubelet")?.to_owned();
-    }
+    let upstream = (args.kubelet == "upstream").then(|| {
+        xtask::apiserver::cache_dir().join("kubelet") // built below with the others
+    });
+    let built = kubeadm::prepare(
+        &["e2e.test", "ginkgo", "agnhost", "nonewprivs", "kubelet"],
+        upstream,
+    )?;
     let mut images = kubeadm::control_plane_images(&built)?;
     images.extend(suite_images(
         &built.images,
@@ -94,6 +97,10 @@ pub(crate) fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
+/// A `curl` for the agnhost stand-in: the suite's hooks and networking checks run `curl [flags]
+/// URL` in agnhost containers; busybox's `wget` fetches the URL and prints the body.
+const CURL: &[u8] = b"#!/bin/sh\n# curl stand-in (busybox wget): the argument with :// is the URL; flags are ignored\nfor arg; do case \"$arg\" in *://*) url=$arg ;; esac; done\nexec wget -q -T 10 -O - \"$url\"\n";
+
 /// The suite's images that the default focus pulls, under the registries `KUBE_TEST_REPO_LIST`
 /// points at (the scenario writes that file with the same prefixes).
 fn suite_images(dir: &Path, agnhost: &Path, nonewprivs: &Path) -> Result<Vec<ImageLine>> {
@@ -106,7 +113,13 @@ fn suite_images(dir: &Path, agnhost: &Path, nonewprivs: &Path) -> Result<Vec<Ima
     let specs: Vec<(String, Vec<images::ExtraFile>, Value)> = vec![
         (
             format!("{REGISTRY}/e2e-test-images/agnhost:2.21"),
-            vec![("agnhost".into(), read(agnhost)?, 0o755)],
+            // The real image has a second copy, which "override the image's default command"
+            // runs.
+            vec![
+                ("agnhost".into(), read(agnhost)?, 0o755),
+                ("agnhost-2".into(), read(agnhost)?, 0o755),
+                ("usr/bin/curl".into(), CURL.to_vec(), 0o755),
+            ],
             json!({ "Entrypoint": ["/agnhost"], "Cmd": ["pause"] }),
         ),
         (
@@ -227,12 +240,27 @@ fn testcases(xml: &str) -> Vec<(String, SpecResult)> {
         let failure = body.find("<failure").or_else(|| body.find("<error"));
         let (outcome, message) = if let Some(at) = failure {
             let text = body[at..].split_once('>').map_or("", |(_, text)| text);
-            let first = text
+            let text = text
+                .split("</")
+                .next()
+                .unwrap_or(text)
+                .replace("&#xA;", "\n");
+            // The reason, without the source paths ginkgo puts around it.
+            let reason: Vec<&str> = text
                 .lines()
                 .map(str::trim)
-                .find(|l| !l.is_empty())
-                .unwrap_or("");
-            let message = unescape(first.split("</").next().unwrap_or(first));
+                .filter(|l| !l.is_empty() && !l.starts_with('/'))
+                .take(3)
+                .collect();
+            let mut message = unescape(&reason.join(" "));
+            if message.len() > 300 {
+                let cut = (0..=300)
+                    .rev()
+                    .find(|i| message.is_char_boundary(*i))
+                    .unwrap_or(0);
+                message.truncate(cut);
+                message.push('…');
+            }
             ("failed", message)
         } else if body.contains("<skipped") {
             ("skipped", String::new())
@@ -258,7 +286,6 @@ fn unescape(text: &str) -> String {
         .replace("&apos;", "'")
         .replace("&lt;", "<")
         .replace("&gt;", ">")
-        .replace("&#xA;", " ")
         .replace("&amp;", "&")
 }
 
@@ -339,9 +366,7 @@ mod tests {
     fn testcases_reads_outcomes_and_names() {
         let xml = r#"<testsuite><testcase name="[sig-node] Pods should run &#34;x&#34;" classname="Kubernetes e2e suite" time="3"></testcase>
 <testcase name="[sig-node] B" classname="k" time="0"><skipped></skipped></testcase>
-<testcase name="[sig-node] C" classname="k" time="1"><failure type="Failure">
-boom: it broke
-more</failure></testcase></testsuite>"#;
+<testcase name="[sig-node] C" classname="k" time="1"><failure type="Failure">/src/framework.go:629&#xA;boom: it broke&#xA;/src/x.go:1</failure></testcase></testsuite>"#;
         let cases = testcases(xml);
         let outcomes: Vec<(&str, &str)> =
             cases.iter().map(|(n, r)| (n.as_str(), r.outcome)).collect();

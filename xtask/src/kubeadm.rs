@@ -38,8 +38,8 @@ const IMAGE_REPOSITORY: &str = "127.0.0.1:5000/k8s";
 const ETCD: &str = "/usr/bin/etcd";
 
 /// Builds what the scenario needs and runs it.
-pub fn run() -> Result<()> {
-    let built = prepare(&[])?;
+pub fn run(kubelet: Option<PathBuf>) -> Result<()> {
+    let built = prepare(&[], kubelet)?;
     let images = control_plane_images(&built)?;
     scenario("run", &built, &images, &[])
 }
@@ -67,8 +67,9 @@ impl Built {
     }
 }
 
-/// Packages, the upstream binaries (`COMMANDS` plus `also`) and this workspace's kubelet.
-pub(crate) fn prepare(also: &[&str]) -> Result<Built> {
+/// Packages, the upstream binaries (`COMMANDS` plus `also`) and the kubelet: `kubelet`, or this
+/// workspace's freshly built.
+pub(crate) fn prepare(also: &[&str], kubelet: Option<PathBuf>) -> Result<Built> {
     if !is_root() {
         bail!("the kubeadm scenarios need root (namespaces, mounts, containerd)");
     }
@@ -80,7 +81,10 @@ pub(crate) fn prepare(also: &[&str]) -> Result<Built> {
         images: work.join("images"),
         work,
         binaries,
-        kubelet: demo::build_kubelet()?,
+        kubelet: match kubelet {
+            Some(kubelet) => kubelet,
+            None => demo::build_kubelet()?,
+        },
     })
 }
 

@@ -44,7 +44,12 @@ enum Cmd {
     },
     /// The real kubeadm v1.20.2 (init, join, certificate rotation) on two nodes running this
     /// kubelet, all inside namespaces the scenario creates (~15 min; not part of `ci`).
-    Kubeadm,
+    Kubeadm {
+        /// Run this kubelet binary on the nodes instead of building package kubelet-bin
+        /// (for example the static release build).
+        #[arg(long)]
+        kubelet: Option<PathBuf>,
+    },
     /// The upstream conformance suite (e2e.test v1.20.2) on a one-node kubeadm cluster running
     /// this kubelet or, with --kubelet upstream, the Go kubelet; writes
     /// target/conformance/results.md. Not part of `ci`.
@@ -140,7 +145,7 @@ fn run(cmd: Cmd) -> Result<()> {
             Ok(())
         }
         Cmd::Demo { kubelet } => demo::run(kubelet),
-        Cmd::Kubeadm => kubeadm::run(),
+        Cmd::Kubeadm { kubelet } => kubeadm::run(kubelet),
         Cmd::Conformance(args) => conformance::run(args),
         Cmd::Ci => ci::run(),
         Cmd::Bench(args) => bench::run(args),
