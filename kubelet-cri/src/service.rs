@@ -197,12 +197,18 @@ impl RuntimeService for CriRuntimeService {
                 message: "runtime status is nil".into(),
             });
         }
-        Ok(convert::runtime_status(resp.status.as_ref()))
+        Ok(convert::runtime_status_with_handlers(
+            resp.status.as_ref(),
+            &resp.runtime_handlers,
+        ))
     }
 
     async fn run_pod_sandbox<'a>(&self, config: &api::PodSandboxConfig<'a>) -> Result<String> {
+        if !config.runtime_handler.is_empty() {
+            tracing::debug!(pod = %config.pod.full_name(), runtime_handler = %config.runtime_handler, "running pod with runtime handler");
+        }
         self.client
-            .run_pod_sandbox(self.sandbox_config(config))
+            .run_pod_sandbox(self.sandbox_config(config), &config.runtime_handler)
             .await
     }
 

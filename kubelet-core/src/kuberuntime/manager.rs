@@ -31,6 +31,7 @@ use crate::runtime::{
     Result, RunningPod, Runtime, RuntimeHelper, RuntimeStatus, SandboxState, SandboxStatus,
     StreamOptions, Version,
 };
+use crate::runtimeclass::RuntimeClassSource;
 
 /// Settings of a [`KubeRuntimeManager`] (the runtime-agnostic ones; a backend has its own).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -131,6 +132,8 @@ pub struct KubeRuntimeManager<S> {
     pub(super) metrics: KubeletMetrics,
     /// Exits the runtime's events reported before its status shows them.
     pub(super) observed_exits: Arc<ObservedExits>,
+    /// RuntimeClasses for `runtimeClassName`; `None`: every pod gets the default handler.
+    pub(super) runtime_classes: Option<Arc<dyn RuntimeClassSource>>,
 }
 
 impl<S> Clone for KubeRuntimeManager<S> {
@@ -145,6 +148,7 @@ impl<S> Clone for KubeRuntimeManager<S> {
             events: self.events.clone(),
             metrics: self.metrics.clone(),
             observed_exits: self.observed_exits.clone(),
+            runtime_classes: self.runtime_classes.clone(),
         }
     }
 }
@@ -173,7 +177,18 @@ impl<S: RuntimeService> KubeRuntimeManager<S> {
             events: Arc::new(NoopRecorder),
             metrics: KubeletMetrics::default(),
             observed_exits: Arc::default(),
+            runtime_classes: None,
         }
+    }
+
+    /// Resolves pods' `runtimeClassName` to the runtime handler of their sandbox through
+    /// `classes` (upstream's RuntimeClass manager, which exists only with an API client);
+    /// without it `runtimeClassName` is not looked up and every sandbox gets the runtime's
+    /// default handler, as upstream's standalone kubelet.
+    #[must_use]
+    pub fn with_runtime_classes(mut self, classes: Arc<dyn RuntimeClassSource>) -> Self {
+        self.runtime_classes = Some(classes);
+        self
     }
 
     /// Records the engine's events (`Pulling`, `Pulled`, `Created`, `Started`, `Killing`,
