@@ -224,7 +224,10 @@ fn remote_runtime(
         settings.image_pull_backoff.0,
         settings.image_pull_backoff.1,
     ));
-    Ok(runtime)
+    Ok(match &ctx.runtime_classes {
+        Some(classes) => runtime.with_runtime_classes(classes.clone()),
+        None => runtime,
+    })
 }
 
 /// The Summary API over the CRI runtime (upstream `NewCRIStatsProvider` in `kubelet.go`):

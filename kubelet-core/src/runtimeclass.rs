@@ -27,8 +27,7 @@ pub enum Error {
 }
 
 /// Where RuntimeClass objects come from: a cache, never a request per lookup.
-#[cfg_attr(any(test, feature = "test-util"), mockall::automock)]
-pub trait RuntimeClassSource: Send + Sync + 'static {
+pub trait RuntimeClassSource: Send + Sync + std::fmt::Debug + 'static {
     /// The `handler` of RuntimeClass `name`, `None` when no such RuntimeClass is known.
     fn handler(&self, name: &str) -> Option<String>;
 }
