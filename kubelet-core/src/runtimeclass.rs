@@ -131,7 +131,7 @@ mod tests {
             runtime_handler(Some(&classes), &pod(Some("kata"))),
             Ok("kata-qemu".to_owned())
         );
-        let err = runtime_handler(Some(&classes), &pod(Some("gvisor"))).unwrap_err();
+        let err = runtime_handler(Some(&classes), &pod(Some("gvisor"))).expect_err("no such class");
         assert_eq!(
             err.to_string(),
             r#"runtimeclass.node.k8s.io "gvisor" not found"#
