@@ -234,7 +234,10 @@ fn remote_runtime(
         )),
         None => runtime,
     };
-    Ok(runtime)
+    Ok(match &ctx.runtime_classes {
+        Some(classes) => runtime.with_runtime_classes(classes.clone()),
+        None => runtime,
+    })
 }
 
 /// The Summary API over the CRI runtime (upstream `NewCRIStatsProvider` in `kubelet.go`):

@@ -129,6 +129,10 @@ pub struct RuntimeContext {
     pub event_recorder: Arc<dyn EventRecorder>,
     /// Where the runtime records its calls (e.g. `kubelet_cri::connect_with_metrics`).
     pub metrics: KubeletMetrics,
+    /// The cluster's RuntimeClasses in cluster mode (e.g.
+    /// `RemoteRuntime::with_runtime_classes`); `None` standalone, where upstream does not
+    /// look `runtimeClassName` up.
+    pub runtime_classes: Option<Arc<dyn kubelet_core::runtimeclass::RuntimeClassSource>>,
 }
 
 type RuntimeConstructor =
@@ -640,6 +644,10 @@ impl NodeBuilder {
             root_dir: self.root_dir.clone(),
             event_recorder: events.clone(),
             metrics: self.metrics.clone(),
+            runtime_classes: cluster.as_mut().map(|c| {
+                Arc::new(c.runtime_classes())
+                    as Arc<dyn kubelet_core::runtimeclass::RuntimeClassSource>
+            }),
         })
         .map_err(Error::Runtime)?;
         self.metrics.set_node_name(&self.node_name);

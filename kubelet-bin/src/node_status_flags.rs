@@ -1,7 +1,8 @@
 //! Flags and `KubeletConfiguration` fields of node registration and node status (upstream
 //! `--node-labels`, `--register-node`, `--register-with-taints`, `--max-pods`,
 //! `--kube-reserved`, `--system-reserved`, `--eviction-hard`,
-//! `--node-status-report-frequency`, `--node-status-max-images`, `--port`, and the fields
+//! `--node-status-report-frequency`, `--node-status-max-images`, `--port`, `--cloud-provider`,
+//! and the fields
 //! `registerNode`, `registerWithTaints`, `maxPods`, `kubeReserved`, `systemReserved`,
 //! `evictionHard`, `nodeStatusReportFrequency`, `nodeStatusMaxImages`, `port`), merged as the
 //! other settings: defaults < file < flags, into the library's
@@ -57,6 +58,12 @@ pub struct Flags {
     /// The kubelet's port, reported as the node's daemon endpoint (default 10250).
     #[arg(long)]
     pub port: Option<u16>,
+    /// `external`: a cloud controller manager initializes the Node — it registers with the
+    /// `node.cloudprovider.kubernetes.io/uninitialized=true:NoSchedule` taint, and its
+    /// addresses come from `--node-ip` or the cloud provider (in-tree providers are gone
+    /// upstream since v1.29).
+    #[arg(long, value_parser = ["", "external"])]
+    pub cloud_provider: Option<String>,
 }
 
 fn usage(what: &str) -> impl Fn(node_status::Error) -> UsageError + '_ {
@@ -147,6 +154,7 @@ pub fn merge(
             )));
         }
         opts.port = flags.port.or(file.port).unwrap_or(opts.port);
+        opts.external_cloud_provider = flags.cloud_provider.as_deref() == Some("external");
         Ok(opts)
     }
 }

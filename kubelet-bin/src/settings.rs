@@ -63,10 +63,11 @@ pub struct Flags {
     /// Node name to use instead of the hostname.
     #[arg(long)]
     pub hostname_override: Option<String>,
-    /// The node's IPs, comma-separated, at most one per family (reported as the pods'
-    /// hostIPs). A string flag upstream: given twice, the last one counts.
-    #[arg(long, value_delimiter = ',', action = clap::ArgAction::Set)]
-    pub node_ip: Vec<IpAddr>,
+    /// The node's IPs, comma-separated: one address, or a dual-stack pair (one IPv4, one
+    /// IPv6; the first is the primary), reported as the Node's InternalIP addresses and the
+    /// pods' hostIPs. A string flag upstream: given twice, the last one counts.
+    #[arg(long)]
+    pub node_ip: Option<String>,
     /// Address the secure port (default 0.0.0.0) and the read-only port (default 127.0.0.1)
     /// listen on.
     #[arg(long)]
@@ -307,15 +308,30 @@ fn crash_loop_backoff(
     Ok((initial.min(max), max))
 }
 
-/// `--node-ip`: at most one address per family, as upstream's dual-stack form.
-fn node_ips(ips: &[IpAddr]) -> Result<Vec<String>, UsageError> {
-    let v4 = ips.iter().filter(|ip| ip.is_ipv4()).count();
-    if ips.len() > 2 || (ips.len() == 2 && v4 != 1) {
-        return Err(UsageError(format!(
-            "--node-ip {ips:?}: at most one IPv4 and one IPv6 address"
-        )));
+/// `--node-ip` as upstream's `nodeutil.ParseNodeIPArgument`: comma-separated, each entry
+/// trimmed; entries that are not IPs are ignored (returned second, for a warning); one IP
+/// or a dual-stack pair, whose IPs must not be `0.0.0.0` or `::`. A single unspecified IP
+/// means "detect" (empty list).
+fn node_ips(value: Option<&str>) -> Result<(Vec<IpAddr>, Vec<String>), UsageError> {
+    let Some(value) = value.filter(|v| !v.is_empty()) else {
+        return Ok((Vec::new(), Vec::new()));
+    };
+    let (mut ips, mut invalid) = (Vec::new(), Vec::new());
+    for entry in value.split(',').map(str::trim) {
+        match entry.parse::<IpAddr>() {
+            Ok(ip) => ips.push(ip),
+            Err(_) => invalid.push(entry.to_owned()),
+        }
     }
-    Ok(ips.iter().map(ToString::to_string).collect())
+    let bad = |reason: &str| Err(UsageError(format!("bad --node-ip {value:?}: {reason}")));
+    if ips.len() > 2 || (ips.len() == 2 && ips[0].is_ipv6() == ips[1].is_ipv6()) {
+        return bad("must contain either a single IP or a dual-stack pair of IPs");
+    }
+    if ips.len() == 2 && ips.iter().any(IpAddr::is_unspecified) {
+        return bad("dual-stack node IP cannot include '0.0.0.0' or '::'");
+    }
+    ips.retain(|ip| !ip.is_unspecified());
+    Ok((ips, invalid))
 }
 
 /// `--logging-format` and `-v` over the file's `logging.format` and `logging.verbosity`
@@ -472,7 +488,11 @@ impl Settings {
         let root_dir = flags
             .root_dir
             .unwrap_or_else(|| PathBuf::from("/var/lib/kubelet"));
-        let node_status = crate::node_status_flags::merge(flags.node_status, &file, &node_name)?;
+        let mut node_status =
+            crate::node_status_flags::merge(flags.node_status, &file, &node_name)?;
+        let (node_ips, invalid_node_ips) = node_ips(flags.node_ip.as_deref())?;
+        // With an external cloud provider, only the given IPs count (none: the provider's).
+        node_status.node_ips.clone_from(&node_ips);
         if node_status.port == 0 {
             return Err(UsageError(
                 "--port must be between 1 and 65535, inclusive".into(),
@@ -505,7 +525,7 @@ impl Settings {
                 .or(file.pod_logs_dir.clone())
                 .unwrap_or_else(|| PathBuf::from("/var/log/pods")),
             node_name,
-            node_ips: node_ips(&flags.node_ip)?,
+            node_ips: node_ips.iter().map(ToString::to_string).collect(),
             read_only: (read_only_port != 0).then(|| (address, read_only_port).into()),
             healthz: (healthz_port != 0).then(|| (healthz_address, healthz_port).into()),
             sync_frequency,
@@ -517,7 +537,14 @@ impl Settings {
             verbosity,
             logging_format,
             ignored_config_fields,
-            flag_warnings: flags.accepted.warnings(),
+            flag_warnings: flags
+                .accepted
+                .warnings()
+                .into_iter()
+                .chain((!invalid_node_ips.is_empty()).then(|| {
+                    format!("could not parse some node IP(s), ignoring them: {invalid_node_ips:?}")
+                }))
+                .collect(),
             config_file: config_object,
             node_allocatable: crate::node_allocatable::Settings::merge(
                 flags.node_allocatable,

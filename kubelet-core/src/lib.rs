@@ -57,6 +57,7 @@ pub mod qos;
 pub mod quantity;
 pub mod resources;
 pub mod runtime;
+pub mod runtimeclass;
 pub mod start_path;
 pub mod stats;
 pub mod status;

@@ -51,6 +51,9 @@ pub enum Error {
         /// The runtime's message.
         message: String,
     },
+    /// The pod's RuntimeClass could not be resolved to a runtime handler.
+    #[error(transparent)]
+    RuntimeClass(#[from] crate::runtimeclass::Error),
 }
 
 impl Error {
@@ -83,6 +86,22 @@ pub struct RuntimeStatus {
     pub network_ready: bool,
     /// Reasons and messages of conditions that are not met, for logs and health checks.
     pub message: String,
+    /// The runtime handlers the runtime reports (CRI `StatusResponse.runtime_handlers`;
+    /// empty from a runtime that reports none, e.g. containerd 1.6), for the Node's
+    /// `status.runtimeHandlers`.
+    #[serde(default)]
+    pub handlers: Vec<RuntimeHandler>,
+}
+
+/// One runtime handler a runtime reports (upstream `kubecontainer.RuntimeHandler`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RuntimeHandler {
+    /// The handler's name; empty for the default handler.
+    pub name: String,
+    /// It supports recursive read-only mounts.
+    pub supports_recursive_read_only_mounts: bool,
+    /// It supports user namespaces.
+    pub supports_user_namespaces: bool,
 }
 
 /// State of a container in the runtime (upstream `ContainerState`).

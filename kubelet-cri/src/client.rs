@@ -322,10 +322,14 @@ impl CriClient {
             .await
     }
 
-    pub(crate) async fn run_pod_sandbox(&self, config: cri::PodSandboxConfig) -> Result<String> {
+    pub(crate) async fn run_pod_sandbox(
+        &self,
+        config: cri::PodSandboxConfig,
+        runtime_handler: &str,
+    ) -> Result<String> {
         let msg = cri::RunPodSandboxRequest {
             config: Some(config),
-            runtime_handler: String::new(),
+            runtime_handler: runtime_handler.to_owned(),
         };
         let handler = msg.runtime_handler.clone();
         let mut c = self.runtime.clone();

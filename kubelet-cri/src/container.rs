@@ -94,6 +94,7 @@ mod tests {
             cgroup_parent: String::new(),
             labels: Default::default(),
             annotations: Default::default(),
+            runtime_handler: String::new(),
         };
         let user = ImageUser {
             uid: Some(1000),

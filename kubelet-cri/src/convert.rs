@@ -9,7 +9,7 @@
 use k8s_cri::v1 as cri;
 use kubelet_core::kuberuntime::api;
 use kubelet_core::runtime::{
-    ContainerState, Mount, MountPropagation, RuntimeStatus, SandboxState, Version,
+    ContainerState, Mount, MountPropagation, RuntimeHandler, RuntimeStatus, SandboxState, Version,
 };
 use kubelet_core::time::from_cri_nanos;
 
@@ -30,6 +30,15 @@ pub fn version(v: &cri::VersionResponse) -> Version {
 /// `RuntimeStatus` conditions → [`RuntimeStatus`] (upstream `toKubeRuntimeStatus`): a missing
 /// condition counts as not ready; the message lists conditions that are not met.
 pub fn runtime_status(s: Option<&cri::RuntimeStatus>) -> RuntimeStatus {
+    runtime_status_with_handlers(s, &[])
+}
+
+/// CRI `StatusResponse` parts → [`RuntimeStatus`] with the runtime's handlers (upstream
+/// `toKubeRuntimeStatus`).
+pub fn runtime_status_with_handlers(
+    s: Option<&cri::RuntimeStatus>,
+    handlers: &[cri::RuntimeHandler],
+) -> RuntimeStatus {
     let conditions = s.map(|s| s.conditions.as_slice()).unwrap_or_default();
     let ready = |ty: &str| conditions.iter().any(|c| c.r#type == ty && c.status);
     let message = conditions
@@ -47,6 +56,17 @@ pub fn runtime_status(s: Option<&cri::RuntimeStatus>) -> RuntimeStatus {
         runtime_ready: ready(RUNTIME_READY),
         network_ready: ready(NETWORK_READY),
         message,
+        handlers: handlers
+            .iter()
+            .map(|h| {
+                let features = h.features.unwrap_or_default();
+                RuntimeHandler {
+                    name: h.name.clone(),
+                    supports_recursive_read_only_mounts: features.recursive_read_only_mounts,
+                    supports_user_namespaces: features.user_namespaces,
+                }
+            })
+            .collect(),
     }
 }
 

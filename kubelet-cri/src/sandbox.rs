@@ -249,6 +249,7 @@ mod tests {
             cgroup_parent: String::new(),
             labels: Default::default(),
             annotations: Default::default(),
+            runtime_handler: String::new(),
         };
         let opts = CriOptions::default().with_cgroup_parent("/kubepods");
         let cfg = generate_pod_sandbox_config(&config, &opts);

@@ -208,16 +208,23 @@ impl RuntimeService for CriRuntimeService {
                 message: "runtime status is nil".into(),
             });
         }
-        Ok(convert::runtime_status(resp.status.as_ref()))
+        Ok(convert::runtime_status_with_handlers(
+            resp.status.as_ref(),
+            &resp.runtime_handlers,
+        ))
     }
 
     async fn run_pod_sandbox<'a>(&self, config: &api::PodSandboxConfig<'a>) -> Result<String> {
         if config.pod.spec.as_ref().and_then(|s| s.host_users) == Some(false) {
             let status = self.client.status().await?;
-            check_user_namespaces(config.pod, &status, "").map_err(Error::from)?;
+            check_user_namespaces(config.pod, &status, &config.runtime_handler)
+                .map_err(Error::from)?;
+        }
+        if !config.runtime_handler.is_empty() {
+            tracing::debug!(pod = %config.pod.full_name(), runtime_handler = %config.runtime_handler, "running pod with runtime handler");
         }
         self.client
-            .run_pod_sandbox(self.sandbox_config(config))
+            .run_pod_sandbox(self.sandbox_config(config), &config.runtime_handler)
             .await
     }
 

@@ -40,6 +40,7 @@ impl RuntimeService for ProcessRuntimeService {
             runtime_ready: true,
             network_ready: true,
             message: String::new(),
+            handlers: Vec::new(),
         })
     }
 

@@ -122,11 +122,6 @@ pub const TABLE: &[Ignored] = &[
         "the Node's spec.providerID is not set by this kubelet; the cloud controller manager sets it",
     ),
     row(
-        "cloud-provider",
-        Takes::OneOf(&["", "external"]),
-        "in-tree cloud providers were removed upstream in v1.29; with `external` the cloud controller manager initializes the Node, and this kubelet does not add the node.cloudprovider.kubernetes.io/uninitialized taint",
-    ),
-    row(
         "volume-plugin-dir",
         Takes::Value,
         "FlexVolume plugins are not supported (use CSI)",

@@ -160,8 +160,8 @@ fn k3s_flags_parse() {
         s.runtime_socket,
         PathBuf::from("/run/k3s/containerd/containerd.sock")
     );
+    assert!(s.node_status.external_cloud_provider);
     for flag in [
-        "--cloud-provider",
         "--containerd",
         "--provider-id",
         "--feature-gates",
@@ -281,7 +281,8 @@ fn a_rejected_value_is_a_usage_error() {
     assert!(err.0.contains("--fail-swap-on"), "{}", err.0);
     assert!(parse(&["--no-such-flag"]).is_err());
     let s = parse(&["--cloud-provider=", "--cni-bin-dir="]).expect("empty values are accepted");
-    assert_eq!(s.flag_warnings.len(), 2, "{:?}", s.flag_warnings);
+    assert_eq!(s.flag_warnings.len(), 1, "{:?}", s.flag_warnings);
+    assert!(!s.node_status.external_cloud_provider);
 }
 
 /// `deploy/10-kubeadm.conf`'s `ExecStart` as systemd expands it: its `Environment=` values,
@@ -365,5 +366,42 @@ fn upstreams_logging_flags_parse() {
         "--vmodule",
     ] {
         assert_eq!(warned(&s, flag), 1, "{flag}: {:?}", s.flag_warnings);
+    }
+}
+
+/// `--node-ip` as upstream's `ParseNodeIPArgument`: one IP or a dual-stack pair, the primary
+/// first; entries that are not IPs are ignored with a warning; errors name the flag.
+#[test]
+fn node_ip_takes_one_ip_or_a_dual_stack_pair() {
+    let s = parse(&["--node-ip", "fd00::5, 10.0.0.5"]).expect("a dual-stack pair");
+    assert_eq!(s.node_ips, ["fd00::5", "10.0.0.5"]);
+    assert_eq!(s.node_status.node_ips.len(), 2);
+    let s = parse(&["--node-ip=2001:db8::7"]).expect("IPv6 only");
+    assert_eq!(s.node_ips, ["2001:db8::7"]);
+    let s = parse(&["--node-ip=0.0.0.0"]).expect("unspecified: detect");
+    assert!(s.node_ips.is_empty());
+    let s = parse(&["--node-ip=10.0.0.5,not-an-ip"]).expect("bad entries are ignored");
+    assert_eq!(s.node_ips, ["10.0.0.5"]);
+    assert!(
+        s.flag_warnings.iter().any(|w| w.contains("not-an-ip")),
+        "{:?}",
+        s.flag_warnings
+    );
+    for (value, reason) in [
+        (
+            "10.0.0.5,10.0.0.6",
+            "must contain either a single IP or a dual-stack pair of IPs",
+        ),
+        (
+            "10.0.0.5,fd00::5,fd00::6",
+            "must contain either a single IP or a dual-stack pair of IPs",
+        ),
+        (
+            "0.0.0.0,fd00::5",
+            "dual-stack node IP cannot include '0.0.0.0' or '::'",
+        ),
+    ] {
+        let err = parse(&["--node-ip", value]).expect_err(value);
+        assert_eq!(err.0, format!("bad --node-ip {value:?}: {reason}"));
     }
 }

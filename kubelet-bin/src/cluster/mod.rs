@@ -18,6 +18,7 @@ pub mod objects;
 pub mod pod_source;
 pub mod rate_limit;
 pub mod request_metrics;
+pub mod runtime_classes;
 pub mod services;
 #[cfg(test)]
 mod test_api;
@@ -40,6 +41,7 @@ pub use mirror::KubeMirrorClient;
 pub use node_cache::ApiNodeProvider;
 pub use pod_source::ApiPodSource;
 pub use rate_limit::Limits;
+pub use runtime_classes::ApiRuntimeClasses;
 pub use services::ApiServiceLister;
 pub use tokens::ApiTokenSource;
 
@@ -191,7 +193,9 @@ impl ClusterOptions {
             .node_status
             .get_or_insert_with(|| node_status::NodeStatusOptions::new(node_name));
         node_name.clone_into(&mut opts.node_name);
-        if opts.node_ips.is_empty() {
+        // With an external cloud provider, detected IPs are not the node's: upstream then
+        // waits for the provider's addresses.
+        if opts.node_ips.is_empty() && !opts.external_cloud_provider {
             opts.node_ips = node_ips.iter().filter_map(|ip| ip.parse().ok()).collect();
         }
         root_dir.clone_into(&mut opts.root_dir);
@@ -216,6 +220,7 @@ pub struct Cluster {
     node_name: String,
     node_watch: Option<ApiNodeProvider>,
     service_watch: Option<ApiServiceLister>,
+    runtime_class_watch: Option<ApiRuntimeClasses>,
     started: bool,
     node_status: Option<node_status::NodeStatusHandle>,
     events: Option<Arc<dyn kubelet_core::events::EventRecorder>>,
@@ -240,6 +245,7 @@ impl Cluster {
             node_name: node_name.into(),
             node_watch: None,
             service_watch: None,
+            runtime_class_watch: None,
             started: false,
             node_status: None,
             events: None,
@@ -319,6 +325,14 @@ impl Cluster {
     pub fn service_lister(&mut self) -> ApiServiceLister {
         self.service_watch
             .get_or_insert_with(ApiServiceLister::new)
+            .clone()
+    }
+
+    /// The cluster's RuntimeClasses for `runtimeClassName` (upstream's RuntimeClass
+    /// manager): empty until the watch that [`spawn`](Self::spawn) starts has listed them.
+    pub fn runtime_classes(&mut self) -> ApiRuntimeClasses {
+        self.runtime_class_watch
+            .get_or_insert_with(ApiRuntimeClasses::new)
             .clone()
     }
 
@@ -469,6 +483,9 @@ impl Cluster {
         }
         if let Some(lister) = self.service_watch.take() {
             tracker.spawn(lister.run(self.clients.client.clone(), token.child_token()));
+        }
+        if let Some(classes) = self.runtime_class_watch.take() {
+            tracker.spawn(classes.run(self.clients.client.clone(), token.child_token()));
         }
         if let Some(provider) = self.node_watch.take() {
             tracker.spawn(provider.run(

@@ -40,6 +40,7 @@ mod pull_secrets_containerd;
 mod resources_containerd;
 mod responsive_containerd;
 mod restart_apiserver;
+mod runtime_class_apiserver;
 mod secure_port;
 mod secure_port_apiserver;
 mod secure_port_metrics;

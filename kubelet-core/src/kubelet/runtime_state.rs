@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::pleg::Pleg;
-use crate::runtime::Runtime;
+use crate::runtime::{Runtime, RuntimeHandler};
 
 /// How long the runtime may go without a successful status check before it counts as down
 /// (upstream `maxWaitForContainerRuntime`).
@@ -20,6 +20,7 @@ struct Inner {
     last_base_runtime_sync: Option<Instant>,
     runtime_error: Option<String>,
     network_error: Option<String>,
+    handlers: Vec<RuntimeHandler>,
 }
 
 /// Shared runtime health. Cheap to clone.
@@ -77,6 +78,12 @@ impl RuntimeState {
         self.lock().network_error.clone()
     }
 
+    /// The runtime handlers of the last successful status check (upstream
+    /// `runtimeState.runtimeHandlers`).
+    pub fn runtime_handlers(&self) -> Vec<RuntimeHandler> {
+        self.lock().handlers.clone()
+    }
+
     /// Runs one status check now (upstream `updateRuntimeUp`).
     pub async fn update(&self, runtime: &dyn Runtime) {
         match runtime.status().await {
@@ -84,6 +91,7 @@ impl RuntimeState {
                 let mut inner = self.lock();
                 let was_down =
                     inner.runtime_error.is_some() || inner.last_base_runtime_sync.is_none();
+                inner.handlers = status.handlers;
                 inner.network_error = (!status.network_ready)
                     .then(|| format!("container runtime network not ready: {}", status.message));
                 if status.runtime_ready {
@@ -143,8 +151,14 @@ mod tests {
             runtime_ready: true,
             network_ready: false,
             message: "cni".into(),
+            handlers: vec![crate::runtime::RuntimeHandler {
+                name: "kata".into(),
+                supports_user_namespaces: true,
+                ..Default::default()
+            }],
         });
         state.update(rt.as_ref()).await;
+        assert_eq!(state.runtime_handlers()[0].name, "kata");
         assert!(state.runtime_errors().is_empty());
         assert!(state.network_errors().is_some());
         tokio::time::advance(MAX_WAIT_FOR_RUNTIME + Duration::from_secs(1)).await;

@@ -515,6 +515,7 @@ async fn runtime_outage_blocks_syncing_and_health_then_converges() {
         runtime_ready: true,
         network_ready: true,
         message: String::new(),
+        handlers: Vec::new(),
     });
     eventually(Duration::from_secs(60), "running after outage", || {
         running(&n.runtime, &p.uid(), "app").is_some()

@@ -167,6 +167,10 @@ pub struct PodSandboxConfig<'a> {
     pub labels: Labels,
     /// Annotations to store on the sandbox.
     pub annotations: Labels,
+    /// The CRI runtime handler of the pod's RuntimeClass (upstream `RunPodSandbox`'s
+    /// `runtimeHandler`): empty for the runtime's default. Resolved when the sandbox is
+    /// created, empty otherwise.
+    pub runtime_handler: String,
 }
 
 /// Where the pod's first container of this kind runs (upstream `ContainerType`).

@@ -31,6 +31,7 @@ use crate::runtime::{
     Result, RunningPod, Runtime, RuntimeHelper, RuntimeStatus, SandboxState, SandboxStatus,
     StreamOptions, Version,
 };
+use crate::runtimeclass::RuntimeClassSource;
 
 /// Settings of a [`KubeRuntimeManager`] (the runtime-agnostic ones; a backend has its own).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -144,6 +145,8 @@ pub struct KubeRuntimeManager<S> {
     pub(super) observed_exits: Arc<ObservedExits>,
     /// The node's credential provider plugins, asked after the pull secrets.
     pub(super) credential_providers: Option<Arc<crate::credentialprovider::CredentialProviders>>,
+    /// RuntimeClasses for `runtimeClassName`; `None`: every pod gets the default handler.
+    pub(super) runtime_classes: Option<Arc<dyn RuntimeClassSource>>,
 }
 
 impl<S> Clone for KubeRuntimeManager<S> {
@@ -159,6 +162,7 @@ impl<S> Clone for KubeRuntimeManager<S> {
             metrics: self.metrics.clone(),
             observed_exits: self.observed_exits.clone(),
             credential_providers: self.credential_providers.clone(),
+            runtime_classes: self.runtime_classes.clone(),
         }
     }
 }
@@ -188,7 +192,18 @@ impl<S: RuntimeService> KubeRuntimeManager<S> {
             metrics: KubeletMetrics::default(),
             observed_exits: Arc::default(),
             credential_providers: None,
+            runtime_classes: None,
         }
+    }
+
+    /// Resolves pods' `runtimeClassName` to the runtime handler of their sandbox through
+    /// `classes` (upstream's RuntimeClass manager, which exists only with an API client);
+    /// without it `runtimeClassName` is not looked up and every sandbox gets the runtime's
+    /// default handler, as upstream's standalone kubelet.
+    #[must_use]
+    pub fn with_runtime_classes(mut self, classes: Arc<dyn RuntimeClassSource>) -> Self {
+        self.runtime_classes = Some(classes);
+        self
     }
 
     /// Records the engine's events (`Pulling`, `Pulled`, `Created`, `Started`, `Killing`,

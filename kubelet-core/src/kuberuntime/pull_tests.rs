@@ -21,6 +21,7 @@ fn sandbox(pod: &Pod) -> PodSandboxConfig<'_> {
         cgroup_parent: String::new(),
         labels: Labels::new(),
         annotations: Labels::new(),
+        runtime_handler: String::new(),
     }
 }
 

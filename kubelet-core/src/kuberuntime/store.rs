@@ -402,6 +402,7 @@ mod tests {
             cgroup_parent: String::new(),
             labels: Labels::new(),
             annotations: Labels::new(),
+            runtime_handler: String::new(),
         }
     }
 

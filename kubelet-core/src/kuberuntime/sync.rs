@@ -181,7 +181,28 @@ impl<S: RuntimeService> KubeRuntimeManager<S> {
                 }
             }
         };
+        let runtime_handler = if actions.create_sandbox {
+            // Upstream `createPodSandbox`: a RuntimeClass that cannot be resolved fails the
+            // sandbox like the runtime's own refusal (`FailedCreatePodSandBox`, retried).
+            match crate::runtimeclass::runtime_handler(self.runtime_classes.as_deref(), pod) {
+                Ok(handler) => handler,
+                Err(e) => {
+                    let e = Error::from(e);
+                    self.metrics.record_pod_started(true);
+                    self.events.event(
+                        &pod_ref(pod),
+                        EventType::Warning,
+                        events::FAILED_CREATE_POD_SANDBOX,
+                        &format!("Failed to create pod sandbox: {e}"),
+                    );
+                    return fail_pod(result, "failed to create pod sandbox", e);
+                }
+            }
+        } else {
+            String::new()
+        };
         let sandbox_config = PodSandboxConfig {
+            runtime_handler,
             pod,
             attempt: actions.attempt,
             hostname,

@@ -180,6 +180,8 @@ pub struct FakeSandbox {
     pub pod_namespace: String,
     /// What `pod_sandbox_status` reports.
     pub status: PodSandboxStatus,
+    /// The runtime handler it was created with (empty: the default).
+    pub runtime_handler: String,
 }
 
 impl FakeSandbox {
@@ -212,6 +214,7 @@ pub(crate) fn clone_error(e: &Error) -> Error {
             message: message.clone(),
         },
         Error::Unsupported(op) => Error::Unsupported(op),
+        Error::RuntimeClass(e) => Error::RuntimeClass(e.clone()),
     }
 }
 
@@ -274,6 +277,7 @@ impl FakeRuntimeService {
                     runtime_ready: true,
                     network_ready: true,
                     message: String::new(),
+                    handlers: Vec::new(),
                 },
                 exec_results: HashMap::new(),
                 images: BTreeMap::new(),
@@ -549,6 +553,7 @@ impl RuntimeService for FakeRuntimeService {
             vec![format!("10.0.{}.{}", n / 250, n % 250 + 1)]
         };
         let sandbox = FakeSandbox {
+            runtime_handler: config.runtime_handler.clone(),
             pod_uid: pod.uid(),
             pod_name: pod.name_or_empty().to_owned(),
             pod_namespace: pod.namespace_or_default().to_owned(),
@@ -779,6 +784,7 @@ mod tests {
             cgroup_parent: String::new(),
             labels: Labels::from([("io.kubernetes.pod.uid".into(), pod.uid().0)]),
             annotations: Labels::new(),
+            runtime_handler: String::new(),
         }
     }
 

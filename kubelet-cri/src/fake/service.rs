@@ -36,7 +36,7 @@ fn sandbox_message(s: &FakeSandbox) -> cri::PodSandbox {
         created_at: s.created_at,
         labels: s.config.labels.clone(),
         annotations: s.config.annotations.clone(),
-        runtime_handler: String::new(),
+        runtime_handler: s.runtime_handler.clone(),
     }
 }
 
@@ -120,6 +120,15 @@ impl RuntimeService for Service {
                     condition(NETWORK_READY, st.network_ready),
                 ],
             }),
+            runtime_handlers: st
+                .runtime_handlers
+                .iter()
+                .flat_map(|known| std::iter::once(String::new()).chain(known.iter().cloned()))
+                .map(|name| cri::RuntimeHandler {
+                    name,
+                    features: Some(cri::RuntimeHandlerFeatures::default()),
+                })
+                .collect(),
             ..Default::default()
         }))
     }
@@ -128,8 +137,9 @@ impl RuntimeService for Service {
         &self,
         request: Request<cri::RunPodSandboxRequest>,
     ) -> Result<Response<cri::RunPodSandboxResponse>, Status> {
+        let request = request.into_inner();
+        let runtime_handler = request.runtime_handler;
         let config = request
-            .into_inner()
             .config
             .ok_or_else(|| Status::invalid_argument("sandbox config is required"))?;
         let md = config
@@ -137,6 +147,15 @@ impl RuntimeService for Service {
             .clone()
             .ok_or_else(|| Status::invalid_argument("sandbox metadata is required"))?;
         let mut st = self.enter("RunPodSandbox", &md.name).await?;
+        if let Some(known) = &st.runtime_handlers
+            && !runtime_handler.is_empty()
+            && !known.contains(&runtime_handler)
+        {
+            // containerd 1.6 `RunPodSandbox`.
+            return Err(Status::unknown(format!(
+                "failed to get sandbox runtime: no runtime for {runtime_handler:?} is configured"
+            )));
+        }
         if st
             .sandboxes
             .values()
@@ -168,6 +187,7 @@ impl RuntimeService for Service {
                 state: cri::PodSandboxState::SandboxReady,
                 created_at,
                 ip,
+                runtime_handler,
             },
         );
         Ok(Response::new(cri::RunPodSandboxResponse {
@@ -238,7 +258,7 @@ impl RuntimeService for Service {
                 }),
                 labels: s.config.labels.clone(),
                 annotations: s.config.annotations.clone(),
-                runtime_handler: String::new(),
+                runtime_handler: s.runtime_handler.clone(),
             }),
             ..Default::default()
         }))

@@ -31,6 +31,8 @@ pub struct FakeSandbox {
     pub created_at: i64,
     /// Pod IP (empty for host-network sandboxes).
     pub ip: String,
+    /// The `runtime_handler` of its `RunPodSandbox` (empty: the default).
+    pub runtime_handler: String,
 }
 
 impl FakeSandbox {
@@ -144,6 +146,9 @@ pub(crate) struct State {
     pub(crate) streams: Vec<StreamCall>,
     /// What `ListContainerStats` reports per container: CPU nanoseconds, working set bytes.
     pub(crate) usage: HashMap<String, (u64, u64)>,
+    /// The runtime handlers besides the default: `None` accepts any and reports none in
+    /// `Status` (containerd 1.6); `Some` refuses others as containerd does and reports these.
+    pub(crate) runtime_handlers: Option<Vec<String>>,
     next_id: u64,
     last_time: i64,
 }
@@ -231,6 +236,7 @@ impl FakeCri {
                 exec_result: (0, String::new()),
                 streams: Vec::new(),
                 usage: HashMap::new(),
+                runtime_handlers: None,
                 next_id: 0,
                 last_time: 0,
             })),
@@ -328,6 +334,13 @@ impl FakeCri {
     /// Stops hanging `method`.
     pub fn clear_hang(&self, method: &'static str) {
         self.lock().hanging.remove(method);
+    }
+
+    /// Makes the runtime know only `handlers` besides the default (`""`): `RunPodSandbox`
+    /// refuses any other with containerd's `no runtime for "<handler>" is configured`, and
+    /// `Status` reports the default and these in `runtime_handlers`.
+    pub fn set_runtime_handlers(&self, handlers: &[&str]) {
+        self.lock().runtime_handlers = Some(handlers.iter().map(|h| (*h).to_owned()).collect());
     }
 
     /// Sets the `RuntimeReady` and `NetworkReady` conditions `Status` reports.

@@ -6,4 +6,5 @@ mod lifecycle_hooks;
 mod pull_secrets;
 mod remote_runtime;
 mod remote_runtime_resources;
+mod runtime_class;
 mod stats_provider;

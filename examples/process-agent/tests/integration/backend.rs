@@ -43,6 +43,7 @@ async fn create(rt: &ProcessRuntimeService, dir: &Path, name: &str, script: &str
         cgroup_parent: String::new(),
         labels: Labels::new(),
         annotations: Labels::new(),
+        runtime_handler: String::new(),
     };
     std::fs::create_dir_all(dir.join(name)).expect("log directory");
     let config = ContainerConfig {

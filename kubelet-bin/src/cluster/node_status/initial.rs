@@ -23,6 +23,12 @@ pub const LABEL_ARCH: &str = "kubernetes.io/arch";
 pub const LABEL_OS_BETA: &str = "beta.kubernetes.io/os";
 /// The deprecated `beta.kubernetes.io/arch` upstream still sets.
 pub const LABEL_ARCH_BETA: &str = "beta.kubernetes.io/arch";
+/// Upstream `cloudproviderapi.TaintExternalCloudProvider`: the Node waits for a cloud
+/// controller manager to initialize it.
+pub const TAINT_EXTERNAL_CLOUD_PROVIDER: &str = "node.cloudprovider.kubernetes.io/uninitialized";
+/// Upstream `cloudproviderapi.AnnotationAlphaProvidedIPAddr`: the `--node-ip` given with an
+/// external cloud provider, for it to pick the matching addresses.
+pub const ANNOTATION_PROVIDED_IP: &str = "alpha.kubernetes.io/provided-node-ip";
 /// Upstream `volutil.ControllerManagedAttachAnnotation`.
 pub const ANNOTATION_CONTROLLER_ATTACH: &str =
     "volumes.kubernetes.io/controller-managed-attach-detach";
@@ -37,7 +43,9 @@ const DEFAULT_LABELS: [&str; 5] = [
 ];
 
 /// Upstream `initialNode` without status: name, default labels + `--node-labels`,
-/// `--register-with-taints`, the controller-managed attach/detach annotation.
+/// `--register-with-taints` (then the external cloud provider's taint), the
+/// controller-managed attach/detach annotation and, with an external cloud provider and a
+/// `--node-ip`, the provided-node-ip annotation.
 pub fn initial_node(opts: &NodeStatusOptions) -> Node {
     let os = std::env::consts::OS;
     let mut labels: BTreeMap<String, String> = [
@@ -51,9 +59,30 @@ pub fn initial_node(opts: &NodeStatusOptions) -> Node {
     .map(|(k, v)| (k.to_owned(), v.to_owned()))
     .collect();
     labels.extend(opts.node_labels.clone());
-    let annotations = opts
-        .controller_attach_detach
-        .then(|| BTreeMap::from([(ANNOTATION_CONTROLLER_ATTACH.to_owned(), "true".to_owned())]));
+    let mut annotations = BTreeMap::new();
+    if opts.controller_attach_detach {
+        annotations.insert(ANNOTATION_CONTROLLER_ATTACH.to_owned(), "true".to_owned());
+    }
+    // Upstream's `NodeAddress` setter, run by `initialNode`.
+    if opts.external_cloud_provider && !opts.node_ips.is_empty() {
+        let ips: Vec<String> = opts
+            .node_ips
+            .iter()
+            .take(2)
+            .map(ToString::to_string)
+            .collect();
+        annotations.insert(ANNOTATION_PROVIDED_IP.to_owned(), ips.join(","));
+    }
+    let annotations = (!annotations.is_empty()).then_some(annotations);
+    let mut taints = opts.register_with_taints.clone();
+    if opts.external_cloud_provider {
+        taints.push(Taint {
+            key: TAINT_EXTERNAL_CLOUD_PROVIDER.to_owned(),
+            value: Some("true".to_owned()),
+            effect: "NoSchedule".to_owned(),
+            time_added: None,
+        });
+    }
     Node {
         metadata: ObjectMeta {
             name: Some(opts.node_name.clone()),
@@ -62,8 +91,7 @@ pub fn initial_node(opts: &NodeStatusOptions) -> Node {
             ..ObjectMeta::default()
         },
         spec: Some(NodeSpec {
-            taints: (!opts.register_with_taints.is_empty())
-                .then(|| opts.register_with_taints.clone()),
+            taints: (!taints.is_empty()).then_some(taints),
             ..NodeSpec::default()
         }),
         status: None,
@@ -201,6 +229,41 @@ mod tests {
         assert_eq!(taints[0].effect, "NoSchedule");
         let annotations = node.metadata.annotations.unwrap_or_default();
         assert_eq!(annotations[ANNOTATION_CONTROLLER_ATTACH], "true");
+    }
+
+    #[test]
+    fn an_external_cloud_provider_adds_its_taint_and_the_provided_ip() {
+        let mut o = opts();
+        o.external_cloud_provider = true;
+        let node = initial_node(&o);
+        assert_eq!(
+            node.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(ANNOTATION_PROVIDED_IP)),
+            None
+        );
+        let taints = node.spec.and_then(|s| s.taints).unwrap_or_default();
+        let keys: Vec<_> = taints.iter().map(|t| t.key.as_str()).collect();
+        assert_eq!(keys, ["dedicated", TAINT_EXTERNAL_CLOUD_PROVIDER]);
+        assert_eq!(taints[1].value.as_deref(), Some("true"));
+        assert_eq!(taints[1].effect, "NoSchedule");
+        o.node_ips = vec![
+            "10.0.0.5"
+                .parse()
+                .unwrap_or(std::net::Ipv4Addr::LOCALHOST.into()),
+            "fd00::5"
+                .parse()
+                .unwrap_or(std::net::Ipv4Addr::LOCALHOST.into()),
+        ];
+        let annotations = initial_node(&o).metadata.annotations.unwrap_or_default();
+        assert_eq!(annotations[ANNOTATION_PROVIDED_IP], "10.0.0.5,fd00::5");
+        // Without the provider: no taint of its own.
+        let taints = initial_node(&opts())
+            .spec
+            .and_then(|s| s.taints)
+            .unwrap_or_default();
+        assert_eq!(taints.len(), 1);
     }
 
     #[test]

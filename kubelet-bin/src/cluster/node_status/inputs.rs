@@ -176,6 +176,7 @@ impl NodeStatusInputs {
             memory_pressure: pressure(|p| p.memory_pressure()),
             disk_pressure: pressure(|p| p.disk_pressure()),
             pid_pressure: pressure(|p| p.pid_pressure()),
+            runtime_handlers: self.runtime_state.runtime_handlers(),
         }
     }
 

@@ -129,6 +129,11 @@ pub struct NodeStatusOptions {
     pub controller_attach_detach: bool,
     /// At most this many images in the status (`nodeStatusMaxImages`, 50; -1: all).
     pub max_images: i32,
+    /// `--cloud-provider=external`: the Node registers with the
+    /// `node.cloudprovider.kubernetes.io/uninitialized` taint and the
+    /// `alpha.kubernetes.io/provided-node-ip` annotation (with `node_ips`), and its addresses
+    /// are the cloud provider's once it set them (until then `node_ips`, or none).
+    pub external_cloud_provider: bool,
 }
 
 impl NodeStatusOptions {
@@ -153,6 +158,7 @@ impl NodeStatusOptions {
             kubelet_version: kubelet_core::version::GIT_VERSION.to_owned(),
             controller_attach_detach: true,
             max_images: 50,
+            external_cloud_provider: false,
         }
     }
 }

@@ -10,13 +10,13 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    ContainerImage, DaemonEndpoint, Node, NodeAddress, NodeDaemonEndpoints, NodeStatus,
-    NodeSystemInfo,
+    ContainerImage, DaemonEndpoint, Node, NodeAddress, NodeDaemonEndpoints, NodeRuntimeHandler,
+    NodeRuntimeHandlerFeatures, NodeStatus, NodeSystemInfo,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kubelet_core::events::{EventType, reasons};
-use kubelet_core::runtime::Version;
+use kubelet_core::runtime::{RuntimeHandler, Version};
 
 use super::NodeStatusOptions;
 use super::allocatable;
@@ -49,6 +49,8 @@ pub struct Snapshot {
     pub disk_pressure: bool,
     /// PID pressure.
     pub pid_pressure: bool,
+    /// The runtime handlers the runtime reported at its last status check.
+    pub runtime_handlers: Vec<RuntimeHandler>,
 }
 
 /// An event a setter asks to record: type, reason, message.
@@ -70,6 +72,7 @@ pub fn set_node_status(
     daemon_endpoints(status, opts);
     images(status, opts, &snap.images);
     go_runtime(status);
+    runtime_handlers(status, &snap.runtime_handlers);
     let now = Time(snap.now);
     let conditions = status.conditions.get_or_insert_with(Vec::new);
     let pressures = [
@@ -91,23 +94,50 @@ pub fn set_node_status(
     events
 }
 
-/// Upstream `NodeAddress` without a cloud provider: `InternalIP` (the first node IP) and
-/// `Hostname`.
+/// Upstream `NodeAddress` (v1.31, no in-tree cloud provider): one `InternalIP` per node IP —
+/// the primary first, two for a dual-stack `--node-ip` — then `Hostname`. With
+/// `--cloud-provider=external` the addresses a cloud provider set are kept, and without
+/// `--node-ip` none are set until it does.
+///
+/// Departure: upstream also checks that a given node IP is not loopback, link-local or
+/// multicast and is on one of the host's interfaces (`validateNodeIP`); this does not.
 pub fn node_address(status: &mut NodeStatus, opts: &NodeStatusOptions) {
+    if opts.external_cloud_provider
+        && (status.addresses.as_ref().is_some_and(|a| !a.is_empty()) || opts.node_ips.is_empty())
+    {
+        return;
+    }
     let mut addresses: Vec<NodeAddress> = opts
         .node_ips
-        .first()
+        .iter()
+        .take(2)
         .map(|ip| NodeAddress {
             type_: "InternalIP".to_owned(),
             address: ip.to_string(),
         })
-        .into_iter()
         .collect();
     addresses.push(NodeAddress {
         type_: "Hostname".to_owned(),
         address: opts.hostname.clone(),
     });
     status.addresses = Some(addresses);
+}
+
+/// Upstream `RuntimeHandlers`: the runtime's handlers with their features (the field is
+/// left out when the runtime reports none, as upstream's empty list is).
+pub fn runtime_handlers(status: &mut NodeStatus, handlers: &[RuntimeHandler]) {
+    status.runtime_handlers = (!handlers.is_empty()).then(|| {
+        handlers
+            .iter()
+            .map(|h| NodeRuntimeHandler {
+                name: Some(h.name.clone()),
+                features: Some(NodeRuntimeHandlerFeatures {
+                    recursive_read_only_mounts: Some(h.supports_recursive_read_only_mounts),
+                    user_namespaces: Some(h.supports_user_namespaces),
+                }),
+            })
+            .collect()
+    });
 }
 
 /// Upstream `MachineInfo`: capacity (machine + `pods`), allocatable, machine-id,

@@ -35,6 +35,7 @@ fn snapshot() -> Snapshot {
         memory_pressure: false,
         disk_pressure: false,
         pid_pressure: false,
+        runtime_handlers: Vec::new(),
     }
 }
 
@@ -196,4 +197,122 @@ fn a_new_boot_id_is_a_reboot_event_and_images_are_truncated() {
     assert_eq!(names[0], "img0@sha256:x");
     let info = status.node_info.unwrap_or_default();
     assert_eq!(info.container_runtime_version, "containerd://Unknown");
+}
+
+#[test]
+fn runtime_handlers_are_reported_with_their_features_and_left_out_when_none() {
+    let mut node = Node::default();
+    let mut snap = snapshot();
+    set_node_status(&mut node, &opts(), &snap);
+    assert_eq!(
+        node.status
+            .as_ref()
+            .and_then(|s| s.runtime_handlers.clone()),
+        None
+    );
+    snap.runtime_handlers = vec![
+        RuntimeHandler {
+            name: String::new(),
+            supports_recursive_read_only_mounts: true,
+            supports_user_namespaces: false,
+        },
+        RuntimeHandler {
+            name: "kata".to_owned(),
+            supports_recursive_read_only_mounts: false,
+            supports_user_namespaces: true,
+        },
+    ];
+    set_node_status(&mut node, &opts(), &snap);
+    let json =
+        serde_json::to_value(node.status.as_ref().map(|s| &s.runtime_handlers)).unwrap_or_default();
+    assert_eq!(
+        json,
+        serde_json::json!([
+            {"name": "", "features": {"recursiveReadOnlyMounts": true, "userNamespaces": false}},
+            {"name": "kata", "features": {"recursiveReadOnlyMounts": false, "userNamespaces": true}},
+        ])
+    );
+    snap.runtime_handlers.clear();
+    set_node_status(&mut node, &opts(), &snap);
+    assert_eq!(
+        node.status
+            .as_ref()
+            .and_then(|s| s.runtime_handlers.clone()),
+        None
+    );
+}
+
+fn ip(s: &str) -> std::net::IpAddr {
+    s.parse().unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into())
+}
+
+fn addresses(status: &NodeStatus) -> Vec<(String, String)> {
+    status
+        .addresses
+        .iter()
+        .flatten()
+        .map(|a| (a.type_.clone(), a.address.clone()))
+        .collect()
+}
+
+fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+    list.iter()
+        .map(|(t, a)| ((*t).to_owned(), (*a).to_owned()))
+        .collect()
+}
+
+#[test]
+fn dual_stack_and_ipv6_node_ips_are_internal_addresses_primary_first() {
+    let mut o = opts();
+    o.node_ips = vec![ip("fd00::5"), ip("10.0.0.5")];
+    let mut status = NodeStatus::default();
+    node_address(&mut status, &o);
+    assert_eq!(
+        addresses(&status),
+        pairs(&[
+            ("InternalIP", "fd00::5"),
+            ("InternalIP", "10.0.0.5"),
+            ("Hostname", "node-a")
+        ])
+    );
+    o.node_ips = vec![ip("2001:db8::7")];
+    node_address(&mut status, &o);
+    assert_eq!(
+        addresses(&status),
+        pairs(&[("InternalIP", "2001:db8::7"), ("Hostname", "node-a")])
+    );
+}
+
+#[test]
+fn an_external_cloud_provider_owns_the_addresses_once_set() {
+    let mut o = opts();
+    o.external_cloud_provider = true;
+    o.node_ips.clear();
+    // No --node-ip: nothing until the provider sets them.
+    let mut status = NodeStatus::default();
+    node_address(&mut status, &o);
+    assert_eq!(status.addresses, None);
+    // With --node-ip: those, until the provider sets its own.
+    o.node_ips = vec![ip("10.0.0.5")];
+    node_address(&mut status, &o);
+    assert_eq!(
+        addresses(&status),
+        pairs(&[("InternalIP", "10.0.0.5"), ("Hostname", "node-a")])
+    );
+    let provided = pairs(&[
+        ("InternalIP", "10.0.0.5"),
+        ("ExternalIP", "203.0.113.9"),
+        ("Hostname", "node-a.cloud"),
+    ]);
+    status.addresses = Some(
+        provided
+            .iter()
+            .map(|(t, a)| k8s_openapi::api::core::v1::NodeAddress {
+                type_: t.clone(),
+                address: a.clone(),
+            })
+            .collect(),
+    );
+    node_address(&mut status, &o);
+    assert_eq!(addresses(&status), provided);
 }
