@@ -177,6 +177,9 @@ pub enum ContainerType {
     /// An app container.
     #[default]
     Regular,
+    /// An ephemeral (debug) container added through the `pods/ephemeralcontainers`
+    /// subresource: started once in a running pod, never restarted.
+    Ephemeral,
 }
 
 impl ContainerType {
@@ -186,6 +189,7 @@ impl ContainerType {
         match self {
             ContainerType::Init => "init_container",
             ContainerType::Regular => "container",
+            ContainerType::Ephemeral => "ephemeral_container",
         }
     }
 }
@@ -226,6 +230,10 @@ pub struct ContainerConfig<'a> {
     pub annotations: Labels,
     /// The sandbox the container joins.
     pub sandbox: &'a PodSandboxConfig<'a>,
+    /// For an ephemeral container with `targetContainerName`: the runtime ID of the running
+    /// target, whose process namespace it joins (CRI `NamespaceOption.pid = TARGET`,
+    /// `target_id`) when the pod does not share one process namespace already.
+    pub target_container_id: Option<&'a str>,
 }
 
 /// The user an image runs as (from its config), for `runAsNonRoot` checks.
