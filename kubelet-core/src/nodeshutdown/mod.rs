@@ -319,6 +319,13 @@ impl Manager {
         }))
     }
 
+    /// Shares `state` (made before the manager, e.g. for an admit chain) instead of its own.
+    #[must_use]
+    pub fn with_state(mut self, state: ShutdownState) -> Self {
+        self.state = state;
+        self
+    }
+
     /// Records the node events (`Shutdown`) with `recorder` on Node `node_name`.
     #[must_use]
     pub fn with_events(mut self, recorder: Arc<dyn EventRecorder>, node_name: &str) -> Self {
