@@ -11,6 +11,7 @@ mod cluster_settings;
 mod configz;
 mod container_log_settings;
 mod eviction_settings;
+mod shutdown_settings;
 #[cfg(test)]
 mod fuzz_corpus;
 mod gc_settings;

@@ -32,6 +32,7 @@ mod logs_containerd;
 mod metrics_apiserver;
 mod mirror_apiserver;
 mod mirror_pods_apiserver;
+mod node_shutdown_apiserver;
 mod node_status_apiserver;
 mod objects_containerd;
 mod outage_apiserver;

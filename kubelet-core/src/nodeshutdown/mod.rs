@@ -239,6 +239,7 @@ pub fn group_by_priority(
 #[derive(Clone, Debug, Default)]
 pub struct ShutdownState {
     shutting_down: Arc<AtomicBool>,
+    changed: Arc<Notify>,
 }
 
 impl ShutdownState {
@@ -252,8 +253,16 @@ impl ShutdownState {
         self.is_shutting_down().then_some(SHUTTING_DOWN)
     }
 
+    /// Resolves after the state changed (once per change, for one waiter: the node status
+    /// loop, which writes the Node at once, as upstream's `syncNodeStatus`).
+    pub async fn changed(&self) {
+        self.changed.notified().await;
+    }
+
     fn set(&self, shutting_down: bool) {
-        self.shutting_down.store(shutting_down, Ordering::SeqCst);
+        if self.shutting_down.swap(shutting_down, Ordering::SeqCst) != shutting_down {
+            self.changed.notify_one();
+        }
     }
 }
 
@@ -277,7 +286,6 @@ pub struct Manager {
     events: Arc<dyn EventRecorder>,
     node_name: String,
     state: ShutdownState,
-    node_status: Arc<Notify>,
     lock: Mutex<Option<InhibitLock>>,
 }
 
@@ -314,7 +322,6 @@ impl Manager {
             events: Arc::new(crate::events::LogRecorder),
             node_name: String::new(),
             state: ShutdownState::default(),
-            node_status: Arc::new(Notify::new()),
             lock: Mutex::new(None),
         }))
     }
@@ -331,14 +338,6 @@ impl Manager {
     pub fn with_events(mut self, recorder: Arc<dyn EventRecorder>, node_name: &str) -> Self {
         self.events = recorder;
         self.node_name = node_name.to_owned();
-        self
-    }
-
-    /// Notified when a shutdown starts, so the node status is written at once (upstream
-    /// `syncNodeStatus`).
-    #[must_use]
-    pub fn with_node_status_trigger(mut self, trigger: Arc<Notify>) -> Self {
-        self.node_status = trigger;
         self
     }
 
@@ -447,7 +446,6 @@ impl Manager {
         );
         self.state.set(shutting_down);
         if shutting_down {
-            self.node_status.notify_one();
             self.process_shutdown_event().await;
         } else if let Err(e) = self.acquire_inhibit_lock().await {
             tracing::warn!(error = %e, "failed to take the inhibitor lock again");

@@ -253,8 +253,7 @@ async fn a_shutdown_terminates_regular_then_critical_pods_and_releases_the_lock(
     .expect("valid")
     .expect("enabled");
     let state = manager.state();
-    let trigger = Arc::new(Notify::new());
-    let manager = Arc::new(manager.with_node_status_trigger(trigger.clone()));
+    let manager = Arc::new(manager);
     let token = CancellationToken::new();
     let run = tokio::spawn(manager.clone().run(token.clone()));
     settle().await;
@@ -268,7 +267,7 @@ async fn a_shutdown_terminates_regular_then_critical_pods_and_releases_the_lock(
     logind.signal(true).await;
     settle().await;
     assert!(state.is_shutting_down());
-    tokio::time::timeout(Duration::from_millis(1), trigger.notified())
+    tokio::time::timeout(Duration::from_millis(1), state.changed())
         .await
         .expect("the node status is told at once");
     // Regular pods now, with min(20, own grace).

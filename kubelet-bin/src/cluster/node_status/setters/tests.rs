@@ -32,6 +32,7 @@ fn snapshot() -> Snapshot {
         images: Ok(Vec::new()),
         runtime_errors: Vec::new(),
         network_errors: Vec::new(),
+        shutdown_errors: Vec::new(),
         memory_pressure: false,
         disk_pressure: false,
         pid_pressure: false,
@@ -196,4 +197,25 @@ fn a_new_boot_id_is_a_reboot_event_and_images_are_truncated() {
     assert_eq!(names[0], "img0@sha256:x");
     let info = status.node_info.unwrap_or_default();
     assert_eq!(info.container_runtime_version, "containerd://Unknown");
+}
+
+/// Upstream's `nodeShutdownManagerErrorsFunc`: during a graceful node shutdown the Node is
+/// `NotReady` with the shutdown manager's error alone as the message.
+#[test]
+fn a_node_shutting_down_is_not_ready() {
+    let mut snap = snapshot();
+    snap.shutdown_errors = vec!["node is shutting down".to_owned()];
+    let mut node = Node::default();
+    set_node_status(&mut node, &opts(), &snap);
+    let ready = node
+        .status
+        .unwrap_or_default()
+        .conditions
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| c.type_ == "Ready")
+        .unwrap_or_default();
+    assert_eq!(ready.status, "False");
+    assert_eq!(ready.reason.as_deref(), Some("KubeletNotReady"));
+    assert_eq!(ready.message.as_deref(), Some("node is shutting down"));
 }
