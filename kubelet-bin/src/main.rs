@@ -11,7 +11,6 @@ mod cluster_settings;
 mod configz;
 mod container_log_settings;
 mod eviction_settings;
-mod shutdown_settings;
 #[cfg(test)]
 mod fuzz_corpus;
 mod gc_settings;
@@ -21,6 +20,7 @@ mod log_format;
 mod log_writer;
 mod node_allocatable;
 mod node_status_flags;
+mod shutdown_settings;
 use kubelet::duration;
 mod pod_runtime;
 mod server_settings;

@@ -21,7 +21,10 @@ fn period(file: Option<&str>, field: &str) -> Result<Duration, UsageError> {
 /// The node shutdown manager's configuration from the file (all zero: off).
 pub fn merge(file: &KubeletConfiguration) -> Result<Config, UsageError> {
     let config = Config {
-        shutdown_grace_period: period(file.shutdown_grace_period.as_deref(), "shutdownGracePeriod")?,
+        shutdown_grace_period: period(
+            file.shutdown_grace_period.as_deref(),
+            "shutdownGracePeriod",
+        )?,
         shutdown_grace_period_critical_pods: period(
             file.shutdown_grace_period_critical_pods.as_deref(),
             "shutdownGracePeriodCriticalPods",
@@ -68,7 +71,10 @@ mod tests {
             config.shutdown_grace_period_critical_pods,
             Duration::from_secs(10)
         );
-        assert_eq!(merge(&KubeletConfiguration::default()).expect("off"), Config::default());
+        assert_eq!(
+            merge(&KubeletConfiguration::default()).expect("off"),
+            Config::default()
+        );
 
         let bad = KubeletConfiguration {
             shutdown_grace_period: Some("soon".into()),
@@ -83,7 +89,11 @@ mod tests {
             ..Default::default()
         };
         let err = merge(&over).expect_err("critical above the whole");
-        assert!(err.0.contains("shutdownGracePeriodCriticalPods"), "{}", err.0);
+        assert!(
+            err.0.contains("shutdownGracePeriodCriticalPods"),
+            "{}",
+            err.0
+        );
 
         let both = KubeletConfiguration {
             shutdown_grace_period: Some("10s".into()),

@@ -69,7 +69,10 @@ pub(crate) fn generate_container_config(
 /// The namespaces of one container: the pod's, except that an ephemeral container with a
 /// target joins the target's PID namespace (`TARGET`, `target_id`) when the pod's containers
 /// each have their own (upstream `determineEffectiveSecurityContext`).
-fn container_namespace_options(pod: &k8s_openapi::api::core::v1::Pod, target: Option<&str>) -> cri::NamespaceOption {
+fn container_namespace_options(
+    pod: &k8s_openapi::api::core::v1::Pod,
+    target: Option<&str>,
+) -> cri::NamespaceOption {
     let mut ns = namespace_options(pod);
     if let Some(target) = target
         && ns.pid == cri::NamespaceMode::Container as i32

@@ -151,7 +151,9 @@ pub fn generate_api_pod_status_with(
         .collect();
     let ephemeral = containers::convert(
         &ctx,
-        old.ephemeral_container_statuses.as_deref().unwrap_or_default(),
+        old.ephemeral_container_statuses
+            .as_deref()
+            .unwrap_or_default(),
         &ephemeral_specs,
         has_init,
         false,
@@ -473,7 +475,10 @@ mod tests {
             .as_ref()
             .and_then(|s| s.terminated.as_ref())
             .expect("terminated");
-        assert_eq!((terminated.exit_code, terminated.reason.as_deref()), (1, Some("Error")));
+        assert_eq!(
+            (terminated.exit_code, terminated.reason.as_deref()),
+            (1, Some("Error"))
+        );
         assert_eq!(eph[1].name, "later");
         assert_eq!(eph[1].image, "busybox:1");
         let waiting = eph[1].state.as_ref().and_then(|s| s.waiting.as_ref());

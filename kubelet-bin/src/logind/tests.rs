@@ -61,11 +61,14 @@ fn bus() -> Option<Bus> {
     })
 }
 
+/// What a caller asked `Inhibit` for: what, who, why, mode.
+type InhibitArgs = (String, String, String, String);
+
 #[derive(Clone, Default)]
 struct LogindState {
     delay_usec: Arc<AtomicU64>,
     /// Our ends of the handed-out locks, with what the caller asked.
-    locks: Arc<StdMutex<Vec<(UnixStream, (String, String, String, String))>>>,
+    locks: Arc<StdMutex<Vec<(UnixStream, InhibitArgs)>>>,
 }
 
 impl LogindState {
@@ -189,7 +192,8 @@ async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
 async fn inhibitor_calls_on_a_real_bus() {
     let Some(bus) = bus() else { return };
     let conf = tempfile::tempdir().expect("tempdir");
-    let logind = DbusLogind::new(Some(bus.address.clone())).with_conf_dir(conf.path().join("logind.conf.d"));
+    let logind =
+        DbusLogind::new(Some(bus.address.clone())).with_conf_dir(conf.path().join("logind.conf.d"));
     let state = LogindState::default();
     state.delay_usec.store(5_000_000, Ordering::SeqCst);
     let stand_ins = stand_ins(&bus, &state, logind.drop_in_path()).await;

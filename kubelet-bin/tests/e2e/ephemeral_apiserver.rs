@@ -131,7 +131,10 @@ fn kubectl_debug_and_attach_through_the_api_server() {
         ephemeral_status(&cluster, "debugger").filter(|s| s["state"]["running"].is_object())
     });
     assert_eq!(status["restartCount"], 0, "{status}");
-    assert_eq!(status["image"], "docker.io/library/busybox:1.36", "{status}");
+    assert_eq!(
+        status["image"], "docker.io/library/busybox:1.36",
+        "{status}"
+    );
     let id = status["containerID"].as_str().unwrap_or_default();
     assert!(id.starts_with("containerd://"), "{status}");
 

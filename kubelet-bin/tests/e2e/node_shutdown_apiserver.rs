@@ -193,7 +193,12 @@ fn a_shutdown_runs_prestop_fails_the_pod_and_marks_the_node_not_ready() {
     });
 
     let out = node.dir.join("out");
-    kubectl_create(&cluster, &node, "graceful.yaml", &pod_yaml("graceful", &out));
+    kubectl_create(
+        &cluster,
+        &node,
+        "graceful.yaml",
+        &pod_yaml("graceful", &out),
+    );
     kubectl_wait(
         &cluster,
         &node,
@@ -222,8 +227,7 @@ fn a_shutdown_runs_prestop_fails_the_pod_and_marks_the_node_not_ready() {
     });
     assert_eq!(pod["status"]["reason"], "Terminated", "{pod}");
     assert_eq!(
-        pod["status"]["message"],
-        "Pod was terminated in response to imminent node shutdown.",
+        pod["status"]["message"], "Pod was terminated in response to imminent node shutdown.",
         "{pod}"
     );
     let disruption = condition(&pod, "DisruptionTarget").expect("DisruptionTarget");

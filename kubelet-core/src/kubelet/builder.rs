@@ -370,10 +370,8 @@ impl KubeletBuilder {
                 .with_metrics(self.metrics.clone())
                 .with_pressure(pressure)
             });
-        let node_shutdown = self
-            .node_shutdown
-            .zip(shutdown_state.clone())
-            .and_then(|((config, inhibitor), state)| {
+        let node_shutdown = self.node_shutdown.zip(shutdown_state.clone()).and_then(
+            |((config, inhibitor), state)| {
                 let active = kubelet.clone();
                 match nodeshutdown::Manager::new(
                     &config,
@@ -390,7 +388,8 @@ impl KubeletBuilder {
                         None
                     }
                 }
-            });
+            },
+        );
         let container_gc = self.container_gc.map(|(policy, period)| {
             let gc = ContainerGc::new(
                 self.managers.runtime.clone(),

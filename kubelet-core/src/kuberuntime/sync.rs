@@ -256,7 +256,10 @@ impl<S: RuntimeService> KubeRuntimeManager<S> {
             .filter_map(|&i| ctx.pod.ephemeral_containers().get(i))
         {
             let c = ephemeral_container_spec(ec);
-            let target = ec.target_container_name.as_deref().filter(|t| !t.is_empty());
+            let target = ec
+                .target_container_name
+                .as_deref()
+                .filter(|t| !t.is_empty());
             match self
                 .start_container(ctx, &c, ContainerType::Ephemeral, target)
                 .await
@@ -274,7 +277,10 @@ impl<S: RuntimeService> KubeRuntimeManager<S> {
             .iter()
             .filter_map(|&i| ctx.pod.init_containers().get(i))
         {
-            match self.start_container(ctx, c, ContainerType::Init, None).await {
+            match self
+                .start_container(ctx, c, ContainerType::Init, None)
+                .await
+            {
                 Ok(()) => {
                     result.changed = true;
                     result.started.push(c.name.clone());

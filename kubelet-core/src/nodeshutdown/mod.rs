@@ -24,8 +24,8 @@ use k8s_openapi::api::core::v1::{Pod, PodCondition};
 use tokio::sync::{Mutex, Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
-use crate::eviction::{ActivePods, PodTerminator, TerminatePodOptions};
 use crate::events::{EventRecorder, EventType, node_ref};
+use crate::eviction::{ActivePods, PodTerminator, TerminatePodOptions};
 use crate::kubelet::admit::{PodAdmitAttributes, PodAdmitHandler, PodAdmitResult};
 use crate::pod::PodExt;
 
@@ -432,7 +432,10 @@ impl Manager {
 
     /// One `PrepareForShutdown` signal.
     async fn handle(&self, shutting_down: bool) {
-        tracing::info!(shutting_down, "shutdown manager detected new shutdown event");
+        tracing::info!(
+            shutting_down,
+            "shutdown manager detected new shutdown event"
+        );
         let message = if shutting_down {
             "Shutdown manager detected shutdown event"
         } else {
@@ -508,7 +511,9 @@ impl Manager {
             .terminate_pod_abnormally_and_wait(pod, options)
             .await
         {
-            Ok(()) => tracing::info!(pod = %pod.full_name(), "shutdown manager finished killing pod"),
+            Ok(()) => {
+                tracing::info!(pod = %pod.full_name(), "shutdown manager finished killing pod")
+            }
             Err(e) => {
                 tracing::info!(pod = %pod.full_name(), error = %e, "shutdown manager failed killing pod");
             }

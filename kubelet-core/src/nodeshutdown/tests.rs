@@ -147,7 +147,9 @@ fn the_two_periods_become_two_priority_groups() {
         ]
     );
     assert!(config(0, 0).groups().expect("valid").is_empty());
-    let err = config(10, 30).groups().expect_err("critical above the whole");
+    let err = config(10, 30)
+        .groups()
+        .expect_err("critical above the whole");
     assert!(
         err.to_string()
             .starts_with("invalid shutdownGracePeriodCriticalPods:"),
@@ -193,9 +195,15 @@ fn pods_go_to_the_highest_group_not_above_their_priority() {
             shutdown_grace_period_seconds: 3,
         },
     ];
-    let pods = [("low", 0), ("one", 1), ("mid", 50), ("ten", 10), ("top", 1000)]
-        .map(|(n, p)| with_priority(n, p, None))
-        .to_vec();
+    let pods = [
+        ("low", 0),
+        ("one", 1),
+        ("mid", 50),
+        ("ten", 10),
+        ("top", 1000),
+    ]
+    .map(|(n, p)| with_priority(n, p, None))
+    .to_vec();
     let grouped = group_by_priority(&groups, pods);
     let names: Vec<Vec<&str>> = grouped
         .iter()
@@ -217,7 +225,10 @@ fn new_pods_are_refused_while_shutting_down() {
     state.set(true);
     assert_eq!(
         state.admit(&attrs),
-        PodAdmitResult::reject("NodeShutdown", "Pod was rejected as the node is shutting down.")
+        PodAdmitResult::reject(
+            "NodeShutdown",
+            "Pod was rejected as the node is shutting down."
+        )
     );
     assert_eq!(state.status(), Some("node is shutting down"));
 }
@@ -352,7 +363,11 @@ async fn a_group_that_overruns_its_period_is_left_behind() {
     settle().await;
     let log = terminator.log.lock().expect("lock").clone();
     assert_eq!(log.len(), 2);
-    assert_eq!(log[1].2, Duration::from_secs(20), "critical pods after 20 s");
+    assert_eq!(
+        log[1].2,
+        Duration::from_secs(20),
+        "critical pods after 20 s"
+    );
     assert!(!log[0].3 && !log[1].3, "neither finished");
     assert_eq!(logind.held(), 0, "released after the periods");
     run.abort();
@@ -360,9 +375,11 @@ async fn a_group_that_overruns_its_period_is_left_behind() {
 
 #[tokio::test]
 async fn a_delay_logind_will_not_raise_fails_the_start() {
-    let mut fake = FakeLogind::default();
-    fake.refuse_override = true;
-    *fake.delay.lock().expect("lock") = Duration::from_secs(5);
+    let fake = FakeLogind {
+        refuse_override: true,
+        delay: StdMutex::new(Duration::from_secs(5)),
+        ..Default::default()
+    };
     let logind = Arc::new(fake);
     let terminator = Arc::new(SlowTerminator {
         started: Instant::now(),

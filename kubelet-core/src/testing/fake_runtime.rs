@@ -457,7 +457,10 @@ mod tests {
         assert_eq!(result.started, ["debugger"]);
         assert_eq!(result.container_errors.len(), 1);
         assert_eq!(result.container_errors[0].container, "ghost");
-        assert_eq!(result.container_errors[0].reason, "CreateContainerConfigError");
+        assert_eq!(
+            result.container_errors[0].reason,
+            "CreateContainerConfigError"
+        );
         assert_eq!(
             result.container_errors[0].message,
             "unable to find target container missing"
