@@ -19,6 +19,7 @@ mod cluster_node_sync;
 mod container_logs;
 mod env_security_containerd;
 mod ephemeral_apiserver;
+mod ephemeral_fake_api;
 mod evented_pleg_containerd;
 mod eviction_apiserver;
 mod fault_containerd;
