@@ -60,6 +60,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     .evented_pleg(settings.pleg_choice())
     .stats_provider(summary)
     .eviction(settings.eviction.clone())
+    .node_shutdown(settings.node_shutdown.clone())
     .pod_infra_container_image(settings.gc.pod_infra_container_image.clone())
     .sysctl_allowlist(settings.security.sysctls.clone())
     .image_gc_period(settings.gc.image_gc_period);

@@ -27,6 +27,7 @@
 
 pub mod cluster;
 pub mod duration;
+pub mod logind;
 pub mod node;
 #[cfg(feature = "containerd")]
 pub mod pleg;

@@ -20,6 +20,7 @@ mod log_format;
 mod log_writer;
 mod node_allocatable;
 mod node_status_flags;
+mod shutdown_settings;
 use kubelet::duration;
 mod pod_runtime;
 mod security_settings;

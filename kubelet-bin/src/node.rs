@@ -24,6 +24,7 @@
 //! | image GC (unused images, least recently used first, over the high threshold of the image filesystem) | none (it needs the image filesystem's usage) | [`image_gc`](NodeBuilder::image_gc), [`image_gc_period`](NodeBuilder::image_gc_period), [`pod_infra_container_image`](NodeBuilder::pod_infra_container_image) |
 //! | stats (`/stats/summary`, `/metrics/resource`, `/metrics/cadvisor`) | none | [`stats_provider`](NodeBuilder::stats_provider) |
 //! | eviction manager (pressure conditions, eviction, local storage limits) | none | [`eviction`](NodeBuilder::eviction), [`eviction_reclaim`](NodeBuilder::eviction_reclaim) |
+//! | graceful node shutdown (logind delay lock, pods terminated by priority) | off | [`node_shutdown`](NodeBuilder::node_shutdown), [`shutdown_inhibitor`](NodeBuilder::shutdown_inhibitor) |
 //! | endpoints | none | [`healthz_addr`](NodeBuilder::healthz_addr), [`read_only_addr`](NodeBuilder::read_only_addr), [`secure_server`](NodeBuilder::secure_server) |
 //!
 //! The core wiring (pod config, pod workers, sync loop…) is
@@ -172,6 +173,8 @@ pub struct NodeBuilder {
     stats: Option<Arc<dyn SummaryProvider>>,
     eviction: Option<kubelet_core::eviction::Config>,
     eviction_reclaim: Option<(Arc<dyn ImageGC>, Arc<dyn ContainerGC>)>,
+    node_shutdown: Option<kubelet_core::nodeshutdown::Config>,
+    shutdown_inhibitor: Option<Arc<dyn kubelet_core::nodeshutdown::Inhibitor>>,
     drain_timeout: Duration,
     stall_watchdog: Option<kubelet_core::watchdog::Config>,
     container_gc: Option<(kubelet_core::container_gc::Policy, Duration)>,
@@ -261,6 +264,8 @@ impl NodeBuilder {
             stats: None,
             eviction: None,
             eviction_reclaim: None,
+            node_shutdown: None,
+            shutdown_inhibitor: None,
             drain_timeout: Duration::from_secs(10),
             stall_watchdog: Some(kubelet_core::watchdog::Config::default()),
             container_gc: Some((
@@ -484,6 +489,28 @@ impl NodeBuilder {
     /// `MemoryPressure`, `DiskPressure` and `PIDPressure` conditions follow it.
     pub fn eviction(mut self, config: kubelet_core::eviction::Config) -> Self {
         self.eviction = Some(config);
+        self
+    }
+
+    /// Graceful node shutdown with `config` (`shutdownGracePeriod`,
+    /// `shutdownGracePeriodCriticalPods`, `shutdownGracePeriodByPodPriority`): the kubelet
+    /// holds a logind delay lock and, when the node shuts down, terminates its pods group by
+    /// group of priority within those periods; the Node turns `NotReady` and new pods are
+    /// refused meanwhile. Off when every period is zero (the default). logind is reached on
+    /// the system bus (`DBUS_SYSTEM_BUS_ADDRESS`) unless
+    /// [`shutdown_inhibitor`](Self::shutdown_inhibitor) replaces it.
+    pub fn node_shutdown(mut self, config: kubelet_core::nodeshutdown::Config) -> Self {
+        self.node_shutdown = Some(config);
+        self
+    }
+
+    /// What [`node_shutdown`](Self::node_shutdown) takes its lock from and hears shutdowns
+    /// from (default: [`crate::logind::DbusLogind`] on the system bus).
+    pub fn shutdown_inhibitor(
+        mut self,
+        inhibitor: Arc<dyn kubelet_core::nodeshutdown::Inhibitor>,
+    ) -> Self {
+        self.shutdown_inhibitor = Some(inhibitor);
         self
     }
 
@@ -840,6 +867,12 @@ impl NodeBuilder {
                 tracing::warn!("eviction configured without a stats provider: no eviction manager");
             }
             (None, _) => {}
+        }
+        if let Some(config) = self.node_shutdown.filter(|c| *c != Default::default()) {
+            let inhibitor = self
+                .shutdown_inhibitor
+                .unwrap_or_else(|| Arc::new(crate::logind::DbusLogind::new(None)));
+            kubelet = kubelet.node_shutdown(config, inhibitor);
         }
         let service = kubelet.build(&tracker, &token);
         if let Some(gc) = service.container_gc() {

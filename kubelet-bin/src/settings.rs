@@ -207,6 +207,8 @@ pub struct Settings {
     pub container_logs: crate::container_log_settings::Settings,
     /// The eviction manager's thresholds and timings.
     pub eviction: kubelet_core::eviction::Config,
+    /// Graceful node shutdown's grace periods (all zero: off).
+    pub node_shutdown: kubelet_core::nodeshutdown::Config,
     /// Container and image garbage collection.
     pub gc: crate::gc_settings::Settings,
     /// Where node allocatable is enforced.
@@ -509,6 +511,7 @@ impl Settings {
             crate::eviction_settings::merge(flags.eviction, &file, &node_status.eviction_hard)?;
         Ok(Self {
             eviction,
+            node_shutdown: crate::shutdown_settings::merge(&file)?,
             secure: (secure_address, node_status.port).into(),
             server: crate::server_settings::Settings::merge(
                 flags.server,

@@ -4,7 +4,7 @@
 //! Mirrors upstream `pkg/kubelet/container/helpers.go` (`HashContainer`,
 //! `ShouldContainerBeRestarted`).
 
-use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::api::core::v1::{Container, EphemeralContainer, Pod};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::pod::PodExt;
@@ -80,6 +80,41 @@ fn fnv1a_32(bytes: &[u8]) -> u32 {
     bytes
         .iter()
         .fold(OFFSET, |h, b| (h ^ u32::from(*b)).wrapping_mul(PRIME))
+}
+
+/// The [`Container`] an ephemeral container runs as (upstream's cast
+/// `(*v1.Container)(&ec.EphemeralContainerCommon)`): every common field; the API server
+/// already refused ports, probes, lifecycle hooks and resources on it.
+#[doc(alias = "EphemeralContainerCommon")]
+pub fn ephemeral_container_spec(ec: &EphemeralContainer) -> Container {
+    Container {
+        name: ec.name.clone(),
+        image: ec.image.clone(),
+        command: ec.command.clone(),
+        args: ec.args.clone(),
+        working_dir: ec.working_dir.clone(),
+        ports: ec.ports.clone(),
+        env_from: ec.env_from.clone(),
+        env: ec.env.clone(),
+        resources: ec.resources.clone(),
+        resize_policy: ec.resize_policy.clone(),
+        restart_policy: ec.restart_policy.clone(),
+        volume_mounts: ec.volume_mounts.clone(),
+        volume_devices: ec.volume_devices.clone(),
+        liveness_probe: ec.liveness_probe.clone(),
+        readiness_probe: ec.readiness_probe.clone(),
+        startup_probe: ec.startup_probe.clone(),
+        lifecycle: ec.lifecycle.clone(),
+        termination_message_path: ec.termination_message_path.clone(),
+        termination_message_policy: ec.termination_message_policy.clone(),
+        image_pull_policy: ec.image_pull_policy.clone(),
+        security_context: ec.security_context.clone(),
+        stdin: ec.stdin,
+        stdin_once: ec.stdin_once,
+        tty: ec.tty,
+        // Fields newer API versions give only app and init containers.
+        ..Default::default()
+    }
 }
 
 /// `true` for an init container with `restartPolicy: Always`, a sidecar (upstream

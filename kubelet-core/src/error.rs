@@ -22,6 +22,9 @@ pub enum Error {
     /// The sync loop is not healthy.
     #[error(transparent)]
     SyncLoop(#[from] crate::kubelet::sync_loop::Unhealthy),
+    /// The node shutdown manager could not start.
+    #[error(transparent)]
+    NodeShutdown(#[from] crate::nodeshutdown::Error),
     /// A volume could not be set up or torn down.
     #[error(transparent)]
     Volume(#[from] crate::volume::Error),

@@ -46,6 +46,7 @@ pub mod kuberuntime;
 pub mod lifecycle;
 pub mod logs;
 pub mod metrics;
+pub mod nodeshutdown;
 pub mod objects;
 pub mod pleg;
 pub mod pod;

@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::api::core::v1::{Container, EphemeralContainer, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 
@@ -58,6 +58,8 @@ pub trait PodExt {
     fn containers(&self) -> &[Container];
     /// The pod's init containers (`spec.initContainers`).
     fn init_containers(&self) -> &[Container];
+    /// The pod's ephemeral containers (`spec.ephemeralContainers`).
+    fn ephemeral_containers(&self) -> &[EphemeralContainer];
     /// `spec.restartPolicy`, defaulting to `Always`.
     fn restart_policy(&self) -> &str;
     /// `spec.hostNetwork`.
@@ -105,6 +107,13 @@ impl PodExt for Pod {
         self.spec
             .as_ref()
             .and_then(|s| s.init_containers.as_deref())
+            .unwrap_or(&[])
+    }
+
+    fn ephemeral_containers(&self) -> &[EphemeralContainer] {
+        self.spec
+            .as_ref()
+            .and_then(|s| s.ephemeral_containers.as_deref())
             .unwrap_or(&[])
     }
 

@@ -60,12 +60,32 @@ pub(crate) fn generate_container_config(
                 opts.cfs_quota,
             )),
             security_context: Some(cri::LinuxContainerSecurityContext {
-                namespace_options: Some(namespace_options(pod)),
+                namespace_options: Some(container_namespace_options(
+                    pod,
+                    config.target_container_id,
+                )),
                 ..security_context
             }),
         }),
         ..Default::default()
     })
+}
+
+/// The namespaces of one container: the pod's, except that an ephemeral container with a
+/// target joins the target's PID namespace (`TARGET`, `target_id`) when the pod's containers
+/// each have their own (upstream `determineEffectiveSecurityContext`).
+fn container_namespace_options(
+    pod: &k8s_openapi::api::core::v1::Pod,
+    target: Option<&str>,
+) -> cri::NamespaceOption {
+    let mut ns = namespace_options(pod);
+    if let Some(target) = target
+        && ns.pid == cri::NamespaceMode::Container as i32
+    {
+        ns.pid = cri::NamespaceMode::Target as i32;
+        ns.target_id = target.to_owned();
+    }
+    ns
 }
 
 #[cfg(test)]
@@ -74,6 +94,22 @@ mod tests {
     use kubelet_core::kuberuntime::api::{ContainerType, ImageUser};
     use kubelet_core::runtime::{Mount, MountPropagation};
     use kubelet_core::testing::pod;
+
+    #[test]
+    fn an_ephemeral_target_joins_its_pid_namespace_unless_shared() {
+        let mut p = pod("web");
+        let ns = container_namespace_options(&p, Some("abc"));
+        assert_eq!(ns.pid, cri::NamespaceMode::Target as i32);
+        assert_eq!(ns.target_id, "abc");
+        assert_eq!(
+            container_namespace_options(&p, None).pid,
+            cri::NamespaceMode::Container as i32
+        );
+        p.spec.as_mut().expect("spec").share_process_namespace = Some(true);
+        let ns = container_namespace_options(&p, Some("abc"));
+        assert_eq!(ns.pid, cri::NamespaceMode::Pod as i32);
+        assert_eq!(ns.target_id, "");
+    }
 
     #[test]
     fn container_config() {
@@ -114,6 +150,7 @@ mod tests {
             labels: Default::default(),
             annotations: Default::default(),
             sandbox: &sandbox,
+            target_container_id: None,
             envs: vec![("X".into(), "1".into())],
             mounts: vec![
                 Mount {

@@ -6,13 +6,14 @@ use std::fmt;
 use std::net::IpAddr;
 
 use k8s_openapi::api::core::v1::{
-    ContainerStatus as ApiContainerStatus, HostIP, Pod, PodCondition, PodIP,
+    Container, ContainerStatus as ApiContainerStatus, HostIP, Pod, PodCondition, PodIP,
     PodStatus as ApiPodStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kubelet_core::PodExt;
 use kubelet_core::active_deadline;
+use kubelet_core::container::ephemeral_container_spec;
 use kubelet_core::runtime::PodStatus;
 use kubelet_core::status::StatusInputs;
 
@@ -141,6 +142,22 @@ pub fn generate_api_pod_status_with(
         has_init,
         true,
     );
+    // Ephemeral containers: shown, never counted in the phase or the conditions (upstream
+    // `convertToAPIContainerStatuses` of `spec.ephemeralContainers`).
+    let ephemeral_specs: Vec<Container> = pod
+        .ephemeral_containers()
+        .iter()
+        .map(ephemeral_container_spec)
+        .collect();
+    let ephemeral = containers::convert(
+        &ctx,
+        old.ephemeral_container_statuses
+            .as_deref()
+            .unwrap_or_default(),
+        &ephemeral_specs,
+        has_init,
+        false,
+    );
     if let Some((reason, message)) = inputs.pod_condition {
         for status in app.iter_mut().chain(init.iter_mut()) {
             report_pod_condition(status, reason, message);
@@ -260,6 +277,7 @@ pub fn generate_api_pod_status_with(
     s.phase = Some(phase);
     s.container_statuses = Some(app);
     s.init_container_statuses = (!init.is_empty()).then_some(init);
+    s.ephemeral_container_statuses = (!ephemeral.is_empty()).then_some(ephemeral);
     s
 }
 
@@ -395,6 +413,87 @@ mod tests {
         let after = generate_api_pod_status_with(&pod, &runtime, &inputs, Some(&done), &at(60));
         assert_eq!(after.phase.as_deref(), Some("Succeeded"));
         assert_eq!(after.reason, None);
+    }
+
+    #[test]
+    fn ephemeral_containers_are_shown_and_do_not_change_the_phase() {
+        use k8s_openapi::api::core::v1::{EphemeralContainer, PodSpec};
+        use kubelet_core::runtime::{ContainerState, ContainerStatus};
+
+        let pod = Pod {
+            metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                name: Some("d".into()),
+                uid: Some("uid-d".into()),
+                ..Default::default()
+            },
+            spec: Some(PodSpec {
+                containers: vec![Container {
+                    name: "app".into(),
+                    ..Default::default()
+                }],
+                ephemeral_containers: Some(vec![
+                    EphemeralContainer {
+                        name: "debugger".into(),
+                        image: Some("busybox".into()),
+                        ..Default::default()
+                    },
+                    EphemeralContainer {
+                        name: "later".into(),
+                        image: Some("busybox:1".into()),
+                        ..Default::default()
+                    },
+                ]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let container = |id: &str, name: &str, state, exit_code| ContainerStatus {
+            id: id.into(),
+            name: name.into(),
+            image: "docker.io/library/busybox:latest".into(),
+            state,
+            exit_code,
+            ..Default::default()
+        };
+        let runtime = PodStatus {
+            containers: vec![
+                container("c1", "app", ContainerState::Running, 0),
+                container("c2", "debugger", ContainerState::Exited, 1),
+            ],
+            ..Default::default()
+        };
+        let inputs = StatusInputs::default();
+        let s = generate_api_pod_status_with(&pod, &runtime, &inputs, None, &Options::new());
+        assert_eq!(s.phase.as_deref(), Some("Running"));
+        let eph = s.ephemeral_container_statuses.expect("ephemeral statuses");
+        assert_eq!(eph.len(), 2);
+        assert_eq!(eph[0].name, "debugger");
+        assert_eq!(eph[0].container_id.as_deref(), Some("containerd://c2"));
+        assert_eq!(eph[0].image, "docker.io/library/busybox:latest");
+        let terminated = eph[0]
+            .state
+            .as_ref()
+            .and_then(|s| s.terminated.as_ref())
+            .expect("terminated");
+        assert_eq!(
+            (terminated.exit_code, terminated.reason.as_deref()),
+            (1, Some("Error"))
+        );
+        assert_eq!(eph[1].name, "later");
+        assert_eq!(eph[1].image, "busybox:1");
+        let waiting = eph[1].state.as_ref().and_then(|s| s.waiting.as_ref());
+        assert_eq!(
+            waiting.and_then(|w| w.reason.as_deref()),
+            Some("ContainerCreating")
+        );
+        // The app's readiness alone decides the pod's.
+        let ready = s
+            .conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == "ContainersReady")
+            .expect("ContainersReady");
+        assert_eq!(ready.status, "True");
     }
 
     #[test]

@@ -87,6 +87,57 @@ pub fn cached_binary() -> Option<PathBuf> {
     path.is_file().then_some(path)
 }
 
+/// A kubectl of the server's own version (1.20.2), for what newer clients no longer speak
+/// (the 1.20 `EphemeralContainers` kind of `pods/ephemeralcontainers`: kubectl 1.32's
+/// `debug` fails with `no kind "EphemeralContainers" is registered`). Cached next to
+/// kube-apiserver; unpacked from Debian's `kubernetes-client` package (`apt-get download`,
+/// nothing installed), or built from the source tree when apt cannot fetch it.
+pub fn kubectl_v1_20() -> anyhow::Result<PathBuf> {
+    use anyhow::Context;
+    let path = cache_dir().join("kubectl");
+    if path.is_file() {
+        return Ok(path);
+    }
+    std::fs::create_dir_all(cache_dir())?;
+    let work = tempfile::tempdir()?;
+    let downloaded = std::process::Command::new("apt-get")
+        .args(["download", "kubernetes-client"])
+        .current_dir(work.path())
+        .status()
+        .is_ok_and(|s| s.success());
+    let deb = std::fs::read_dir(work.path())?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "deb"));
+    match deb.filter(|_| downloaded) {
+        Some(deb) => {
+            let root = work.path().join("root");
+            crate::util::run(
+                std::process::Command::new("dpkg-deb")
+                    .arg("-x")
+                    .arg(&deb)
+                    .arg(&root),
+            )?;
+            let unpacked = root.join("usr/bin/kubectl");
+            let version = crate::util::output(
+                std::process::Command::new(&unpacked).args(["version", "--client", "--short"]),
+            )?;
+            anyhow::ensure!(
+                version.contains(VERSION),
+                "Debian's kubectl is {version:?}, not {VERSION}"
+            );
+            let staged = cache_dir().join("kubectl.tmp");
+            std::fs::copy(&unpacked, &staged)
+                .with_context(|| format!("cannot copy {}", unpacked.display()))?;
+            std::fs::rename(&staged, &path)?;
+            Ok(path)
+        }
+        None => ensure_commands(&["kubectl"])?
+            .pop()
+            .context("no kubectl built"),
+    }
+}
+
 /// Whether [`REQUIRE_ENV`] asks for the real API server (set, not empty, not `0`).
 pub fn required() -> bool {
     env::var(REQUIRE_ENV).is_ok_and(|v| !v.is_empty() && v != "0")

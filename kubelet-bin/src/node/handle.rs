@@ -105,6 +105,9 @@ impl Node {
             if let Some(pressure) = self.service.pressure() {
                 inputs = inputs.pressure(Arc::new(pressure.clone()));
             }
+            if let Some(shutdown) = self.service.node_shutdown() {
+                inputs = inputs.node_shutdown(shutdown.clone());
+            }
             cluster.spawn_with(&tracker, &token, inputs);
         }
         for server in &mut self.servers {

@@ -43,6 +43,7 @@ use crate::container_gc::{self, ContainerGc};
 use crate::events::{EventRecorder, NoopRecorder};
 use crate::eviction;
 use crate::metrics::KubeletMetrics;
+use crate::nodeshutdown;
 use crate::objects::ObjectSource;
 use crate::pleg;
 use crate::pod_manager::PodManager;
@@ -83,6 +84,7 @@ pub struct KubeletBuilder {
     objects: Option<Arc<dyn ObjectSource>>,
     eviction: Option<eviction::Options>,
     container_gc: Option<(container_gc::Policy, Duration)>,
+    node_shutdown: Option<(nodeshutdown::Config, Arc<dyn nodeshutdown::Inhibitor>)>,
 }
 
 impl std::fmt::Debug for KubeletBuilder {
@@ -134,6 +136,7 @@ impl KubeletBuilder {
             objects: None,
             eviction: None,
             container_gc: None,
+            node_shutdown: None,
         }
     }
 
@@ -143,6 +146,20 @@ impl KubeletBuilder {
     /// Default: none.
     pub fn eviction(mut self, options: eviction::Options) -> Self {
         self.eviction = Some(options);
+        self
+    }
+
+    /// Runs the node shutdown manager (upstream `shutdownManager`) with `config` over
+    /// `inhibitor` (logind): pods are terminated with their reduced grace periods when the
+    /// node shuts down, and new pods refused meanwhile. Off (the default) when every grace
+    /// period of `config` is zero; an invalid `config` is logged and leaves it off (validate
+    /// it with [`nodeshutdown::Config::groups`] first).
+    pub fn node_shutdown(
+        mut self,
+        config: nodeshutdown::Config,
+        inhibitor: Arc<dyn nodeshutdown::Inhibitor>,
+    ) -> Self {
+        self.node_shutdown = Some((config, inhibitor));
         self
     }
 
@@ -309,6 +326,11 @@ impl KubeletBuilder {
             self.admit
                 .push(Arc::new(AppArmorAdmitHandler::new(validator)));
         }
+        let shutdown_state = self.node_shutdown.as_ref().map(|_| {
+            let state = nodeshutdown::ShutdownState::default();
+            self.admit.push(Arc::new(state.clone()));
+            state
+        });
         let (mut pod_config, updates) = PodConfig::new();
         let sources = self
             .sources
@@ -380,6 +402,26 @@ impl KubeletBuilder {
                 .with_metrics(self.metrics.clone())
                 .with_pressure(pressure)
             });
+        let node_shutdown = self.node_shutdown.zip(shutdown_state.clone()).and_then(
+            |((config, inhibitor), state)| {
+                let active = kubelet.clone();
+                match nodeshutdown::Manager::new(
+                    &config,
+                    inhibitor,
+                    Arc::new(kubelet.clone()),
+                    Arc::new(move || active.active_pods()),
+                ) {
+                    Ok(manager) => manager.map(|m| {
+                        m.with_state(state)
+                            .with_events(self.events.clone(), &self.node_name)
+                    }),
+                    Err(e) => {
+                        tracing::error!(error = %e, "no node shutdown manager");
+                        None
+                    }
+                }
+            },
+        );
         let container_gc = self.container_gc.map(|(policy, period)| {
             let gc = ContainerGc::new(
                 self.managers.runtime.clone(),
@@ -391,6 +433,7 @@ impl KubeletBuilder {
         });
         KubeletService {
             pressure,
+            shutdown: node_shutdown.as_ref().map(|m| m.state()),
             health: sync_loop::Health::new(self.sync_loop.resync_interval),
             kubelet,
             managers: self.managers,
@@ -408,6 +451,7 @@ impl KubeletBuilder {
                 sync_loop: self.sync_loop,
                 runtime_status_period: self.runtime_status_period,
                 eviction_manager,
+                node_shutdown,
                 events: self.events,
                 node_name: self.node_name,
             }),
@@ -424,6 +468,7 @@ struct Pending {
     sync_loop: sync_loop::Config,
     runtime_status_period: Duration,
     eviction_manager: Option<eviction::Manager>,
+    node_shutdown: Option<nodeshutdown::Manager>,
     events: Arc<dyn EventRecorder>,
     node_name: String,
 }
@@ -438,6 +483,7 @@ pub struct KubeletService {
     token: CancellationToken,
     pending: Option<Pending>,
     pressure: Option<eviction::Pressure>,
+    shutdown: Option<nodeshutdown::ShutdownState>,
     container_gc: Option<(ContainerGc, Duration)>,
 }
 
@@ -479,6 +525,15 @@ impl KubeletService {
             .spawn(pending.pod_config.run(self.token.child_token()));
         if let Some(manager) = pending.eviction_manager {
             self.tracker.spawn(manager.run(self.token.child_token()));
+        }
+        if let Some(manager) = pending.node_shutdown {
+            let token = self.token.child_token();
+            self.tracker.spawn(async move {
+                // Upstream logs a failed start and goes on without graceful shutdown.
+                if let Err(e) = Arc::new(manager).run(token).await {
+                    tracing::error!(error = %e, "failed to start node shutdown manager");
+                }
+            });
         }
         self.tracker.spawn(sync_loop::run(
             Arc::new(self.kubelet.clone()),
@@ -541,6 +596,12 @@ impl KubeletService {
     /// runs (for the node status).
     pub fn pressure(&self) -> Option<&eviction::Pressure> {
         self.pressure.as_ref()
+    }
+
+    /// Whether the node is shutting down, when a [node shutdown
+    /// manager](KubeletBuilder::node_shutdown) runs (for the node status's `Ready`).
+    pub fn node_shutdown(&self) -> Option<&nodeshutdown::ShutdownState> {
+        self.shutdown.as_ref()
     }
 
     /// The token that stops every task.

@@ -7,7 +7,8 @@
 //! containers run one at a time, each must exit 0 before the next starts; sidecars
 //! (restartable init containers) start in order, gate the next one on their startup probe,
 //! and are restarted whenever they exit; then the app containers start. Ephemeral containers
-//! and in-place resize are not handled.
+//! start once, in a running sandbox, even before initialization completed, and are never
+//! restarted. In-place resize is not handled.
 
 use std::time::Duration;
 
@@ -62,6 +63,9 @@ pub struct PodActions {
     pub containers_to_start: Vec<usize>,
     /// Running containers to stop (when not killing the whole pod).
     pub containers_to_kill: Vec<ContainerToKill>,
+    /// Indexes in `spec.ephemeralContainers` of the ephemeral containers to start: those
+    /// the runtime has never seen (upstream `EphemeralContainersToStart`).
+    pub ephemeral_containers_to_start: Vec<usize>,
 }
 
 /// Whether the pod needs a new sandbox (upstream `PodSandboxChanged`): returns
@@ -349,8 +353,21 @@ pub(super) fn compute_pod_actions_for(
         return actions;
     }
 
+    // Ephemeral containers may be started even if initialization is not yet complete; they
+    // are never restarted.
+    actions.ephemeral_containers_to_start = pod
+        .ephemeral_containers()
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| status.container(&c.name).is_none())
+        .map(|(i, _)| i)
+        .collect();
+
     let initialized = compute_init_container_actions(pod, status, probes, &mut actions);
     if actions.kill_pod || !initialized {
+        if actions.kill_pod {
+            actions.ephemeral_containers_to_start.clear();
+        }
         return actions;
     }
 
@@ -410,6 +427,7 @@ pub(super) fn compute_pod_actions_for(
             .iter()
             .chain(pod.init_containers())
             .any(|c| c.name == name)
+            || pod.ephemeral_containers().iter().any(|c| c.name == name)
     };
     for s in &status.containers {
         if s.state == ContainerState::Running && !in_spec(&s.name) {
@@ -424,8 +442,9 @@ pub(super) fn compute_pod_actions_for(
 
     if keep == 0 && actions.containers_to_start.is_empty() {
         actions.kill_pod = true;
-        // Sidecars alone do not keep a pod alive.
+        // Sidecars and ephemeral containers alone do not keep a pod alive.
         actions.init_containers_to_start.clear();
+        actions.ephemeral_containers_to_start.clear();
     }
     actions
 }
@@ -633,8 +652,80 @@ mod tests {
                 init_containers_to_start: vec![],
                 containers_to_start: vec![0, 1],
                 containers_to_kill: vec![],
+                ephemeral_containers_to_start: vec![],
             }
         );
+    }
+
+    fn with_debugger(p: &mut Pod, inits: &[&str]) {
+        use k8s_openapi::api::core::v1::EphemeralContainer;
+        let spec = p.spec.as_mut().expect("spec");
+        spec.init_containers = Some(
+            inits
+                .iter()
+                .map(|n| Container {
+                    name: (*n).into(),
+                    image: Some("busybox".into()),
+                    ..Default::default()
+                })
+                .collect(),
+        );
+        spec.ephemeral_containers = Some(vec![EphemeralContainer {
+            name: "debugger".into(),
+            image: Some("busybox".into()),
+            target_container_name: Some("app".into()),
+            ..Default::default()
+        }]);
+    }
+
+    #[test]
+    fn ephemeral_containers_start_once_and_are_never_killed() {
+        let mut p = pod("web");
+        with_debugger(&mut p, &[]);
+        // Not with a new sandbox: the debugger only joins a running pod.
+        let fresh = compute_pod_actions(&p, &PodStatus::default());
+        assert!(fresh.create_sandbox);
+        assert!(fresh.ephemeral_containers_to_start.is_empty());
+
+        let app = cs(&p, "app", ContainerState::Running, 0);
+        let a = compute_pod_actions(&p, &status(Some(ready_sandbox()), vec![app.clone()]));
+        assert_eq!(a.ephemeral_containers_to_start, vec![0]);
+        assert!(!a.kill_pod);
+
+        // Running: kept (it is in the spec); exited, even failed under Always: not restarted.
+        for (state, code) in [(ContainerState::Running, 0), (ContainerState::Exited, 1)] {
+            let debugger = cs(&p, "debugger", state, code);
+            let a = compute_pod_actions(
+                &p,
+                &status(Some(ready_sandbox()), vec![app.clone(), debugger]),
+            );
+            assert_eq!(
+                a,
+                PodActions {
+                    sandbox_id: Some("sb".into()),
+                    ..Default::default()
+                },
+                "{state:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn ephemeral_containers_start_during_initialization_but_do_not_keep_the_pod() {
+        let mut p = pod("web");
+        with_debugger(&mut p, &["init"]);
+        let init = cs(&p, "init", ContainerState::Running, 0);
+        let a = compute_pod_actions(&p, &status(Some(ready_sandbox()), vec![init]));
+        assert_eq!(a.ephemeral_containers_to_start, vec![0]);
+        assert!(a.init_containers_to_start.is_empty());
+
+        // An app that completed under Never: the pod is done, the debugger is not started.
+        let mut p = pod_with("web", "Never", &["app"]);
+        with_debugger(&mut p, &[]);
+        let app = cs(&p, "app", ContainerState::Exited, 0);
+        let a = compute_pod_actions(&p, &status(Some(ready_sandbox()), vec![app]));
+        assert!(a.kill_pod);
+        assert!(a.ephemeral_containers_to_start.is_empty());
     }
 
     #[test]

@@ -181,6 +181,9 @@ pub enum ContainerType {
     /// An app container.
     #[default]
     Regular,
+    /// An ephemeral (debug) container added through the `pods/ephemeralcontainers`
+    /// subresource: started once in a running pod, never restarted.
+    Ephemeral,
 }
 
 impl ContainerType {
@@ -190,6 +193,7 @@ impl ContainerType {
         match self {
             ContainerType::Init => "init_container",
             ContainerType::Regular => "container",
+            ContainerType::Ephemeral => "ephemeral_container",
         }
     }
 }
@@ -230,6 +234,10 @@ pub struct ContainerConfig<'a> {
     pub annotations: Labels,
     /// The sandbox the container joins.
     pub sandbox: &'a PodSandboxConfig<'a>,
+    /// For an ephemeral container with `targetContainerName`: the runtime ID of the running
+    /// target, whose process namespace it joins (CRI `NamespaceOption.pid = TARGET`,
+    /// `target_id`) when the pod does not share one process namespace already.
+    pub target_container_id: Option<&'a str>,
 }
 
 /// The user an image runs as (from its config), for `runAsNonRoot` checks.

@@ -48,7 +48,7 @@ pub const CONTAINER_PRE_STOP_HANDLER_ANNOTATION: &str = "io.kubernetes.container
 /// Annotation: the container's ports as JSON (upstream `containerPortsLabel`), for named
 /// ports in a restored preStop handler.
 pub const CONTAINER_PORTS_ANNOTATION: &str = "io.kubernetes.container.ports";
-/// Annotation: `init` or `container` (upstream `containerTypeLabel`).
+/// Annotation: `init`, `container` or `ephemeral` (upstream `containerTypeLabel`).
 pub const CONTAINER_TYPE_ANNOTATION: &str = "io.kubernetes.container.type";
 
 impl ContainerType {
@@ -57,6 +57,7 @@ impl ContainerType {
         match self {
             ContainerType::Init => "init",
             ContainerType::Regular => "container",
+            ContainerType::Ephemeral => "ephemeral",
         }
     }
 
@@ -65,6 +66,7 @@ impl ContainerType {
         match s {
             "init" => Some(ContainerType::Init),
             "container" => Some(ContainerType::Regular),
+            "ephemeral" => Some(ContainerType::Ephemeral),
             _ => None,
         }
     }

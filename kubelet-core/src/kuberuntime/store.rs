@@ -431,6 +431,7 @@ mod tests {
             labels: Labels::from([("app".into(), spec.name.clone())]),
             annotations: Labels::from([("note".into(), "x".into())]),
             sandbox,
+            target_container_id: None,
         }
     }
 

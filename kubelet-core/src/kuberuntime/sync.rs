@@ -1,9 +1,10 @@
 //! Executing [`PodActions`]: the body of `sync_pod`.
 //!
 //! Mirrors upstream `SyncPod` of `pkg/kubelet/kuberuntime/kuberuntime_manager.go` (kill the
-//! pod or unwanted containers, prune/purge init containers, create the sandbox, start the next
-//! init container, start app containers) and `startContainer` of `kuberuntime_container.go`
-//! (pull, create, start, postStart hook). Per-container failures become
+//! pod or unwanted containers, prune/purge init containers, create the sandbox, start new
+//! ephemeral containers, start the next init container, start app containers) and
+//! `startContainer` of `kuberuntime_container.go` (pull, create, start, postStart hook; an
+//! ephemeral container's target for `getTargetID`). Per-container failures become
 //! [`ContainerSyncError`]s with upstream's waiting reasons; a sandbox failure is the
 //! `pod_error`; a runtime that is down aborts the sync with [`Error::Unavailable`]. Events
 //! are recorded where upstream records them (`SandboxChanged`, `FailedCreatePodSandBox`,
@@ -35,7 +36,7 @@ use super::security::{image_user, verify_run_as_non_root};
 use super::service::RuntimeService;
 use super::termination::{create_termination_log, termination_message_path};
 use crate::backoff::Backoff;
-use crate::container::is_restartable_init_container;
+use crate::container::{ephemeral_container_spec, is_restartable_init_container};
 use crate::events::{EventType, container_ref, format_pod, pod_ref, reasons as events};
 use crate::kubelet::hosts::{kernel_hostname, pod_hostname_and_domain};
 use crate::lifecycle::HookTarget;
@@ -146,6 +147,7 @@ impl<S: RuntimeService> KubeRuntimeManager<S> {
         if !actions.create_sandbox
             && actions.init_containers_to_start.is_empty()
             && actions.containers_to_start.is_empty()
+            && actions.ephemeral_containers_to_start.is_empty()
         {
             return Ok(result);
         }
@@ -267,12 +269,39 @@ impl<S: RuntimeService> KubeRuntimeManager<S> {
         actions: &PodActions,
         result: &mut PodSyncResult,
     ) -> Result<()> {
+        // Ephemeral containers first, so that a failing init container does not keep a
+        // debugger out (upstream SyncPod step 5).
+        for ec in actions
+            .ephemeral_containers_to_start
+            .iter()
+            .filter_map(|&i| ctx.pod.ephemeral_containers().get(i))
+        {
+            let c = ephemeral_container_spec(ec);
+            let target = ec
+                .target_container_name
+                .as_deref()
+                .filter(|t| !t.is_empty());
+            match self
+                .start_container(ctx, &c, ContainerType::Ephemeral, target)
+                .await
+            {
+                Ok(()) => {
+                    result.changed = true;
+                    result.started.push(c.name.clone());
+                }
+                Err(StartError::Down(e)) => return Err(e),
+                Err(failed) => record(result, failed),
+            }
+        }
         for c in actions
             .init_containers_to_start
             .iter()
             .filter_map(|&i| ctx.pod.init_containers().get(i))
         {
-            match self.start_container(ctx, c, ContainerType::Init).await {
+            match self
+                .start_container(ctx, c, ContainerType::Init, None)
+                .await
+            {
                 Ok(()) => {
                     result.changed = true;
                     result.started.push(c.name.clone());
@@ -293,7 +322,10 @@ impl<S: RuntimeService> KubeRuntimeManager<S> {
             .iter()
             .filter_map(|&i| ctx.pod.containers().get(i))
         {
-            match self.start_container(ctx, c, ContainerType::Regular).await {
+            match self
+                .start_container(ctx, c, ContainerType::Regular, None)
+                .await
+            {
                 Ok(()) => {
                     result.changed = true;
                     result.started.push(c.name.clone());
@@ -322,16 +354,18 @@ impl<S: RuntimeService> KubeRuntimeManager<S> {
 
     /// Pulls, creates and starts one container and runs its postStart hook (upstream
     /// `startContainer`); a failure before the hook is also recorded as a `Failed` event
-    /// with `Error: <message>` (upstream `recordContainerEvent`).
+    /// with `Error: <message>` (upstream `recordContainerEvent`). `target` is an ephemeral
+    /// container's `targetContainerName`.
     async fn start_container(
         &self,
         ctx: &StartContext<'_>,
         container: &Container,
         container_type: ContainerType,
+        target: Option<&str>,
     ) -> Result<(), StartError> {
         let reference = container_ref(ctx.pod, container);
         let result = self
-            .create_and_start(ctx, container, container_type, &reference)
+            .create_and_start(ctx, container, container_type, target, &reference)
             .await;
         match &result {
             Err(StartError::Container(e)) if e.reason != POST_START_HOOK_ERROR => {
@@ -360,6 +394,7 @@ impl<S: RuntimeService> KubeRuntimeManager<S> {
         ctx: &StartContext<'_>,
         container: &Container,
         container_type: ContainerType,
+        target: Option<&str>,
         reference: &k8s_openapi::api::core::v1::ObjectReference,
     ) -> Result<(), StartError> {
         let pod = ctx.pod;
@@ -381,7 +416,7 @@ impl<S: RuntimeService> KubeRuntimeManager<S> {
         // Upstream counts every start past the restart backoff, and each failure by its
         // reason; a runtime that is down aborts the sync uncounted as an error.
         let result = self
-            .pull_create_start(ctx, container, container_type, reference)
+            .pull_create_start(ctx, container, container_type, target, reference)
             .await;
         let code = match &result {
             Err(StartError::Container(e) | StartError::Backoff(e, _)) => Some(e.reason.as_str()),
@@ -398,6 +433,7 @@ impl<S: RuntimeService> KubeRuntimeManager<S> {
         ctx: &StartContext<'_>,
         container: &Container,
         container_type: ContainerType,
+        target: Option<&str>,
         reference: &k8s_openapi::api::core::v1::ObjectReference,
     ) -> Result<(), StartError> {
         let pod = ctx.pod;
@@ -433,6 +469,23 @@ impl<S: RuntimeService> KubeRuntimeManager<S> {
             ),
             EnsureError::Unavailable(e) => StartError::Down(e),
         })?;
+        // Upstream `getTargetID`: the target must be running now.
+        let target_id = match target {
+            None => None,
+            Some(name) => Some(
+                ctx.status
+                    .container(name)
+                    .filter(|s| s.state == ContainerState::Running)
+                    .map(|s| s.id.as_str())
+                    .ok_or_else(|| {
+                        container_error(
+                            container,
+                            CREATE_CONTAINER_CONFIG_ERROR,
+                            format!("unable to find target container {name}"),
+                        )
+                    })?,
+            ),
+        };
         let mut opts = ctx
             .helper
             .generate_run_container_options(pod, container, ctx.pod_ips)
@@ -482,6 +535,7 @@ impl<S: RuntimeService> KubeRuntimeManager<S> {
             labels: new_container_labels(container, pod),
             annotations: new_container_annotations(container, pod, restart_count, container_type),
             sandbox: ctx.sandbox_config,
+            target_container_id: target_id,
         };
         tracing::debug!(
             pod = %pod.full_name(),

@@ -436,6 +436,60 @@ mod tests {
         assert!(rt.running_pods().is_empty());
     }
 
+    /// Ephemeral containers join a running pod once, in their target's process namespace;
+    /// a missing target is upstream's `CreateContainerConfigError`; none is ever restarted.
+    #[tokio::test(start_paused = true)]
+    async fn ephemeral_containers_start_once_next_to_their_target() {
+        use k8s_openapi::api::core::v1::EphemeralContainer;
+        let metrics = crate::metrics::KubeletMetrics::default();
+        let rt = FakeRuntime::new().with_metrics(metrics.clone());
+        let mut p = pod("web");
+        sync(&rt, &p).await;
+        let debug = |name: &str, target: &str| EphemeralContainer {
+            name: name.into(),
+            image: Some("busybox".into()),
+            target_container_name: Some(target.into()),
+            ..Default::default()
+        };
+        p.spec.as_mut().expect("spec").ephemeral_containers =
+            Some(vec![debug("debugger", "app"), debug("ghost", "missing")]);
+        let result = sync(&rt, &p).await;
+        assert_eq!(result.started, ["debugger"]);
+        assert_eq!(result.container_errors.len(), 1);
+        assert_eq!(result.container_errors[0].container, "ghost");
+        assert_eq!(
+            result.container_errors[0].reason,
+            "CreateContainerConfigError"
+        );
+        assert_eq!(
+            result.container_errors[0].message,
+            "unable to find target container missing"
+        );
+        assert_eq!(metrics.started_containers_total("ephemeral_container"), 2);
+        let pods = rt.running_pods();
+        let id_of = |name: &str| {
+            pods[0]
+                .containers
+                .iter()
+                .find(|c| c.name == name)
+                .map(|c| c.id.clone())
+                .expect(name)
+        };
+        assert_eq!(
+            rt.service().target_of(&id_of("debugger")),
+            Some(id_of("app"))
+        );
+
+        // Exited with a failure under `restartPolicy: Always`: still not restarted, and the
+        // pod's app container is left alone.
+        p.spec.as_mut().expect("spec").ephemeral_containers = Some(vec![debug("debugger", "app")]);
+        assert!(rt.exit_container(&p.uid(), "debugger", 1));
+        let result = sync(&rt, &p).await;
+        assert!(result.started.is_empty(), "{result:?}");
+        assert!(!result.changed, "{result:?}");
+        assert_eq!(rt.container_count(&p.uid()), 2);
+    }
+
     /// Upstream's `kubelet_started_pods_total`, `kubelet_started_containers_total` and their
     /// errors: every sandbox creation, every container start past the restart backoff.
     #[tokio::test(start_paused = true)]

@@ -246,6 +246,8 @@ struct State {
     stream_server: Option<String>,
     /// Every `stream_url` request.
     stream_requests: Vec<StreamRequest>,
+    /// Container ID → the target container ID it was created with (ephemeral containers).
+    targets: HashMap<String, String>,
 }
 
 /// A stateful fake [`RuntimeService`] (see the module docs). Cheap to clone; clones share
@@ -287,6 +289,7 @@ impl FakeRuntimeService {
                 started: HashMap::new(),
                 stream_server: None,
                 stream_requests: Vec::new(),
+                targets: HashMap::new(),
             })),
             containers: ContainerStore::new(),
             has_sandboxes: true,
@@ -326,6 +329,12 @@ impl FakeRuntimeService {
             return Err(error);
         }
         Ok(st)
+    }
+
+    /// The target container ID container `id` was created with (an ephemeral container's
+    /// `targetContainerName`, resolved), if any.
+    pub fn target_of(&self, id: &str) -> Option<String> {
+        self.lock().targets.get(id).cloned()
     }
 
     /// The container records (the store behind the container calls), to inspect or to
@@ -631,7 +640,11 @@ impl RuntimeService for FakeRuntimeService {
         if self.has_sandboxes && !known {
             return Err(Error::NotFound(format!("pod sandbox {sandbox_id}")));
         }
-        Ok(self.containers.create(sandbox_id, config))
+        let id = self.containers.create(sandbox_id, config);
+        if let Some(target) = config.target_container_id {
+            self.lock().targets.insert(id.clone(), target.to_owned());
+        }
+        Ok(id)
     }
 
     async fn start_container(&self, id: &str) -> Result<()> {
@@ -814,6 +827,7 @@ mod tests {
             labels: Labels::from([("name".into(), container.name.clone())]),
             annotations: Labels::new(),
             sandbox,
+            target_container_id: None,
         }
     }
 

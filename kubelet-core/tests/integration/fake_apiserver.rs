@@ -749,3 +749,104 @@ async fn kubeconfig_file_authenticates_with_its_token() {
     drop(fake);
     assert!(!path.exists());
 }
+
+/// `pods/ephemeralcontainers` in its 1.25+ shape, as `kubectl debug` 1.32 sends it: a
+/// strategic merge patch of the `Pod` that adds one ephemeral container (merge key `name`);
+/// only additions are taken, and a watcher of the pod sees the new spec. What upstream's
+/// validation forbids is a 422 naming the field.
+#[tokio::test]
+async fn ephemeral_containers_subresource_adds_debug_containers() {
+    let fake = fake().await;
+    let pods: Api<Pod> = Api::namespaced(fake.client(UA).expect("client"), "default");
+    pods.create(&PostParams::default(), &pod("a", "n1", json!({})))
+        .await
+        .expect("a");
+    let mut events = pods
+        .watch(&WatchParams::default().fields("metadata.name=a"), "0")
+        .await
+        .expect("watch")
+        .boxed();
+    let debugger = |name: &str| {
+        json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "spec": {"ephemeralContainers": [{
+                "name": name, "image": "busybox", "targetContainerName": "c",
+                "stdin": true, "tty": true,
+            }]},
+        })
+    };
+    let patched = pods
+        .patch_subresource(
+            "ephemeralcontainers",
+            "a",
+            &PatchParams::default(),
+            &Patch::Strategic(debugger("debugger-1")),
+        )
+        .await
+        .expect("added");
+    let names = |p: &Pod| -> Vec<String> {
+        p.spec
+            .iter()
+            .flat_map(|s| s.ephemeral_containers.iter().flatten())
+            .map(|c| c.name.clone())
+            .collect()
+    };
+    assert_eq!(names(&patched), ["debugger-1"]);
+    let second = pods
+        .patch_subresource(
+            "ephemeralcontainers",
+            "a",
+            &PatchParams::default(),
+            &Patch::Strategic(debugger("debugger-2")),
+        )
+        .await
+        .expect("added");
+    assert_eq!(names(&second), ["debugger-1", "debugger-2"]);
+    // The watcher (a kubelet's pod source) sees each addition.
+    let seen = within(async {
+        loop {
+            match events.try_next().await.expect("event") {
+                Some(WatchEvent::Modified(p)) if names(&p).len() == 2 => break p,
+                Some(_) => {}
+                None => panic!("watch ended"),
+            }
+        }
+    })
+    .await;
+    assert_eq!(
+        seen.spec
+            .as_ref()
+            .and_then(|s| s.ephemeral_containers.as_ref())
+            .map(|c| c[0].target_container_name.clone()),
+        Some(Some("c".to_owned()))
+    );
+
+    let mut ports = debugger("with-ports");
+    ports["spec"]["ephemeralContainers"][0]["ports"] = json!([{"containerPort": 80}]);
+    let err = pods
+        .patch_subresource(
+            "ephemeralcontainers",
+            "a",
+            &PatchParams::default(),
+            &Patch::Strategic(ports),
+        )
+        .await
+        .expect_err("ports");
+    assert_eq!(api_code(&err), Some((422, "Invalid".to_owned())));
+    assert!(
+        err.to_string().contains(
+            "spec.ephemeralContainers[2].ports: Forbidden: cannot be set for an Ephemeral Container"
+        ),
+        "{err}"
+    );
+    let err = pods
+        .patch_subresource(
+            "ephemeralcontainers",
+            "a",
+            &PatchParams::default(),
+            &Patch::Strategic(debugger("c")),
+        )
+        .await
+        .expect_err("a container's name");
+    assert_eq!(api_code(&err).map(|c| c.0), Some(422));
+}

@@ -66,6 +66,7 @@ async fn create(rt: &ProcessRuntimeService, dir: &Path, name: &str, script: &str
         labels: Labels::from([("name".into(), name.into())]),
         annotations: Labels::new(),
         sandbox: &sandbox,
+        target_container_id: None,
     };
     rt.create_container("uid-web", &config)
         .await

@@ -10,6 +10,7 @@ use async_trait::async_trait;
 use k8s_openapi::jiff::Timestamp;
 use kubelet_core::events::{EventRecorder, EventType, LogRecorder, node_ref};
 use kubelet_core::kubelet::RuntimeState;
+use kubelet_core::nodeshutdown::ShutdownState;
 use kubelet_core::runtime::Runtime;
 use tracing::debug;
 
@@ -68,6 +69,7 @@ pub struct NodeStatusInputs {
     pub(super) events: Arc<dyn EventRecorder>,
     pub(super) machine: Option<MachineInfo>,
     pub(super) on_repeated_failure: Option<OnHeartbeatFailure>,
+    pub(super) shutdown: Option<ShutdownState>,
 }
 
 impl std::fmt::Debug for NodeStatusInputs {
@@ -89,6 +91,7 @@ impl NodeStatusInputs {
             events: Arc::new(LogRecorder),
             machine: None,
             on_repeated_failure: None,
+            shutdown: None,
         }
     }
 
@@ -105,6 +108,14 @@ impl NodeStatusInputs {
     #[must_use]
     pub fn pressure(mut self, source: Arc<dyn PressureSource>) -> Self {
         self.pressure = Some(source);
+        self
+    }
+
+    /// Makes the Node `NotReady` with `node is shutting down` while `state` says so (upstream
+    /// `shutdownManager.ShutdownStatus`).
+    #[must_use]
+    pub fn node_shutdown(mut self, state: ShutdownState) -> Self {
+        self.shutdown = Some(state);
         self
     }
 
@@ -173,6 +184,13 @@ impl NodeStatusInputs {
             images,
             runtime_errors: self.runtime_state.runtime_errors(),
             network_errors: self.runtime_state.network_errors().into_iter().collect(),
+            shutdown_errors: self
+                .shutdown
+                .as_ref()
+                .and_then(ShutdownState::status)
+                .map(str::to_owned)
+                .into_iter()
+                .collect(),
             memory_pressure: pressure(|p| p.memory_pressure()),
             disk_pressure: pressure(|p| p.disk_pressure()),
             pid_pressure: pressure(|p| p.pid_pressure()),

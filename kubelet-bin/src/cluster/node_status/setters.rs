@@ -43,6 +43,9 @@ pub struct Snapshot {
     pub runtime_errors: Vec<String>,
     /// Upstream `runtimeState.networkErrors`.
     pub network_errors: Vec<String>,
+    /// Upstream `nodeShutdownManagerErrorsFunc`: `node is shutting down` during a graceful
+    /// node shutdown.
+    pub shutdown_errors: Vec<String>,
     /// Memory pressure.
     pub memory_pressure: bool,
     /// Disk pressure.
@@ -259,12 +262,14 @@ pub fn go_arch() -> &'static str {
     }
 }
 
-/// Upstream's Ready inputs: runtime and network errors, then missing capacities.
+/// Upstream's Ready inputs: runtime, network and node shutdown errors, then missing
+/// capacities.
 fn ready_errors(status: &NodeStatus, snap: &Snapshot) -> Vec<String> {
     let mut errors: Vec<String> = snap
         .runtime_errors
         .iter()
         .chain(&snap.network_errors)
+        .chain(&snap.shutdown_errors)
         .cloned()
         .collect();
     let capacity = status.capacity.as_ref();

@@ -122,10 +122,18 @@ impl Syncer {
             } else {
                 self.opts.update_frequency
             };
+            let shutdown = self.inputs.shutdown.clone();
             tokio::select! {
                 biased;
                 _ = token.cancelled() => break,
                 _ = tokio::time::sleep(period) => {}
+                // A graceful node shutdown starts: `NotReady` now (upstream `syncNodeStatus`).
+                () = async {
+                    match &shutdown {
+                        Some(state) => state.changed().await,
+                        None => std::future::pending().await,
+                    }
+                } => {}
             }
         }
     }

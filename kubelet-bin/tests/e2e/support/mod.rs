@@ -34,6 +34,8 @@ pub struct Node {
     starts: u32,
     /// Extra kubelet flags, added after the harness's own (set before `start_kubelet`).
     pub extra_args: Vec<String>,
+    /// Extra environment of the kubelet (e.g. `DBUS_SYSTEM_BUS_ADDRESS`).
+    pub env: Vec<(String, String)>,
     /// `--container-runtime-endpoint` instead of the testbed's (e.g. a
     /// `kubelet_cri::testing::FaultProxy` in front of it).
     pub runtime_endpoint: Option<String>,
@@ -101,6 +103,7 @@ impl Node {
             cgroup_root: format!("/rk-it-{}-{name}", checkout_tag()),
             starts: 0,
             extra_args: Vec::new(),
+            env: Vec::new(),
             runtime_endpoint: None,
             systemd_pid: None,
         }
@@ -170,6 +173,7 @@ impl Node {
             .args(["--port", &self.port.to_string()])
             .args(["--cgroup-root", &self.cgroup_root])
             .args(&self.extra_args)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
             .stderr(log)

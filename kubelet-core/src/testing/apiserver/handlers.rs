@@ -143,6 +143,22 @@ pub(crate) async fn dispatch(
                 shared.write(|s| s.update(gvr, &ns, &name, api.json()?, Some("status")))?,
             ))
         }
+        ("patch" | "update", Some("ephemeralcontainers")) if gvr.resource == "pods" => {
+            let body = api.json()?;
+            let ty = (api.verb == "patch")
+                .then(|| PatchType::from_content_type(&api.content_type))
+                .transpose()?;
+            let out = shared.write(|s| {
+                let current = s.get(gvr, &ns, &name)?;
+                let wanted = match ty {
+                    Some(ty) => patch::apply(&current, &body, ty)?,
+                    None => body,
+                };
+                let updated = with_ephemeral_containers(&current, &wanted, &name)?;
+                s.update(gvr, &ns, &name, updated, None)
+            })?;
+            Ok(Reply::Json(200, out))
+        }
         ("patch", None | Some("status")) => {
             let ty = PatchType::from_content_type(&api.content_type)?;
             let body = api.json()?;
@@ -377,4 +393,78 @@ fn node_restriction(
         }
         _ => Ok(()),
     }
+}
+
+/// The `pods/ephemeralcontainers` subresource as 1.25+ serves it (a `Pod` in, a `Pod` out):
+/// only `spec.ephemeralContainers` of `wanted` is taken, and only additions are allowed (as
+/// upstream's `ValidatePodEphemeralContainersUpdate`): an existing one may not change, a new
+/// one may not set ports, probes, lifecycle or resources, nor reuse a container's name.
+fn with_ephemeral_containers(
+    current: &Value,
+    wanted: &Value,
+    name: &str,
+) -> Result<Value, ApiError> {
+    let invalid = |m: String| ApiError::invalid(format!("Pod \"{name}\" is invalid: {m}"));
+    if wanted.get("kind").and_then(Value::as_str) != Some("Pod") {
+        return Err(ApiError::bad_request(
+            "the ephemeralcontainers subresource takes a Pod (kind EphemeralContainers was 1.21's)",
+        ));
+    }
+    let list = |pod: &Value, key: &str| -> Vec<Value> {
+        pod.pointer(&format!("/spec/{key}"))
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let old = list(current, "ephemeralContainers");
+    let new = list(wanted, "ephemeralContainers");
+    let name_of = |c: &Value| {
+        c.get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned()
+    };
+    for (i, o) in old.iter().enumerate() {
+        if new.get(i) != Some(o) {
+            return Err(invalid(format!(
+                "spec.ephemeralContainers[{i}]: Forbidden: existing ephemeral containers \"{}\" may not be changed",
+                name_of(o)
+            )));
+        }
+    }
+    let taken: Vec<String> = list(current, "containers")
+        .iter()
+        .chain(&list(current, "initContainers"))
+        .chain(&old)
+        .map(name_of)
+        .collect();
+    for (i, c) in new.iter().enumerate().skip(old.len()) {
+        for field in [
+            "ports",
+            "livenessProbe",
+            "readinessProbe",
+            "startupProbe",
+            "lifecycle",
+            "resources",
+        ] {
+            if c.get(field)
+                .is_some_and(|v| !v.is_null() && v != &serde_json::json!({}))
+            {
+                return Err(invalid(format!(
+                    "spec.ephemeralContainers[{i}].{field}: Forbidden: cannot be set for an Ephemeral Container"
+                )));
+            }
+        }
+        if taken.contains(&name_of(c)) {
+            return Err(invalid(format!(
+                "spec.ephemeralContainers[{i}].name: Duplicate value: \"{}\"",
+                name_of(c)
+            )));
+        }
+    }
+    let mut updated = current.clone();
+    if let Some(spec) = updated.get_mut("spec").and_then(Value::as_object_mut) {
+        spec.insert("ephemeralContainers".into(), Value::Array(new));
+    }
+    Ok(updated)
 }

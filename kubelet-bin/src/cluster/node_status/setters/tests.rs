@@ -36,6 +36,7 @@ fn snapshot() -> Snapshot {
         disk_pressure: false,
         pid_pressure: false,
         runtime_handlers: Vec::new(),
+        shutdown_errors: Vec::new(),
     }
 }
 
@@ -315,4 +316,25 @@ fn an_external_cloud_provider_owns_the_addresses_once_set() {
     );
     node_address(&mut status, &o);
     assert_eq!(addresses(&status), provided);
+}
+
+/// Upstream's `nodeShutdownManagerErrorsFunc`: during a graceful node shutdown the Node is
+/// `NotReady` with the shutdown manager's error alone as the message.
+#[test]
+fn a_node_shutting_down_is_not_ready() {
+    let mut snap = snapshot();
+    snap.shutdown_errors = vec!["node is shutting down".to_owned()];
+    let mut node = Node::default();
+    set_node_status(&mut node, &opts(), &snap);
+    let ready = node
+        .status
+        .unwrap_or_default()
+        .conditions
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| c.type_ == "Ready")
+        .unwrap_or_default();
+    assert_eq!(ready.status, "False");
+    assert_eq!(ready.reason.as_deref(), Some("KubeletNotReady"));
+    assert_eq!(ready.message.as_deref(), Some("node is shutting down"));
 }
