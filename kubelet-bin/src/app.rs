@@ -204,6 +204,7 @@ fn remote_runtime(
         kubelet_cri::Options::default()
             .with_request_timeout(pr.runtime_request_timeout)
             .with_pod_logs_dir(settings.pod_log_dir.clone())
+            .with_container_log_links_dir(settings.container_log_links_dir())
             .with_root_dir(ctx.root_dir.clone())
             .with_node_name(ctx.node_name.clone())
             .with_seccomp_profile_root(ctx.root_dir.join("seccomp"))

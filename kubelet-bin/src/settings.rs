@@ -385,6 +385,14 @@ fn socket_from_endpoint(endpoint: &str) -> Result<PathBuf, UsageError> {
 }
 
 impl Settings {
+    /// Where containers' log symlinks go: `containers` beside the pod log root
+    /// (`/var/log/containers` for the default `/var/log/pods`, upstream's fixed path).
+    pub fn container_log_links_dir(&self) -> Option<PathBuf> {
+        self.pod_log_dir
+            .parent()
+            .map(|parent| parent.join("containers"))
+    }
+
     /// How the PLEG is chosen.
     pub fn pleg_choice(&self) -> kubelet::pleg::Choice {
         kubelet::pleg::Choice {

@@ -78,6 +78,13 @@ impl Options {
         self
     }
 
+    /// Sets [`kuberuntime::Options::container_log_links_dir`].
+    #[must_use]
+    pub fn with_container_log_links_dir(mut self, dir: Option<PathBuf>) -> Self {
+        self.engine = self.engine.with_container_log_links_dir(dir);
+        self
+    }
+
     /// Sets [`kuberuntime::Options::resolv_conf`].
     #[must_use]
     pub fn with_resolv_conf(mut self, path: impl Into<PathBuf>) -> Self {

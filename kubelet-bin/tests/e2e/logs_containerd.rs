@@ -229,3 +229,46 @@ fn rotation_keeps_50_mib_in_3_files_of_about_1_mib() {
             .all(|l| l.len() == 1024 && l.bytes().all(|b| b == b'x'))
     );
 }
+
+/// Log shippers read `/var/log/containers` (upstream `legacyLogSymlink`): a started container
+/// gets `<pod>_<namespace>_<container>-<id>.log` beside the pod log root (here the harness's
+/// `--pod-log-dir` is `<node>/kubelet/logs`, so `<node>/kubelet/containers`), pointing at its
+/// log; the link goes when the container is removed.
+#[test]
+fn a_started_container_has_a_log_symlink_until_it_is_removed() {
+    let node = Node::start("loglinks");
+    node.write_manifest(
+        "talk.yaml",
+        &pod_yaml("talk", "Always", &[("app", "echo hello; exec sleep 3600")]),
+    );
+    let pod = node.wait_for(Duration::from_secs(30), "talk running", |n| {
+        running(n, "talk", "app")
+    });
+    let id = container_status(&pod, "app")
+        .and_then(|c| c["containerID"].as_str())
+        .and_then(|id| id.strip_prefix("containerd://"))
+        .expect("a containerd container id")
+        .to_owned();
+    let link = node
+        .dir
+        .join("kubelet/containers")
+        .join(format!("talk-{NODE}_default_app-{id}.log"));
+    let target = std::fs::read_link(&link).expect("the log symlink exists");
+    assert!(
+        target.starts_with(node.dir.join("kubelet/logs")) && target.ends_with("app/0.log"),
+        "{}",
+        target.display()
+    );
+    node.wait_for(Duration::from_secs(10), "the log through the link", |_| {
+        std::fs::read_to_string(&link)
+            .ok()
+            .filter(|log| log.contains("hello"))
+    });
+
+    node.remove_manifest("talk.yaml");
+    node.wait_for(
+        Duration::from_secs(60),
+        "the link removed with the container",
+        |_| (!link.exists() && std::fs::symlink_metadata(&link).is_err()).then_some(()),
+    );
+}

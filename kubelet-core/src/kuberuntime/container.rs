@@ -30,6 +30,30 @@ pub fn container_log_path(name: &str, restart_count: u32) -> PathBuf {
     PathBuf::from(format!("{name}/{restart_count}.log"))
 }
 
+/// The length upstream cuts a log symlink's name at, before `.log` (`logSymlink`).
+const MAX_SYMLINK_NAME: usize = 251;
+
+/// `<dir>/<pod>_<namespace>_<container>-<container id>.log`, the symlink to a container's log
+/// that log shippers read (upstream `legacyLogSymlink` in `/var/log/containers`; the name is
+/// cut at 251 characters before `.log`, as upstream).
+pub fn legacy_log_symlink(
+    dir: &Path,
+    pod_name: &str,
+    namespace: &str,
+    container: &str,
+    container_id: &str,
+) -> PathBuf {
+    let mut name = format!("{pod_name}_{namespace}_{container}-{container_id}");
+    if name.len() > MAX_SYMLINK_NAME {
+        let cut = (0..=MAX_SYMLINK_NAME)
+            .rev()
+            .find(|i| name.is_char_boundary(*i))
+            .unwrap_or(0);
+        name.truncate(cut);
+    }
+    dir.join(format!("{name}.log"))
+}
+
 /// `<pod log dir>/<container name>` (upstream `BuildContainerLogsDirectory`).
 pub fn container_logs_dir(pod_logs_dir: &Path, name: &str) -> PathBuf {
     pod_logs_dir.join(name)

@@ -18,8 +18,10 @@
 //!    (`<ns>_<name>_<uid>`) of every pod whose content may go.
 //!
 //! Departures: objects without our pod UID label are never touched (upstream would group
-//! them under an empty UID); the kubelet writes no legacy `/var/log/containers` symlinks,
-//! so none are removed; a pod log root that does not exist is nothing to collect.
+//! them under an empty UID); the `/var/log/containers` symlinks go with their containers
+//! (`remove_container_and_log`, `remove`), and upstream's sweep of dangling ones (left by
+//! kubelets that did not remove them) is not done; a pod log root that does not exist is
+//! nothing to collect.
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;

@@ -12,8 +12,9 @@ use std::path::{Path, PathBuf};
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::{Container, Pod};
 
+use super::container::legacy_log_symlink;
 use super::graceful::{TerminationOrdering, stop_gracefully};
-use super::labels::restore_specs;
+use super::labels::{ContainerLabels, restore_specs};
 use super::manager::KubeRuntimeManager;
 use super::service::RuntimeService;
 use crate::events::{EventType, container_ref_by_name, reasons as events};
@@ -244,6 +245,20 @@ impl<S: RuntimeService> KubeRuntimeManager<S> {
         match self.service.container_status(id).await {
             Ok(s) => {
                 let log = Path::new(&s.log_path);
+                if let (Some(dir), Some(info)) = (
+                    &self.opts.container_log_links_dir,
+                    ContainerLabels::parse(&s.labels),
+                ) {
+                    // Upstream `removeContainerLog`: the legacy symlink goes with the container.
+                    let link = legacy_log_symlink(
+                        dir,
+                        &info.pod_name,
+                        &info.pod_namespace,
+                        &info.container_name,
+                        id,
+                    );
+                    remove_path(&link, false).await;
+                }
                 if is_under(log, &self.opts.pod_logs_dir) {
                     let owned = log.to_owned();
                     let rotated = tokio::task::spawn_blocking(move || {
@@ -267,10 +282,17 @@ impl<S: RuntimeService> KubeRuntimeManager<S> {
 
     /// Removes every container, then every sandbox, then the pod's log directory.
     pub(super) async fn remove(&self, running: &RunningPod) -> Result<()> {
-        let removals = running
-            .containers
-            .iter()
-            .map(|c| async { ok_if_not_found(self.service.remove_container(&c.id).await) });
+        let removals = running.containers.iter().map(|c| async {
+            let removed = ok_if_not_found(self.service.remove_container(&c.id).await);
+            if removed.is_ok()
+                && let Some(dir) = &self.opts.container_log_links_dir
+            {
+                let link =
+                    legacy_log_symlink(dir, &running.name, &running.namespace, &c.name, &c.id);
+                remove_path(&link, false).await;
+            }
+            removed
+        });
         let mut errors: Vec<Error> = join_all(removals)
             .await
             .into_iter()

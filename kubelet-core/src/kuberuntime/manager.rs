@@ -39,6 +39,10 @@ use crate::runtimeclass::RuntimeClassSource;
 pub struct Options {
     /// Root of the pod log directories (upstream `--pod-logs-dir`, default `/var/log/pods`).
     pub pod_logs_dir: PathBuf,
+    /// Where each started container gets a symlink to its log,
+    /// `<pod>_<namespace>_<container>-<id>.log`, removed with the container (upstream's
+    /// `/var/log/containers`, for log shippers); `None`: no symlinks.
+    pub container_log_links_dir: Option<PathBuf>,
     /// The kubelet's root directory (`--root-dir`): termination message files live under
     /// `<root>/pods/<uid>/containers/<name>/`. `None`: no termination message file is mounted.
     pub root_dir: Option<PathBuf>,
@@ -61,6 +65,7 @@ impl Default for Options {
     fn default() -> Self {
         Self {
             pod_logs_dir: PathBuf::from("/var/log/pods"),
+            container_log_links_dir: Some(PathBuf::from("/var/log/containers")),
             root_dir: None,
             resolv_conf: PathBuf::from("/etc/resolv.conf"),
             node_name: String::new(),
@@ -76,6 +81,13 @@ impl Options {
     #[must_use]
     pub fn with_pod_logs_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.pod_logs_dir = dir.into();
+        self
+    }
+
+    /// Sets [`Options::container_log_links_dir`].
+    #[must_use]
+    pub fn with_container_log_links_dir(mut self, dir: Option<PathBuf>) -> Self {
+        self.container_log_links_dir = dir;
         self
     }
 

@@ -18,7 +18,7 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 use super::actions::{PodActions, check_backoff, compute_pod_actions_for};
 use super::api::{ContainerConfig, ContainerType, PodSandboxConfig};
 use super::container::{
-    command_and_args, container_log_path, container_logs_dir, pod_logs_dir,
+    command_and_args, container_log_path, container_logs_dir, legacy_log_symlink, pod_logs_dir,
     restart_count_from_log_dir,
 };
 use super::dns::{host_dns_config, pod_dns_config};
@@ -558,6 +558,14 @@ impl<S: RuntimeService> KubeRuntimeManager<S> {
             .start_container(&id)
             .await
             .map_err(|e| classify(container, RUN_CONTAINER_ERROR, e))?;
+        self.link_container_log(
+            pod,
+            container,
+            &id,
+            &ctx.sandbox_config.log_directory,
+            restart_count,
+        )
+        .await;
         self.events.event(
             reference,
             EventType::Normal,
@@ -565,6 +573,40 @@ impl<S: RuntimeService> KubeRuntimeManager<S> {
             &format!("Started container {}", container.name),
         );
         self.run_post_start(pod, container, &id, reference).await
+    }
+
+    /// The `/var/log/containers` symlink to a started container's log (upstream
+    /// `startContainer`: made only when the log exists, so no dangling link; a failure is
+    /// logged, the container keeps running).
+    async fn link_container_log(
+        &self,
+        pod: &Pod,
+        container: &Container,
+        id: &str,
+        pod_log_dir: &std::path::Path,
+        restart_count: u32,
+    ) {
+        let Some(dir) = &self.opts.container_log_links_dir else {
+            return;
+        };
+        let log = pod_log_dir.join(container_log_path(&container.name, restart_count));
+        let link = legacy_log_symlink(
+            dir,
+            pod.name_or_empty(),
+            pod.namespace_or_default(),
+            &container.name,
+            id,
+        );
+        if tokio::fs::metadata(&log).await.is_err() {
+            return;
+        }
+        let made = async {
+            tokio::fs::create_dir_all(dir).await?;
+            tokio::fs::symlink(&log, &link).await
+        };
+        if let Err(e) = made.await {
+            tracing::warn!(error = %e, path = %link.display(), "cannot create the container log symlink");
+        }
     }
 
     /// A fresh termination message file mounted at the container's `terminationMessagePath`
