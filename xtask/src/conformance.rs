@@ -98,8 +98,9 @@ pub(crate) fn run(args: Args) -> Result<()> {
 }
 
 /// A `curl` for the agnhost stand-in: the suite's hooks and networking checks run `curl [flags]
-/// URL` in agnhost containers; busybox's `wget` fetches the URL and prints the body.
-const CURL: &[u8] = b"#!/bin/sh\n# curl stand-in (busybox wget): the argument with :// is the URL; flags are ignored\nfor arg; do case \"$arg\" in *://*) url=$arg ;; esac; done\nexec wget -q -T 10 -O - \"$url\"\n";
+/// URL` in agnhost containers; busybox's `wget` fetches the URL and prints the body (under
+/// `timeout`: Debian 12's static busybox `wget -T` crashes).
+const CURL: &[u8] = b"#!/bin/sh\n# curl stand-in (busybox wget): the argument with :// is the URL; flags are ignored\nfor arg; do case \"$arg\" in *://*) url=$arg ;; esac; done\nexec timeout 15 wget -q -O - \"$url\"\n";
 
 /// The suite's images that the default focus pulls, under the registries `KUBE_TEST_REPO_LIST`
 /// points at (the scenario writes that file with the same prefixes).
