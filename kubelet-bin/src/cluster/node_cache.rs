@@ -12,8 +12,7 @@
 
 use std::sync::{Arc, PoisonError, RwLock};
 
-use super::watch_backoff::reflector_backoff;
-use futures::StreamExt;
+use super::watch_backoff::watch_until_cancelled;
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::runtime::watcher::{self, Event};
@@ -22,7 +21,7 @@ use kubelet_core::pod::strip_managed_fields;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::{debug, warn};
+use tracing::debug;
 
 #[derive(Debug, Default)]
 struct State {
@@ -73,19 +72,11 @@ impl ApiNodeProvider {
     /// ([`reflector_backoff`]) retries failed lists and watches.
     pub async fn run(self, client: kube::Client, name: String, token: CancellationToken) {
         let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
-        let events = reflector_backoff(watcher::watcher(Api::<Node>::all(client), config));
-        futures::pin_mut!(events);
-        loop {
-            tokio::select! {
-                biased;
-                () = token.cancelled() => return,
-                event = events.next() => match event {
-                    Some(Ok(event)) => self.apply(event),
-                    Some(Err(e)) => warn!(node = %name, error = %e, "watching the node; retrying"),
-                    None => return,
-                },
-            }
-        }
+        let what = format!("node {name}");
+        watch_until_cancelled(Api::<Node>::all(client), config, &what, token, |e| {
+            self.apply(e);
+        })
+        .await;
     }
 
     /// Takes in one watch event (keeping the Node without `managedFields`).

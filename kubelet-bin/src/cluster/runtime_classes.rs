@@ -10,14 +10,13 @@
 use std::collections::HashMap;
 use std::sync::{Arc, PoisonError, RwLock};
 
-use super::watch_backoff::reflector_backoff;
-use futures::StreamExt;
+use super::watch_backoff::watch_until_cancelled;
 use k8s_openapi::api::node::v1::RuntimeClass;
 use kube::Api;
 use kube::runtime::watcher::{self, Event};
 use kubelet_core::runtimeclass::RuntimeClassSource;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, warn};
+use tracing::debug;
 
 #[derive(Debug, Default)]
 struct State {
@@ -47,22 +46,17 @@ impl ApiRuntimeClasses {
     /// Watches RuntimeClasses through `client` until `token` is cancelled; failed lists
     /// and watches are retried with the reflector's backoff.
     pub async fn run(self, client: kube::Client, token: CancellationToken) {
-        let events = reflector_backoff(watcher::watcher(
-            Api::<RuntimeClass>::all(client),
+        let api = Api::<RuntimeClass>::all(client);
+        watch_until_cancelled(
+            api,
             watcher::Config::default(),
-        ));
-        futures::pin_mut!(events);
-        loop {
-            tokio::select! {
-                biased;
-                () = token.cancelled() => return,
-                event = events.next() => match event {
-                    Some(Ok(event)) => self.apply(event),
-                    Some(Err(e)) => warn!(error = %e, "watching runtimeclasses; retrying"),
-                    None => return,
-                },
-            }
-        }
+            "runtimeclasses",
+            token,
+            |e| {
+                self.apply(e);
+            },
+        )
+        .await;
     }
 
     /// Takes in one watch event.

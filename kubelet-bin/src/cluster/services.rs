@@ -13,15 +13,14 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 
-use super::watch_backoff::reflector_backoff;
-use futures::StreamExt;
+use super::watch_backoff::watch_until_cancelled;
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Api;
 use kube::runtime::watcher::{self, Event};
 use kubelet_core::envvars::ServiceLister;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, warn};
+use tracing::debug;
 
 type Key = (String, String);
 
@@ -79,22 +78,11 @@ impl ApiServiceLister {
     /// Watches all Services through `client` until `token` is cancelled; the reflector's
     /// backoff ([`reflector_backoff`]) retries failed lists and watches.
     pub async fn run(self, client: kube::Client, token: CancellationToken) {
-        let events = reflector_backoff(watcher::watcher(
-            Api::<Service>::all(client),
-            watcher::Config::default(),
-        ));
-        futures::pin_mut!(events);
-        loop {
-            tokio::select! {
-                biased;
-                () = token.cancelled() => return,
-                event = events.next() => match event {
-                    Some(Ok(event)) => self.apply(event),
-                    Some(Err(e)) => warn!(error = %e, "watching services; retrying"),
-                    None => return,
-                },
-            }
-        }
+        let api = Api::<Service>::all(client);
+        watch_until_cancelled(api, watcher::Config::default(), "services", token, |e| {
+            self.apply(e);
+        })
+        .await;
     }
 
     /// Takes in one watch event.

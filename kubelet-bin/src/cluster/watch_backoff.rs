@@ -92,6 +92,34 @@ where
     })
 }
 
+/// Feeds every event of a watch of `api` (with `config`, through [`reflector_backoff`]) to
+/// `apply` until `token` is cancelled or the watch ends; a failed list or watch is logged as
+/// `watching <what>; retrying` and retried by the backoff. The loop of the kubelet's object
+/// caches (services, RuntimeClasses, its Node).
+pub async fn watch_until_cancelled<K>(
+    api: kube::Api<K>,
+    config: watcher::Config,
+    what: &str,
+    token: tokio_util::sync::CancellationToken,
+    mut apply: impl FnMut(Event<K>),
+) where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    let events = reflector_backoff(watcher::watcher(api, config));
+    futures::pin_mut!(events);
+    loop {
+        tokio::select! {
+            biased;
+            () = token.cancelled() => return,
+            event = events.next() => match event {
+                Some(Ok(event)) => apply(event),
+                Some(Err(e)) => tracing::warn!(error = %e, "watching {what}; retrying"),
+                None => return,
+            },
+        }
+    }
+}
+
 #[cfg(test)]
 #[path = "watch_backoff_tests.rs"]
 mod tests;
