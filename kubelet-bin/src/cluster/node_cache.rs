@@ -69,7 +69,7 @@ impl ApiNodeProvider {
     }
 
     /// Watches the Node `name` until `token` is cancelled; the reflector's backoff
-    /// ([`reflector_backoff`]) retries failed lists and watches.
+    /// ([`reflector_backoff`](super::watch_backoff::reflector_backoff)) retries failed lists and watches.
     pub async fn run(self, client: kube::Client, name: String, token: CancellationToken) {
         let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
         let what = format!("node {name}");

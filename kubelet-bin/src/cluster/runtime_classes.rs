@@ -3,7 +3,7 @@
 //!
 //! [`ApiRuntimeClasses`] watches all RuntimeClasses (the Node authorizer's node rules allow
 //! `get`/`list`/`watch` of them to every node) with the reflector's backoff
-//! ([`reflector_backoff`]) and keeps each one's `handler`. A lookup is answered from the
+//! ([`reflector_backoff`](super::watch_backoff::reflector_backoff)) and keeps each one's `handler`. A lookup is answered from the
 //! cache only: before the first list, or for a class the API server does not have, it is
 //! upstream's `NotFound`, and the pod's sandbox is retried at its next sync.
 

@@ -4,7 +4,7 @@
 //!
 //! [`ApiServiceLister`] watches `services` in all namespaces (the Node authorizer allows
 //! `list`/`watch` of services to every node) with the reflector's backoff
-//! ([`reflector_backoff`]), and keeps
+//! ([`reflector_backoff`](super::watch_backoff::reflector_backoff)), and keeps
 //! only what the variables need: name, namespace, cluster IP and ports. It reports
 //! [`has_synced`](kubelet_core::envvars::ServiceLister::has_synced) once the first list is
 //! in; until then API pods wait for their environment, as upstream.
@@ -76,7 +76,7 @@ impl ApiServiceLister {
     }
 
     /// Watches all Services through `client` until `token` is cancelled; the reflector's
-    /// backoff ([`reflector_backoff`]) retries failed lists and watches.
+    /// backoff ([`reflector_backoff`](super::watch_backoff::reflector_backoff)) retries failed lists and watches.
     pub async fn run(self, client: kube::Client, token: CancellationToken) {
         let api = Api::<Service>::all(client);
         watch_until_cancelled(api, watcher::Config::default(), "services", token, |e| {

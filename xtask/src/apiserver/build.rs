@@ -62,7 +62,7 @@ pub fn ensure_built() -> Result<PathBuf> {
 }
 
 /// Builds each binary of `names` that is not cached yet (`k8s.io/kubernetes/cmd/<name>`, or
-/// `agnhost`, `ginkgo`, `e2e.test`: [`go_package`]) (one source tree
+/// `agnhost`, `nonewprivs`, `ginkgo`, `e2e.test`) (one source tree
 /// for all of them) and returns their paths in the same order. kube-controller-manager,
 /// kube-scheduler and kubeadm take a minute or two each once kube-apiserver's build cache is warm.
 pub fn ensure_commands(names: &[&str]) -> Result<Vec<PathBuf>> {
