@@ -90,6 +90,10 @@ node_main() {
         mkdir -p "$layer/upper" "$layer/work"
         mount -t overlay overlay -o "lowerdir=$path,upperdir=$layer/upper,workdir=$layer/work" "$path"
     done
+    # The node's cgroup root in every hierarchy (the Go kubelet refuses a --cgroup-root that
+    # does not exist; a systemd slice would give it one).
+    local hierarchy
+    for hierarchy in /sys/fs/cgroup/*/; do mkdir -p "$hierarchy$name" 2>/dev/null || true; done
     # systemd's /etc/default/kubelet: the flags an operator adds on this node.
     echo "KUBELET_EXTRA_ARGS=\"--node-ip=$ip --cgroup-root=/$name\"" >/etc/default/kubelet
     local children=()
