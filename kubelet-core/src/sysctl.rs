@@ -241,24 +241,7 @@ mod tests {
     #[test]
     fn only_safe_sysctls_are_admitted() {
         let with = |names: &[&str], host_net: bool, host_ipc: bool| {
-            let mut p = crate::testing::pod("bar");
-            p.spec.as_mut().expect("spec").security_context = Some(PodSecurityContext {
-                sysctls: Some(
-                    names
-                        .iter()
-                        .map(|n| Sysctl {
-                            name: (*n).into(),
-                            value: "1".into(),
-                        })
-                        .collect(),
-                ),
-                ..Default::default()
-            });
-            if let Some(s) = p.spec.as_mut() {
-                s.host_network = Some(host_net);
-                s.host_ipc = Some(host_ipc);
-            }
-            validate(&p).map_err(|e| e.to_string())
+            validate(&pod_with(names, host_net, host_ipc)).map_err(|e| e.to_string())
         };
         assert_eq!(with(&SAFE_SYSCTLS, false, false), Ok(()));
         assert_eq!(with(&["net/ipv4/tcp_syncookies"], false, false), Ok(()));

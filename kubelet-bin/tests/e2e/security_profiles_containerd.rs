@@ -11,31 +11,12 @@
 
 use crate::support;
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::Value;
-use support::{Node, container_status, phase, uid};
+use support::{Node, container_status, log_lines, phase, uid};
 
 const IMAGE: &str = "docker.io/library/busybox:1.36";
-
-/// The stdout lines of a container's first log file.
-fn log_lines(node: &Node, pod: &Value, container: &str) -> Vec<String> {
-    let dir: PathBuf = node.dir.join("kubelet/logs").join(format!(
-        "{}_{}_{}",
-        pod["metadata"]["namespace"].as_str().unwrap_or(""),
-        pod["metadata"]["name"].as_str().unwrap_or(""),
-        uid(pod)
-    ));
-    let text = std::fs::read_to_string(dir.join(container).join("0.log")).unwrap_or_default();
-    text.lines()
-        .filter_map(|l| {
-            let mut parts = l.splitn(4, ' ');
-            let (_, stream, _, msg) = (parts.next()?, parts.next()?, parts.next()?, parts.next());
-            (stream == "stdout").then(|| msg.unwrap_or("").to_owned())
-        })
-        .collect()
-}
 
 fn pod(name: &str, extra_spec: &str, annotations: &str, command: &str) -> String {
     format!(

@@ -640,3 +640,22 @@ pub fn v1_cgroups() -> bool {
     Path::new("/sys/fs/cgroup/cpu/cpu.shares").exists()
         && Path::new("/sys/fs/cgroup/memory/memory.limit_in_bytes").exists()
 }
+
+/// The lines a container wrote to stdout, from its first CRI log file
+/// (`<pod-log-dir>/<ns>_<name>_<uid>/<container>/0.log`, lines `<time> <stream> <tag> <text>`).
+pub fn log_lines(node: &Node, pod: &Value, container: &str) -> Vec<String> {
+    let dir: PathBuf = node.dir.join("kubelet/logs").join(format!(
+        "{}_{}_{}",
+        pod["metadata"]["namespace"].as_str().unwrap_or(""),
+        pod["metadata"]["name"].as_str().unwrap_or(""),
+        uid(pod)
+    ));
+    let text = std::fs::read_to_string(dir.join(container).join("0.log")).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| {
+            let mut parts = l.splitn(4, ' ');
+            let (_, stream, _, msg) = (parts.next()?, parts.next()?, parts.next()?, parts.next());
+            (stream == "stdout").then(|| msg.unwrap_or("").to_owned())
+        })
+        .collect()
+}
