@@ -189,15 +189,8 @@ impl<S: RuntimeService> KubeRuntimeManager<S> {
             match crate::runtimeclass::runtime_handler(self.runtime_classes.as_deref(), pod) {
                 Ok(handler) => handler,
                 Err(e) => {
-                    let e = Error::from(e);
                     self.metrics.record_pod_started(true);
-                    self.events.event(
-                        &pod_ref(pod),
-                        EventType::Warning,
-                        events::FAILED_CREATE_POD_SANDBOX,
-                        &format!("Failed to create pod sandbox: {e}"),
-                    );
-                    return fail_pod(result, "failed to create pod sandbox", e);
+                    return self.sandbox_failed(pod, result, Error::from(e));
                 }
             }
         } else {
@@ -234,17 +227,7 @@ impl<S: RuntimeService> KubeRuntimeManager<S> {
                     }
                     id
                 }
-                Err(e) => {
-                    if !matches!(e, Error::Unavailable(_)) {
-                        self.events.event(
-                            &pod_ref(pod),
-                            EventType::Warning,
-                            events::FAILED_CREATE_POD_SANDBOX,
-                            &format!("Failed to create pod sandbox: {e}"),
-                        );
-                    }
-                    return fail_pod(result, "failed to create pod sandbox", e);
-                }
+                Err(e) => return self.sandbox_failed(pod, result, e),
             }
         } else {
             actions.sandbox_id.clone().unwrap_or_default()
@@ -573,6 +556,20 @@ impl<S: RuntimeService> KubeRuntimeManager<S> {
             &format!("Started container {}", container.name),
         );
         self.run_post_start(pod, container, &id, reference).await
+    }
+
+    /// A sandbox that could not be made: upstream's `FailedCreatePodSandBox` event (not while
+    /// the runtime is unavailable) and the pod's sync error.
+    fn sandbox_failed(&self, pod: &Pod, result: PodSyncResult, e: Error) -> Result<PodSyncResult> {
+        if !matches!(e, Error::Unavailable(_)) {
+            self.events.event(
+                &pod_ref(pod),
+                EventType::Warning,
+                events::FAILED_CREATE_POD_SANDBOX,
+                &format!("Failed to create pod sandbox: {e}"),
+            );
+        }
+        fail_pod(result, "failed to create pod sandbox", e)
     }
 
     /// The `/var/log/containers` symlink to a started container's log (upstream
